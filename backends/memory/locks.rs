@@ -1,0 +1,121 @@
+use crate::error::Result;
+use crate::lock::{Lease, LockProvider, LockRequest};
+use crate::time::{Clock, SystemClock, Timestamp};
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Debug)]
+struct Slot {
+    /// Last token granted; kept after release so tokens never repeat.
+    token: u64,
+    holder: Option<(String, Timestamp)>,
+}
+
+/// In-process leases for one process (or several schedulers in one process).
+///
+/// Tokens count up per key from 1 and are kept for the life of the value.
+#[derive(Debug, Clone)]
+pub struct LocalLocks {
+    clock: Arc<dyn Clock>,
+    slots: Arc<Mutex<HashMap<String, Slot>>>,
+}
+
+impl Default for LocalLocks {
+    fn default() -> Self {
+        LocalLocks::new()
+    }
+}
+
+impl LocalLocks {
+    /// Leases on the system clock.
+    pub fn new() -> Self {
+        LocalLocks::with_clock(Arc::new(SystemClock))
+    }
+
+    /// Leases on the given clock.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        LocalLocks {
+            clock,
+            slots: Arc::default(),
+        }
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl LockProvider for LocalLocks {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn acquire(&self, owner: &str, requests: &[LockRequest]) -> Result<Vec<Option<Lease>>> {
+        let now = self.clock.now();
+        let mut slots = self.slots();
+        Ok(requests
+            .iter()
+            .map(|r| {
+                let slot = slots.entry(r.key.clone()).or_insert(Slot {
+                    token: 0,
+                    holder: None,
+                });
+                if matches!(&slot.holder, Some((_, until)) if *until > now) {
+                    return None;
+                }
+                slot.token += 1;
+                let expires_at = now + r.ttl;
+                slot.holder = Some((owner.to_string(), expires_at));
+                Some(Lease {
+                    key: r.key.clone(),
+                    owner: owner.to_string(),
+                    token: slot.token,
+                    expires_at,
+                })
+            })
+            .collect())
+    }
+
+    async fn renew(&self, leases: &[Lease], ttl: Duration) -> Result<Vec<Option<Lease>>> {
+        let now = self.clock.now();
+        let mut slots = self.slots();
+        Ok(leases
+            .iter()
+            .map(|l| {
+                let slot = slots.get_mut(&l.key)?;
+                match &mut slot.holder {
+                    Some((owner, until))
+                        if *owner == l.owner && slot.token == l.token && *until > now =>
+                    {
+                        *until = now + ttl;
+                        Some(Lease {
+                            expires_at: *until,
+                            ..l.clone()
+                        })
+                    }
+                    _ => None,
+                }
+            })
+            .collect())
+    }
+
+    async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>> {
+        let mut slots = self.slots();
+        Ok(leases
+            .iter()
+            .map(|l| match slots.get_mut(&l.key) {
+                Some(slot)
+                    if slot.token == l.token
+                        && matches!(&slot.holder, Some((o, _)) if *o == l.owner) =>
+                {
+                    slot.holder = None;
+                    true
+                }
+                _ => false,
+            })
+            .collect())
+    }
+}

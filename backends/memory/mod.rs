@@ -1,0 +1,14 @@
+//! The in-process backend: [`MemoryStore`] and [`LocalLocks`].
+//!
+//! Always compiled. Everything lives behind one mutex per object, so every call is
+//! atomic as a whole. Nothing survives the process; use it for tests, the
+//! quickstart and single-process deployments that can lose their state.
+//!
+//! Both read time from a [`Clock`](crate::Clock) (the system clock by default);
+//! [`TokioClock`](crate::TokioClock) makes them follow a paused tokio runtime.
+
+mod locks;
+mod store;
+
+pub use locks::LocalLocks;
+pub use store::MemoryStore;

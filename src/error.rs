@@ -1,0 +1,139 @@
+//! The crate's one error type.
+//!
+//! Every fallible operation in jobwheel returns [`Error`]. Backends keep their own
+//! error types private and convert into the contract variants here, so the engine can
+//! decide what to do from the variant alone (retry a [`Error::Backend`] marked
+//! temporary, refuse an [`Error::Invalid`] at the edge, and so on).
+
+use std::fmt::Display;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Boxed source error carried by [`Error::Backend`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can go wrong in jobwheel.
+///
+/// The variants are contracts: a backend must report "this id does not exist" as
+/// [`Error::NotFound`], an input it will not store as [`Error::Invalid`], and a failure
+/// of its server or driver as [`Error::Backend`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Input refused at the edge: the named field held a value that is not allowed.
+    /// Nothing was stored.
+    #[error("invalid {field} {value:?}: {reason}")]
+    Invalid {
+        /// Dotted name of the offending field, e.g. `job.id` or `schedule.cron`.
+        field: &'static str,
+        /// The refused value, rendered as text (truncated when very long).
+        value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// The named object does not exist in the store.
+    #[error("{what} {id:?} not found")]
+    NotFound {
+        /// Kind of object, e.g. `job`.
+        what: &'static str,
+        /// Its id.
+        id: String,
+    },
+    /// A write was refused because the caller's fencing token is older than the
+    /// one the store last saw for the job: another node holds (or held) a newer lease.
+    #[error("stale fencing token {token} for job {job:?}: the store has seen {current}")]
+    Fenced {
+        /// The job id.
+        job: String,
+        /// The token the caller presented.
+        token: u64,
+        /// The newest token the store knows for the job.
+        current: u64,
+    },
+    /// The backend does not implement this operation.
+    #[error("{backend} does not support {operation}")]
+    NotSupported {
+        /// Backend name.
+        backend: &'static str,
+        /// Operation name.
+        operation: &'static str,
+    },
+    /// The backend's server or driver failed. When `temporary` is true the same call
+    /// may succeed later (connection loss, timeout, deadlock); the engine retries it
+    /// with backoff.
+    #[error("{backend} failed in {operation}: {source}")]
+    Backend {
+        /// Backend name.
+        backend: &'static str,
+        /// Operation that failed.
+        operation: &'static str,
+        /// Whether retrying may help.
+        temporary: bool,
+        /// The underlying error.
+        #[source]
+        source: BoxError,
+    },
+}
+
+impl Error {
+    /// Builds an [`Error::Invalid`]; long values are cut to 200 characters.
+    pub fn invalid(field: &'static str, value: impl Display, reason: impl Into<String>) -> Self {
+        let mut value = value.to_string();
+        if value.len() > 200 {
+            let mut cut = 200;
+            while !value.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            value.truncate(cut);
+            value.push('…');
+        }
+        Error::Invalid {
+            field,
+            value,
+            reason: reason.into(),
+        }
+    }
+
+    /// Builds an [`Error::NotFound`].
+    pub fn not_found(what: &'static str, id: impl Display) -> Self {
+        Error::NotFound {
+            what,
+            id: id.to_string(),
+        }
+    }
+
+    /// Builds an [`Error::Backend`].
+    pub fn backend(
+        backend: &'static str,
+        operation: &'static str,
+        temporary: bool,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            operation,
+            temporary,
+            source: source.into(),
+        }
+    }
+
+    /// True when retrying the same call later may succeed.
+    pub fn is_temporary(&self) -> bool {
+        matches!(
+            self,
+            Error::Backend {
+                temporary: true,
+                ..
+            }
+        )
+    }
+
+    /// The field named by an [`Error::Invalid`], if this is one.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            Error::Invalid { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+}

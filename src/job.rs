@@ -1,0 +1,379 @@
+//! The job model: a named definition kept in the store.
+//!
+//! A [`Job`] can only be built through [`JobBuilder`] (or deserialized, which runs the
+//! same checks), so every `Job` value is valid: its id, schedule, payload size,
+//! durations and policies have all been checked.
+
+use crate::error::{Error, Result};
+use crate::policy::{AlarmPolicy, MisfirePolicy, RetryPolicy};
+use crate::schedule::Schedule;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::borrow::Borrow;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default payload limit: 64 KiB of serialized JSON.
+pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 64 * 1024;
+
+/// Longest job id, in characters.
+pub const MAX_JOB_ID_LEN: usize = 200;
+
+/// A job's id: 1 to 200 characters of `[A-Za-z0-9._:-]`. Cheap to clone.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct JobId(Arc<str>);
+
+impl JobId {
+    /// Validates and wraps an id. Errors: [`Error::Invalid`] on `job.id`.
+    pub fn new(id: impl AsRef<str>) -> Result<Self> {
+        let id = id.as_ref();
+        if id.is_empty() || id.len() > MAX_JOB_ID_LEN {
+            return Err(Error::invalid(
+                "job.id",
+                id,
+                format!("must be 1-{MAX_JOB_ID_LEN} characters, found {}", id.len()),
+            ));
+        }
+        if let Some(c) = id
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+        {
+            return Err(Error::invalid(
+                "job.id",
+                id,
+                format!("character {c:?} is not allowed; use [A-Za-z0-9._:-]"),
+            ));
+        }
+        Ok(JobId(id.into()))
+    }
+
+    /// The id as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl Borrow<str> for JobId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for JobId {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Self> {
+        JobId::new(s)
+    }
+}
+
+impl TryFrom<&str> for JobId {
+    type Error = Error;
+    fn try_from(s: &str) -> Result<Self> {
+        JobId::new(s)
+    }
+}
+
+impl From<JobId> for String {
+    fn from(id: JobId) -> String {
+        id.0.to_string()
+    }
+}
+
+/// A job definition.
+///
+/// Two jobs are equal when every field is equal; the store uses that to make
+/// `upsert` idempotent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "JobRepr", into = "JobRepr")]
+pub struct Job {
+    id: JobId,
+    handler: String,
+    payload: Value,
+    schedule: Schedule,
+    retry: RetryPolicy,
+    misfire: MisfirePolicy,
+    misfire_threshold: Option<Duration>,
+    timeout: Option<Duration>,
+    alarm: AlarmPolicy,
+    enabled: bool,
+}
+
+impl Job {
+    /// Starts a builder for a job with this id, handler name and schedule.
+    pub fn builder(
+        id: impl Into<String>,
+        handler: impl Into<String>,
+        schedule: Schedule,
+    ) -> JobBuilder {
+        JobBuilder {
+            repr: JobRepr {
+                id: id.into(),
+                handler: handler.into(),
+                payload: Value::Null,
+                schedule,
+                retry: RetryPolicy::default(),
+                misfire: MisfirePolicy::default(),
+                misfire_threshold: None,
+                timeout: None,
+                alarm: AlarmPolicy::default(),
+                enabled: true,
+            },
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+
+    /// A builder holding this job's fields, to derive a changed copy.
+    pub fn to_builder(&self) -> JobBuilder {
+        JobBuilder {
+            repr: self.clone().into(),
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+        }
+    }
+
+    /// The id.
+    pub fn id(&self) -> &JobId {
+        &self.id
+    }
+    /// Name of the registered handler that runs this job.
+    pub fn handler(&self) -> &str {
+        &self.handler
+    }
+    /// JSON payload handed to the handler.
+    pub fn payload(&self) -> &Value {
+        &self.payload
+    }
+    /// When it fires.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+    /// Retry policy.
+    pub fn retry(&self) -> &RetryPolicy {
+        &self.retry
+    }
+    /// Misfire policy.
+    pub fn misfire(&self) -> MisfirePolicy {
+        self.misfire
+    }
+    /// Per-job misfire threshold; `None` uses the scheduler's (default 5 s).
+    pub fn misfire_threshold(&self) -> Option<Duration> {
+        self.misfire_threshold
+    }
+    /// Per-run timeout; `None` means no limit.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+    /// Alarm policy.
+    pub fn alarm(&self) -> &AlarmPolicy {
+        &self.alarm
+    }
+    /// Whether the job fires (false when paused).
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// The same job, enabled or paused.
+    pub fn with_enabled(&self, enabled: bool) -> Job {
+        Job {
+            enabled,
+            ..self.clone()
+        }
+    }
+
+    /// Checks the payload against a size limit (bytes of serialized JSON).
+    pub fn check_payload(&self, max_bytes: usize) -> Result<()> {
+        check_payload(&self.payload, max_bytes)
+    }
+}
+
+fn check_payload(payload: &Value, max_bytes: usize) -> Result<()> {
+    let len = serde_json::to_vec(payload)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if len > max_bytes {
+        return Err(Error::invalid(
+            "job.payload",
+            format!("{len} bytes"),
+            format!("exceeds the limit of {max_bytes} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Builds a [`Job`]; [`build`](JobBuilder::build) validates every field.
+#[derive(Debug, Clone)]
+pub struct JobBuilder {
+    repr: JobRepr,
+    max_payload_bytes: usize,
+}
+
+impl JobBuilder {
+    /// Sets the JSON payload.
+    pub fn payload(mut self, payload: Value) -> Self {
+        self.repr.payload = payload;
+        self
+    }
+    /// Sets the schedule.
+    pub fn schedule(mut self, schedule: Schedule) -> Self {
+        self.repr.schedule = schedule;
+        self
+    }
+    /// Sets the handler name.
+    pub fn handler(mut self, handler: impl Into<String>) -> Self {
+        self.repr.handler = handler.into();
+        self
+    }
+    /// Sets the retry policy.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.repr.retry = retry;
+        self
+    }
+    /// Sets the misfire policy.
+    pub fn misfire(mut self, misfire: MisfirePolicy) -> Self {
+        self.repr.misfire = misfire;
+        self
+    }
+    /// Sets the misfire threshold (must be positive).
+    pub fn misfire_threshold(mut self, threshold: Duration) -> Self {
+        self.repr.misfire_threshold = Some(threshold);
+        self
+    }
+    /// Sets the per-run timeout (must be positive).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.repr.timeout = Some(timeout);
+        self
+    }
+    /// Sets the alarm policy.
+    pub fn alarm(mut self, alarm: AlarmPolicy) -> Self {
+        self.repr.alarm = alarm;
+        self
+    }
+    /// Enables or pauses the job.
+    pub fn enabled(mut self, enabled: bool) -> Self {
+        self.repr.enabled = enabled;
+        self
+    }
+    /// Changes the payload limit checked by `build` (default 64 KiB).
+    pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
+        self.max_payload_bytes = bytes;
+        self
+    }
+
+    /// Validates and builds the job.
+    ///
+    /// Errors ([`Error::Invalid`], naming the field): `job.id` outside 1-200 chars of
+    /// `[A-Za-z0-9._:-]`, empty `job.handler`, `job.payload` over the limit, zero
+    /// `job.timeout` or `job.misfire_threshold`, `misfire.max` of 0.
+    pub fn build(self) -> Result<Job> {
+        Job::from_repr(self.repr, self.max_payload_bytes)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobRepr {
+    id: String,
+    handler: String,
+    #[serde(default)]
+    payload: Value,
+    schedule: Schedule,
+    #[serde(default)]
+    retry: RetryPolicy,
+    #[serde(default)]
+    misfire: MisfirePolicy,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    misfire_threshold: Option<Duration>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    timeout: Option<Duration>,
+    #[serde(default)]
+    alarm: AlarmPolicy,
+    #[serde(default = "yes")]
+    enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn positive(field: &'static str, d: Option<Duration>) -> Result<()> {
+    match d {
+        Some(d) if d.is_zero() => Err(Error::invalid(field, "0s", "must be positive")),
+        _ => Ok(()),
+    }
+}
+
+impl TryFrom<JobRepr> for Job {
+    type Error = Error;
+    /// Deserialized jobs are held to the default payload limit.
+    fn try_from(r: JobRepr) -> Result<Self> {
+        Job::from_repr(r, DEFAULT_MAX_PAYLOAD_BYTES)
+    }
+}
+
+impl Job {
+    fn from_repr(r: JobRepr, max_payload_bytes: usize) -> Result<Self> {
+        let id = JobId::new(&r.id)?;
+        let handler = r.handler.trim();
+        if handler.is_empty() || handler.len() > 200 {
+            return Err(Error::invalid(
+                "job.handler",
+                &r.handler,
+                "must be 1-200 characters",
+            ));
+        }
+        check_payload(&r.payload, max_payload_bytes)?;
+        positive("job.timeout", r.timeout)?;
+        positive("job.misfire_threshold", r.misfire_threshold)?;
+        r.misfire.validate()?;
+        Ok(Job {
+            id,
+            handler: handler.to_string(),
+            payload: r.payload,
+            schedule: r.schedule,
+            retry: r.retry,
+            misfire: r.misfire,
+            misfire_threshold: r.misfire_threshold,
+            timeout: r.timeout,
+            alarm: r.alarm,
+            enabled: r.enabled,
+        })
+    }
+}
+
+impl From<Job> for JobRepr {
+    fn from(j: Job) -> Self {
+        JobRepr {
+            id: j.id.to_string(),
+            handler: j.handler,
+            payload: j.payload,
+            schedule: j.schedule,
+            retry: j.retry,
+            misfire: j.misfire,
+            misfire_threshold: j.misfire_threshold,
+            timeout: j.timeout,
+            alarm: j.alarm,
+            enabled: j.enabled,
+        }
+    }
+}

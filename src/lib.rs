@@ -1,0 +1,59 @@
+//! # jobwheel
+//!
+//! Distributed scheduled jobs for Rust services: every fire runs once across the
+//! fleet, failures are retried with exponential backoff, every run is logged, and
+//! alarms tell people when something goes wrong.
+//!
+//! The pieces are traits with interchangeable implementations:
+//!
+//! * [`JobStore`] — jobs, runs, nodes and the alarm outbox
+//!   ([`memory::MemoryStore`] always; SQL and Redis stores behind features);
+//! * [`LockProvider`] — exclusive leases with fencing tokens ([`memory::LocalLocks`]);
+//! * [`Executor`] — where handlers run, with bounded concurrency;
+//! * [`JobAlarm`] — observers that deliver alarm events;
+//! * [`JobHandler`] — your code; async closures implement it.
+//!
+//! The engine that wires them together arrives with part 2 of the plan; this
+//! release holds the model, schedules, policies, traits, the memory backend and the
+//! [`conformance`] suites every backend must pass.
+//!
+//! ```
+//! use jobwheel::{Job, Schedule, Timestamp};
+//!
+//! let job = Job::builder("reports.daily", "report", Schedule::cron("0 30 9 ? * MON-FRI", "Europe/Berlin")?)
+//!     .payload(serde_json::json!({ "format": "pdf" }))
+//!     .build()?;
+//! let monday = Timestamp::from_datetime(&chrono::DateTime::parse_from_rfc3339("2026-12-07T00:00:00Z").unwrap());
+//! assert_eq!(job.schedule().next_after(monday).unwrap().to_string(), "2026-12-07T08:30:00.000Z");
+//! # Ok::<(), jobwheel::Error>(())
+//! ```
+#![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+
+pub mod alarm;
+pub mod conformance;
+pub mod error;
+pub mod executor;
+pub mod handler;
+pub mod job;
+pub mod lock;
+pub mod policy;
+pub mod record;
+pub mod schedule;
+pub mod store;
+pub mod time;
+
+/// The in-process backend (always compiled).
+#[path = "../backends/memory/mod.rs"]
+pub mod memory;
+
+pub use alarm::{AlarmError, JobAlarm};
+pub use error::{Error, Result};
+pub use executor::{Execution, Executor, Outcome};
+pub use handler::{JobContext, JobError, JobHandler};
+pub use job::{Job, JobBuilder, JobId};
+pub use lock::{Lease, LockProvider, LockRequest};
+pub use policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
+pub use record::*;
+pub use schedule::{CronExpr, CronSchedule, Schedule};
+pub use store::JobStore;
+pub use time::{Clock, ManualClock, SystemClock, Timestamp, TokioClock};

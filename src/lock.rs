@@ -1,0 +1,80 @@
+//! The [`LockProvider`] trait: leases with fencing tokens.
+
+use crate::error::Result;
+use crate::time::Timestamp;
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A lock on one key held by one owner until `expires_at`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Lease {
+    /// The locked key (a job id, for the engine).
+    pub key: String,
+    /// Who holds it (a node id).
+    pub owner: String,
+    /// Fencing token: strictly greater than every token granted before for this key.
+    pub token: u64,
+    /// Expiry by the lock server's clock. A node must not compare this with its own
+    /// clock; it should count the ttl from the moment it asked, on its monotonic clock.
+    pub expires_at: Timestamp,
+}
+
+/// One key to acquire, with its time to live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockRequest {
+    /// The key.
+    pub key: String,
+    /// How long the lease lasts from the grant, at least 1 ms.
+    pub ttl: Duration,
+}
+
+/// Exclusive, expiring, fenced leases.
+///
+/// # Contract
+///
+/// * **Exclusive.** While a lease on a key is unexpired (by the lock server's clock),
+///   no other grant of that key is made, to any owner, including the holder itself.
+/// * **Fenced.** Every grant of a key carries a token strictly greater than all
+///   earlier tokens of that key, bumped atomically with the grant — also across a
+///   restart of the lock server.
+/// * **Owner-checked.** [`renew`](LockProvider::renew) and [`release`](LockProvider::release)
+///   act only on a lease whose key is still held by the same owner with the same token.
+/// * **Batched.** Each call handles many keys; each key is independent and results are
+///   in request order. A server failure fails the whole call with
+///   [`Error::Backend`](crate::Error::Backend).
+///
+/// Any lock provider works with any store: the store's fencing check (tokens never
+/// go backwards) is what keeps a stale holder from committing.
+#[async_trait]
+pub trait LockProvider: Send + Sync + 'static {
+    /// Short backend name for logs and errors.
+    fn name(&self) -> &'static str;
+
+    /// Tries to lock each key for `owner`. `Some(lease)` for each key granted, `None`
+    /// for each key held by someone else.
+    async fn acquire(&self, owner: &str, requests: &[LockRequest]) -> Result<Vec<Option<Lease>>>;
+
+    /// Extends each lease to `ttl` from now. `Some(updated)` when it was still held by
+    /// its owner with its token (same token, new expiry), `None` when it was lost.
+    async fn renew(&self, leases: &[Lease], ttl: Duration) -> Result<Vec<Option<Lease>>>;
+
+    /// Releases each lease held by its owner with its token; returns which were.
+    async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>>;
+}
+
+#[async_trait]
+impl<L: LockProvider + ?Sized> LockProvider for Arc<L> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    async fn acquire(&self, owner: &str, requests: &[LockRequest]) -> Result<Vec<Option<Lease>>> {
+        (**self).acquire(owner, requests).await
+    }
+    async fn renew(&self, leases: &[Lease], ttl: Duration) -> Result<Vec<Option<Lease>>> {
+        (**self).renew(leases, ttl).await
+    }
+    async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>> {
+        (**self).release(leases).await
+    }
+}

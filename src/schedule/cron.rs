@@ -1,0 +1,608 @@
+//! The cron expression parser and its wall-clock matcher.
+//!
+//! jobwheel parses cron itself instead of using the `cron` crate: that crate has no
+//! `?`, `L`, `W` or `#`, no Unix 5-field form (with its 0/7 = Sunday numbering) and
+//! no time-zone-aware search with the DST rules DESIGN.md fixes. The `cron` crate is
+//! still used in the test suite as an independent oracle for the syntax both accept.
+//!
+//! This module finds matching *wall-clock* times; [`super::zone`] maps them to
+//! instants in the job's zone.
+
+use crate::error::{Error, Result};
+use chrono::{Datelike, NaiveDate, NaiveDateTime, Timelike, Weekday};
+use std::fmt;
+
+/// First year a cron expression can match.
+pub const MIN_YEAR: i32 = 1970;
+/// Last year a cron expression can match; after it `next_after` returns `None`.
+pub const MAX_YEAR: i32 = 2199;
+
+/// The two accepted forms of a cron expression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CronForm {
+    /// `sec min hour day-of-month month day-of-week [year]`, as Quartz and XXL-JOB
+    /// write it. Day of week `1-7` = `SUN-SAT`.
+    Quartz,
+    /// `min hour day-of-month month day-of-week`, as Unix crontab writes it. Day of
+    /// week `0-7`, where both `0` and `7` are Sunday.
+    Unix,
+}
+
+/// How day-of-month and day-of-week combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DayRule {
+    /// Both unrestricted: every day.
+    Any,
+    /// Only day-of-month restricts.
+    Dom,
+    /// Only day-of-week restricts.
+    Dow,
+    /// Unix: both restricted, a day matches when either matches (Vixie cron).
+    Either,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct DomSpec {
+    days: u32,
+    /// `L-n` offsets from the last day (`L` is offset 0).
+    last_minus: Vec<u8>,
+    /// `nW`: nearest weekday to day n.
+    nearest_weekday: Vec<u8>,
+    /// `LW`: last weekday of the month.
+    last_weekday: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct DowSpec {
+    /// Bits 0..=6, 0 = Sunday.
+    days: u8,
+    /// `xL`: last weekday x of the month (bits as `days`).
+    last_of: u8,
+    /// `x#n`: n-th weekday x of the month.
+    nth: Vec<(u8, u8)>,
+}
+
+/// A parsed cron expression.
+///
+/// Parse with [`CronExpr::parse`]. Equality compares the parsed fields and the
+/// text as written, so a changed spelling is a changed job definition.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CronExpr {
+    source: String,
+    form: CronForm,
+    seconds: u64,
+    minutes: u64,
+    hours: u32,
+    dom: DomSpec,
+    months: u16,
+    dow: DowSpec,
+    years: Option<Box<[u64; 4]>>,
+    day_rule: DayRule,
+    fixed_hour: bool,
+}
+
+impl fmt::Debug for CronExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CronExpr({:?})", self.source)
+    }
+}
+
+impl fmt::Display for CronExpr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Second,
+    Minute,
+    Hour,
+    Dom,
+    Month,
+    Dow,
+    Year,
+}
+
+impl Field {
+    fn name(self) -> &'static str {
+        match self {
+            Field::Second => "second",
+            Field::Minute => "minute",
+            Field::Hour => "hour",
+            Field::Dom => "day-of-month",
+            Field::Month => "month",
+            Field::Dow => "day-of-week",
+            Field::Year => "year",
+        }
+    }
+}
+
+const MONTHS: [&str; 12] = [
+    "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+];
+const DAYS: [&str; 7] = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+
+struct Parser<'a> {
+    expr: &'a str,
+    form: CronForm,
+}
+
+impl Parser<'_> {
+    fn err(&self, field: Field, reason: impl fmt::Display) -> Error {
+        Error::invalid(
+            "schedule.cron",
+            self.expr,
+            format!("{} field: {reason}", field.name()),
+        )
+    }
+
+    /// Inclusive value range of a field in the expression's own numbering.
+    fn bounds(&self, field: Field) -> (u32, u32) {
+        match field {
+            Field::Second | Field::Minute => (0, 59),
+            Field::Hour => (0, 23),
+            Field::Dom => (1, 31),
+            Field::Month => (1, 12),
+            Field::Dow if self.form == CronForm::Quartz => (1, 7),
+            Field::Dow => (0, 7),
+            Field::Year => (MIN_YEAR as u32, MAX_YEAR as u32),
+        }
+    }
+
+    /// Parses one value: a number or (month/day-of-week) a name.
+    fn value(&self, field: Field, text: &str) -> Result<u32> {
+        let (lo, hi) = self.bounds(field);
+        let upper = text.to_ascii_uppercase();
+        let named = match field {
+            Field::Month => MONTHS
+                .iter()
+                .position(|m| *m == upper)
+                .map(|i| i as u32 + 1),
+            Field::Dow => DAYS.iter().position(|d| *d == upper).map(|i| {
+                if self.form == CronForm::Quartz {
+                    i as u32 + 1
+                } else {
+                    i as u32
+                }
+            }),
+            _ => None,
+        };
+        let v = match named {
+            Some(v) => v,
+            None => text
+                .parse::<u32>()
+                .map_err(|_| self.err(field, format!("{text:?} is not a number or name")))?,
+        };
+        if v < lo || v > hi {
+            return Err(self.err(field, format!("{v} is out of range {lo}-{hi}")));
+        }
+        Ok(v)
+    }
+
+    /// Day of week in the expression's numbering to 0 = Sunday.
+    fn dow_index(&self, v: u32) -> u8 {
+        match self.form {
+            CronForm::Quartz => (v - 1) as u8,
+            CronForm::Unix => (v % 7) as u8,
+        }
+    }
+
+    /// Parses a plain list of `*`, `a`, `a-b`, `a/s`, `a-b/s`, `*/s` items into the
+    /// values they select. Returns the values and whether every item was a single
+    /// value (no wildcard, range or step).
+    fn plain(&self, field: Field, text: &str) -> Result<(Vec<u32>, bool)> {
+        let (lo, hi) = self.bounds(field);
+        let mut out = Vec::new();
+        let mut all_single = true;
+        for item in text.split(',') {
+            if item.is_empty() {
+                return Err(self.err(field, "empty list item"));
+            }
+            let (range, step) = match item.split_once('/') {
+                Some((r, s)) => {
+                    let step: u32 = s
+                        .parse()
+                        .map_err(|_| self.err(field, format!("step {s:?} is not a number")))?;
+                    if step == 0 {
+                        return Err(self.err(field, "step must be at least 1"));
+                    }
+                    (r, Some(step))
+                }
+                None => (item, None),
+            };
+            let (start, end) = if range == "*" || range == "?" {
+                (lo, hi)
+            } else if let Some((a, b)) = range.split_once('-') {
+                (self.value(field, a)?, self.value(field, b)?)
+            } else {
+                let a = self.value(field, range)?;
+                (a, if step.is_some() { hi } else { a })
+            };
+            if step.is_some() || start != end || range == "*" || range == "?" {
+                all_single = false;
+            }
+            // A range whose start is after its end wraps around (`FRI-MON`, `22-2`).
+            let seq: Vec<u32> = if start <= end {
+                (start..=end).collect()
+            } else {
+                (start..=hi).chain(lo..=end).collect()
+            };
+            out.extend(seq.into_iter().step_by(step.unwrap_or(1) as usize));
+        }
+        Ok((out, all_single))
+    }
+
+    fn bits64(&self, field: Field, text: &str) -> Result<(u64, bool)> {
+        let (values, single) = self.plain(field, text)?;
+        Ok((values.iter().fold(0u64, |m, v| m | 1 << v), single))
+    }
+
+    fn dom(&self, text: &str) -> Result<DomSpec> {
+        let mut spec = DomSpec::default();
+        for item in text.split(',') {
+            let upper = item.to_ascii_uppercase();
+            if upper == "L" {
+                spec.last_minus.push(0);
+            } else if upper == "LW" {
+                spec.last_weekday = true;
+            } else if let Some(off) = upper.strip_prefix("L-") {
+                let n: u8 = off
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=30).contains(n))
+                    .ok_or_else(|| self.err(Field::Dom, format!("L-{off}: offset must be 1-30")))?;
+                spec.last_minus.push(n);
+            } else if let Some(day) = upper.strip_suffix('W') {
+                let d = self.value(Field::Dom, day)?;
+                spec.nearest_weekday.push(d as u8);
+            } else {
+                let (values, _) = self.plain(Field::Dom, item)?;
+                spec.days |= values.iter().fold(0u32, |m, v| m | 1 << v);
+            }
+        }
+        Ok(spec)
+    }
+
+    fn dow(&self, text: &str) -> Result<DowSpec> {
+        let mut spec = DowSpec::default();
+        for item in text.split(',') {
+            let upper = item.to_ascii_uppercase();
+            if upper == "L" {
+                // Quartz: `L` alone in day-of-week is its last day, Saturday.
+                spec.days |= 1 << 6;
+            } else if let Some((day, n)) = upper.split_once('#') {
+                let d = self.dow_index(self.value(Field::Dow, day)?);
+                let n: u8 = n
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=5).contains(n))
+                    .ok_or_else(|| self.err(Field::Dow, format!("#{n}: must be #1 to #5")))?;
+                spec.nth.push((d, n));
+            } else if let Some(day) = upper.strip_suffix('L').filter(|d| !d.is_empty()) {
+                let d = self.dow_index(self.value(Field::Dow, day)?);
+                spec.last_of |= 1 << d;
+            } else {
+                let (values, _) = self.plain(Field::Dow, item)?;
+                spec.days |= values.iter().fold(0u8, |m, v| m | 1 << self.dow_index(*v));
+            }
+        }
+        Ok(spec)
+    }
+}
+
+fn is_star(text: &str) -> bool {
+    text == "*" || text == "?"
+}
+
+impl CronExpr {
+    /// Parses a Quartz (6 or 7 fields, seconds first) or Unix (5 fields) expression,
+    /// or one of the macros `@yearly`, `@annually`, `@monthly`, `@weekly`, `@daily`,
+    /// `@midnight`, `@hourly`.
+    ///
+    /// Errors are [`Error::Invalid`] with field `schedule.cron`, naming the cron field
+    /// and the bad value.
+    pub fn parse(expr: &str) -> Result<CronExpr> {
+        let trimmed = expr.trim();
+        let expanded = match trimmed.to_ascii_lowercase().as_str() {
+            "@yearly" | "@annually" => "0 0 1 1 *",
+            "@monthly" => "0 0 1 * *",
+            "@weekly" => "0 0 * * 0",
+            "@daily" | "@midnight" => "0 0 * * *",
+            "@hourly" => "0 * * * *",
+            _ => trimmed,
+        };
+        let parts: Vec<&str> = expanded.split_whitespace().collect();
+        let (form, fields): (CronForm, [&str; 7]) = match parts.len() {
+            5 => (
+                CronForm::Unix,
+                ["0", parts[0], parts[1], parts[2], parts[3], parts[4], "*"],
+            ),
+            6 | 7 => (
+                CronForm::Quartz,
+                [
+                    parts[0],
+                    parts[1],
+                    parts[2],
+                    parts[3],
+                    parts[4],
+                    parts[5],
+                    parts.get(6).copied().unwrap_or("*"),
+                ],
+            ),
+            n => {
+                return Err(Error::invalid(
+                    "schedule.cron",
+                    expr,
+                    format!("expected 5 fields (Unix) or 6-7 fields (Quartz), found {n}"),
+                ));
+            }
+        };
+        let p = Parser { expr, form };
+        let [sec, min, hour, dom, month, dow, year] = fields;
+        for (field, text) in [
+            (Field::Second, sec),
+            (Field::Minute, min),
+            (Field::Hour, hour),
+            (Field::Month, month),
+            (Field::Year, year),
+        ] {
+            if text.contains('?') {
+                return Err(p.err(field, "`?` is only allowed in day-of-month and day-of-week"));
+            }
+        }
+        let (seconds, _) = p.bits64(Field::Second, sec)?;
+        let (minutes, _) = p.bits64(Field::Minute, min)?;
+        let (hours, fixed_hour) = p.bits64(Field::Hour, hour)?;
+        let (months, _) = p.bits64(Field::Month, month)?;
+        let years = if year == "*" {
+            None
+        } else {
+            let (values, _) = p.plain(Field::Year, year)?;
+            let mut bits = [0u64; 4];
+            for v in values {
+                let i = (v as i32 - MIN_YEAR) as usize;
+                bits[i / 64] |= 1 << (i % 64);
+            }
+            Some(Box::new(bits))
+        };
+        let day_rule = match (is_star(dom), is_star(dow)) {
+            (true, true) => {
+                if form == CronForm::Quartz && dom == "?" && dow == "?" {
+                    return Err(p.err(
+                        Field::Dow,
+                        "day-of-month and day-of-week cannot both be `?`",
+                    ));
+                }
+                DayRule::Any
+            }
+            (false, true) => DayRule::Dom,
+            (true, false) => DayRule::Dow,
+            (false, false) if form == CronForm::Unix => DayRule::Either,
+            (false, false) => {
+                return Err(p.err(
+                    Field::Dow,
+                    "day-of-month and day-of-week are both restricted; write `?` in one of them",
+                ));
+            }
+        };
+        let dom = if matches!(day_rule, DayRule::Dom | DayRule::Either) {
+            p.dom(dom)?
+        } else {
+            DomSpec::default()
+        };
+        let dow = if matches!(day_rule, DayRule::Dow | DayRule::Either) {
+            p.dow(dow)?
+        } else {
+            DowSpec::default()
+        };
+        Ok(CronExpr {
+            source: trimmed.to_string(),
+            form,
+            seconds,
+            minutes,
+            hours: hours as u32,
+            dom,
+            months: months as u16,
+            dow,
+            years,
+            day_rule,
+            fixed_hour,
+        })
+    }
+
+    /// The expression as written.
+    pub fn as_str(&self) -> &str {
+        &self.source
+    }
+
+    /// Which form the expression was written in.
+    pub fn form(&self) -> CronForm {
+        self.form
+    }
+
+    /// True when the hour field lists only single values (`2`, `9,17`): such an
+    /// expression fires at the end of a DST gap and only in the first occurrence of
+    /// a repeated hour. With `*`, a range or a step it follows real time instead.
+    pub fn has_fixed_hour(&self) -> bool {
+        self.fixed_hour
+    }
+
+    fn year_ok(&self, y: i32) -> bool {
+        match &self.years {
+            None => (MIN_YEAR..=MAX_YEAR).contains(&y),
+            Some(bits) => {
+                let i = y - MIN_YEAR;
+                (0..=(MAX_YEAR - MIN_YEAR)).contains(&i)
+                    && bits[i as usize / 64] & (1 << (i as usize % 64)) != 0
+            }
+        }
+    }
+
+    /// Bitmask (bit d = day d) of the days of `year-month` that match.
+    fn day_mask(&self, year: i32, month: u32) -> u32 {
+        let n = days_in_month(year, month);
+        let all = ((1u64 << (n + 1)) - 2) as u32;
+        let dom = || self.dom_mask(year, month, n) & all;
+        let dow = || self.dow_mask(year, month, n) & all;
+        match self.day_rule {
+            DayRule::Any => all,
+            DayRule::Dom => dom(),
+            DayRule::Dow => dow(),
+            DayRule::Either => dom() | dow(),
+        }
+    }
+
+    fn dom_mask(&self, year: i32, month: u32, n: u32) -> u32 {
+        let spec = &self.dom;
+        let mut mask = spec.days;
+        for off in &spec.last_minus {
+            if u32::from(*off) < n {
+                mask |= 1 << (n - u32::from(*off));
+            }
+        }
+        let weekday = |d: u32| weekday_of(year, month, d);
+        if spec.last_weekday {
+            let mut d = n;
+            while weekday(d) == 0 || weekday(d) == 6 {
+                d -= 1;
+            }
+            mask |= 1 << d;
+        }
+        for &target in &spec.nearest_weekday {
+            let t = u32::from(target).min(n);
+            let d = match weekday(t) {
+                // Saturday: the Friday before, or Monday after when that leaves the month.
+                6 => {
+                    if t > 1 {
+                        t - 1
+                    } else {
+                        t + 2
+                    }
+                }
+                // Sunday: the Monday after, or the Friday before at the month's end.
+                0 => {
+                    if t < n {
+                        t + 1
+                    } else {
+                        t - 2
+                    }
+                }
+                _ => t,
+            };
+            if u32::from(target) <= n {
+                mask |= 1 << d;
+            }
+        }
+        mask
+    }
+
+    fn dow_mask(&self, year: i32, month: u32, n: u32) -> u32 {
+        let spec = &self.dow;
+        let first = weekday_of(year, month, 1);
+        let mut mask = 0u32;
+        for d in 1..=n {
+            let wd = (first + d - 1) % 7;
+            let bit = 1u8 << wd;
+            if spec.days & bit != 0 || (spec.last_of & bit != 0 && d + 7 > n) {
+                mask |= 1 << d;
+            }
+        }
+        for &(wd, nth) in &spec.nth {
+            let first_match = 1 + (u32::from(wd) + 7 - first) % 7;
+            let d = first_match + 7 * (u32::from(nth) - 1);
+            if d <= n {
+                mask |= 1 << d;
+            }
+        }
+        mask
+    }
+
+    /// The first matching wall-clock time strictly after `after` (whole seconds), or
+    /// `None` when nothing matches up to [`MAX_YEAR`].
+    pub fn next_local(&self, after: NaiveDateTime) -> Option<NaiveDateTime> {
+        let after = after.with_nanosecond(0)?;
+        let start = after.checked_add_signed(chrono::TimeDelta::seconds(1))?;
+        let (mut y, mut mo, mut d) = (start.year(), start.month(), start.day());
+        let (mut h, mut mi, mut s) = (start.hour(), start.minute(), start.second());
+        loop {
+            if y > MAX_YEAR {
+                return None;
+            }
+            if !self.year_ok(y) {
+                y = next_year(self, y)?;
+                (mo, d, h, mi, s) = (1, 1, 0, 0, 0);
+                continue;
+            }
+            match next_bit(u64::from(self.months), mo) {
+                None => {
+                    (y, mo, d, h, mi, s) = (y + 1, 1, 1, 0, 0, 0);
+                    continue;
+                }
+                Some(m) if m != mo => (mo, d, h, mi, s) = (m, 1, 0, 0, 0),
+                Some(_) => {}
+            }
+            match next_bit(u64::from(self.day_mask(y, mo)), d) {
+                None => {
+                    (mo, d, h, mi, s) = (mo + 1, 1, 0, 0, 0);
+                    continue;
+                }
+                Some(x) if x != d => (d, h, mi, s) = (x, 0, 0, 0),
+                Some(_) => {}
+            }
+            match next_bit(u64::from(self.hours), h) {
+                None => {
+                    (d, h, mi, s) = (d + 1, 0, 0, 0);
+                    continue;
+                }
+                Some(x) if x != h => (h, mi, s) = (x, 0, 0),
+                Some(_) => {}
+            }
+            match next_bit(self.minutes, mi) {
+                None => {
+                    (h, mi, s) = (h + 1, 0, 0);
+                    continue;
+                }
+                Some(x) if x != mi => (mi, s) = (x, 0),
+                Some(_) => {}
+            }
+            match next_bit(self.seconds, s) {
+                None => {
+                    (mi, s) = (mi + 1, 0);
+                    continue;
+                }
+                Some(x) => s = x,
+            }
+            return NaiveDate::from_ymd_opt(y, mo, d)?.and_hms_opt(h, mi, s);
+        }
+    }
+}
+
+fn next_year(expr: &CronExpr, from: i32) -> Option<i32> {
+    (from..=MAX_YEAR).find(|y| expr.year_ok(*y))
+}
+
+/// Smallest set bit of `mask` at or above `from`.
+fn next_bit(mask: u64, from: u32) -> Option<u32> {
+    if from >= 64 {
+        return None;
+    }
+    let rest = mask >> from;
+    (rest != 0).then(|| from + rest.trailing_zeros())
+}
+
+fn days_in_month(year: i32, month: u32) -> u32 {
+    match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if NaiveDate::from_ymd_opt(year, 2, 29).is_some() => 29,
+        _ => 28,
+    }
+}
+
+/// Day of week of a date, 0 = Sunday.
+fn weekday_of(year: i32, month: u32, day: u32) -> u32 {
+    NaiveDate::from_ymd_opt(year, month, day)
+        .map(|d| d.weekday().num_days_from_sunday())
+        .unwrap_or(Weekday::Sun.num_days_from_sunday())
+}

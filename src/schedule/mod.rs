@@ -1,0 +1,247 @@
+//! Schedules: when a job fires.
+//!
+//! A [`Schedule`] is a cron expression in an IANA zone ([`CronSchedule`]), a fixed
+//! interval, or a one-shot instant. All of them answer [`Schedule::next_after`]:
+//! the first fire strictly after an instant, exact to the second (to the
+//! millisecond for intervals and one-shots).
+//!
+//! # Cron syntax
+//!
+//! | form | fields | day-of-week numbering |
+//! |---|---|---|
+//! | Quartz / XXL-JOB | `sec min hour dom month dow [year]` | `1-7` = `SUN-SAT` |
+//! | Unix | `min hour dom month dow` | `0-7`, `0` and `7` = Sunday, `1` = Monday |
+//!
+//! Both forms accept `*`, lists `a,b`, ranges `a-b` (a range whose start is after its
+//! end wraps: `FRI-MON`, `22-2`), steps `*/s`, `a/s`, `a-b/s`, month names `JAN-DEC`
+//! and day names `SUN-SAT` (any case), and the Quartz extras: `?` (no specific
+//! value, day fields only), `L` (last day of month; alone in day-of-week: Saturday),
+//! `L-n` (n days before the last), `nW` (weekday nearest day n, never leaving the
+//! month), `LW` (last weekday), `xL` (last weekday x of the month), `x#n` (n-th
+//! weekday x). Years run 1970-2199. Macros: `@yearly`, `@annually`, `@monthly`,
+//! `@weekly`, `@daily`, `@midnight`, `@hourly`.
+//!
+//! Day rules: in the Quartz form at most one of day-of-month and day-of-week may be
+//! restricted (write `?` in the other), as Quartz requires. In the Unix form, when
+//! both are restricted a day matches if *either* matches, as Vixie cron does.
+//!
+//! # Daylight saving time
+//!
+//! As Vixie cron: an expression whose hour field lists only single values is
+//! *fixed-hour*. Its times inside a spring-forward gap fire once, at the first
+//! instant after the gap; its times in a repeated fall-back hour fire once, at
+//! their first occurrence. Any other expression follows real time: wall times that
+//! do not exist do not fire, and repeated wall times fire at both occurrences.
+
+mod cron;
+mod zone;
+
+pub use self::cron::{CronExpr, CronForm, MAX_YEAR, MIN_YEAR};
+
+use crate::error::{Error, Result};
+use crate::time::{Timestamp, duration_ms};
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// A cron expression evaluated in an IANA time zone.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CronSchedule {
+    expr: CronExpr,
+    zone: Tz,
+}
+
+impl fmt::Debug for CronSchedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "CronSchedule({:?} in {})",
+            self.expr.as_str(),
+            self.zone.name()
+        )
+    }
+}
+
+impl CronSchedule {
+    /// Parses `expr` (see the [module docs](self)) for the zone named `zone`
+    /// (`"Europe/Berlin"`, `"UTC"`, …).
+    ///
+    /// Errors: [`Error::Invalid`] on `schedule.cron` or `schedule.zone`.
+    pub fn new(expr: &str, zone: &str) -> Result<Self> {
+        let expr = CronExpr::parse(expr)?;
+        let zone = parse_zone(zone)?;
+        Ok(CronSchedule { expr, zone })
+    }
+
+    /// The same expression in UTC.
+    pub fn utc(expr: &str) -> Result<Self> {
+        Ok(CronSchedule {
+            expr: CronExpr::parse(expr)?,
+            zone: Tz::UTC,
+        })
+    }
+
+    /// The parsed expression.
+    pub fn expr(&self) -> &CronExpr {
+        &self.expr
+    }
+
+    /// The zone.
+    pub fn zone(&self) -> Tz {
+        self.zone
+    }
+
+    /// The first fire strictly after `t`, or `None` when there is none before the
+    /// end of [`MAX_YEAR`].
+    pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
+        zone::next_after(&self.expr, self.zone, t)
+    }
+}
+
+/// Parses an IANA zone name.
+pub fn parse_zone(name: &str) -> Result<Tz> {
+    name.parse::<Tz>()
+        .map_err(|_| Error::invalid("schedule.zone", name, "not an IANA time zone name"))
+}
+
+/// When a job fires.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "ScheduleRepr", into = "ScheduleRepr")]
+pub enum Schedule {
+    /// A cron expression in a zone.
+    Cron(CronSchedule),
+    /// Every `every`, at `anchor + k × every` for whole k (so fires never drift).
+    Interval {
+        /// Period, at least one millisecond.
+        every: Duration,
+        /// Any instant on the grid; the Unix epoch aligns fires to whole periods.
+        anchor: Timestamp,
+    },
+    /// Once, at `at`.
+    Once {
+        /// The instant.
+        at: Timestamp,
+    },
+}
+
+impl Schedule {
+    /// A cron schedule; see [`CronSchedule::new`].
+    pub fn cron(expr: &str, zone: &str) -> Result<Self> {
+        CronSchedule::new(expr, zone).map(Schedule::Cron)
+    }
+
+    /// Every `every`, aligned to the Unix epoch. Errors when `every` is under 1 ms.
+    pub fn every(every: Duration) -> Result<Self> {
+        Schedule::interval(every, Timestamp::EPOCH)
+    }
+
+    /// Every `every`, aligned to `anchor`. Errors when `every` is under 1 ms.
+    pub fn interval(every: Duration, anchor: Timestamp) -> Result<Self> {
+        if every < Duration::from_millis(1) {
+            return Err(Error::invalid(
+                "schedule.every",
+                format!("{every:?}"),
+                "must be at least 1ms",
+            ));
+        }
+        Ok(Schedule::Interval { every, anchor })
+    }
+
+    /// Once, at `at`.
+    pub fn once(at: Timestamp) -> Self {
+        Schedule::Once { at }
+    }
+
+    /// The first fire strictly after `t`.
+    pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
+        match self {
+            Schedule::Cron(c) => c.next_after(t),
+            Schedule::Interval { every, anchor } => {
+                let p = duration_ms(*every);
+                let since = t.as_millis() - anchor.as_millis();
+                let k = since.div_euclid(p) + 1;
+                Some(Timestamp::from_millis(anchor.as_millis() + k * p))
+            }
+            Schedule::Once { at } => (*at > t).then_some(*at),
+        }
+    }
+
+    /// The first fire of a job created or resumed at `now`: a one-shot's instant
+    /// even when it has passed (it is then due at once), otherwise the first fire at
+    /// or after `now`.
+    pub fn first_fire(&self, now: Timestamp) -> Option<Timestamp> {
+        match self {
+            Schedule::Once { at } => Some(*at),
+            _ => self.next_after(Timestamp::from_millis(now.as_millis() - 1)),
+        }
+    }
+
+    /// Fires in `(after, until]`, oldest first, at most `limit`.
+    pub fn fires_between(
+        &self,
+        after: Timestamp,
+        until: Timestamp,
+        limit: usize,
+    ) -> Vec<Timestamp> {
+        let mut out = Vec::new();
+        let mut t = after;
+        while out.len() < limit {
+            match self.next_after(t) {
+                Some(n) if n <= until => {
+                    out.push(n);
+                    t = n;
+                }
+                _ => break,
+            }
+        }
+        out
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+enum ScheduleRepr {
+    Cron {
+        expr: String,
+        #[serde(default = "utc_name")]
+        zone: String,
+    },
+    Interval {
+        #[serde(with = "humantime_serde")]
+        every: Duration,
+        #[serde(default)]
+        anchor: Timestamp,
+    },
+    Once {
+        at: Timestamp,
+    },
+}
+
+fn utc_name() -> String {
+    "UTC".into()
+}
+
+impl TryFrom<ScheduleRepr> for Schedule {
+    type Error = Error;
+    fn try_from(r: ScheduleRepr) -> Result<Self> {
+        match r {
+            ScheduleRepr::Cron { expr, zone } => Schedule::cron(&expr, &zone),
+            ScheduleRepr::Interval { every, anchor } => Schedule::interval(every, anchor),
+            ScheduleRepr::Once { at } => Ok(Schedule::once(at)),
+        }
+    }
+}
+
+impl From<Schedule> for ScheduleRepr {
+    fn from(s: Schedule) -> Self {
+        match s {
+            Schedule::Cron(c) => ScheduleRepr::Cron {
+                expr: c.expr.as_str().to_string(),
+                zone: c.zone.name().to_string(),
+            },
+            Schedule::Interval { every, anchor } => ScheduleRepr::Interval { every, anchor },
+            Schedule::Once { at } => ScheduleRepr::Once { at },
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! Instants and clocks.
+//!
+//! Every instant jobwheel stores is a [`Timestamp`]: UTC milliseconds since the Unix
+//! epoch. Due-ness and liveness are decided by the *store's* clock; the [`Clock`]
+//! trait lets the memory backend (and tests) choose where that clock comes from.
+
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::ops::{Add, Sub};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A UTC instant with millisecond precision (milliseconds since the Unix epoch).
+///
+/// Serialized as an RFC 3339 string (`2026-12-02T17:08:53.123Z`); deserialized from
+/// such a string with any offset, or from an integer number of milliseconds.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    /// The Unix epoch.
+    pub const EPOCH: Timestamp = Timestamp(0);
+
+    /// From milliseconds since the epoch.
+    pub const fn from_millis(ms: i64) -> Self {
+        Timestamp(ms)
+    }
+
+    /// Milliseconds since the epoch.
+    pub const fn as_millis(self) -> i64 {
+        self.0
+    }
+
+    /// The system clock, truncated to milliseconds.
+    pub fn now() -> Self {
+        let d = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        Timestamp(d.as_millis() as i64)
+    }
+
+    /// From a chrono instant, truncated to milliseconds.
+    pub fn from_datetime<Tz: TimeZone>(dt: &DateTime<Tz>) -> Self {
+        Timestamp(dt.timestamp_millis())
+    }
+
+    /// As a chrono UTC instant.
+    pub fn to_datetime(self) -> DateTime<Utc> {
+        Utc.timestamp_millis_opt(self.0)
+            .single()
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+    }
+
+    /// `self + d`, saturating at the representable range.
+    pub fn saturating_add(self, d: Duration) -> Self {
+        Timestamp(self.0.saturating_add(duration_ms(d)))
+    }
+
+    /// `self - d`, saturating at the representable range.
+    pub fn saturating_sub(self, d: Duration) -> Self {
+        Timestamp(self.0.saturating_sub(duration_ms(d)))
+    }
+
+    /// Time from `earlier` to `self`, zero when `earlier` is later.
+    pub fn duration_since(self, earlier: Timestamp) -> Duration {
+        Duration::from_millis(self.0.saturating_sub(earlier.0).max(0) as u64)
+    }
+}
+
+/// A duration in whole milliseconds, saturating at `i64::MAX`.
+pub(crate) fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Add<Duration> for Timestamp {
+    type Output = Timestamp;
+    fn add(self, d: Duration) -> Timestamp {
+        self.saturating_add(d)
+    }
+}
+
+impl Sub<Duration> for Timestamp {
+    type Output = Timestamp;
+    fn sub(self, d: Duration) -> Timestamp {
+        self.saturating_sub(d)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            &self
+                .to_datetime()
+                .to_rfc3339_opts(SecondsFormat::Millis, true),
+        )
+    }
+}
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl<Tz: TimeZone> From<DateTime<Tz>> for Timestamp {
+    fn from(dt: DateTime<Tz>) -> Self {
+        Timestamp::from_datetime(&dt)
+    }
+}
+
+impl From<Timestamp> for DateTime<Utc> {
+    fn from(t: Timestamp) -> Self {
+        t.to_datetime()
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Millis(i64),
+            Text(String),
+        }
+        match Repr::deserialize(d)? {
+            Repr::Millis(ms) => Ok(Timestamp(ms)),
+            Repr::Text(s) => DateTime::parse_from_rfc3339(&s)
+                .map(|dt| Timestamp::from_datetime(&dt))
+                .map_err(|e| serde::de::Error::custom(format!("invalid instant {s:?}: {e}"))),
+        }
+    }
+}
+
+/// A source of "now" for a store or lock provider.
+///
+/// Real backends read their server's clock; the memory backend reads one of these.
+pub trait Clock: Send + Sync + fmt::Debug + 'static {
+    /// The current instant.
+    fn now(&self) -> Timestamp;
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now(&self) -> Timestamp {
+        (**self).now()
+    }
+}
+
+/// The operating system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}
+
+/// A clock that follows tokio's clock from a fixed starting instant, so that a test
+/// on a paused runtime (`start_paused = true`, `tokio::time::advance`) moves the
+/// store's time along with its timers.
+///
+/// Must be created inside a tokio runtime.
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    base: Timestamp,
+    start: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// A clock reading `base` now and advancing with `tokio::time::Instant`.
+    pub fn starting_at(base: Timestamp) -> Self {
+        TokioClock {
+            base,
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> Timestamp {
+        self.base + self.start.elapsed()
+    }
+}
+
+/// A clock that only moves when told to; for tests.
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicI64);
+
+impl ManualClock {
+    /// A clock reading `t`.
+    pub fn new(t: Timestamp) -> Self {
+        ManualClock(AtomicI64::new(t.as_millis()))
+    }
+
+    /// Sets the clock.
+    pub fn set(&self, t: Timestamp) {
+        self.0.store(t.as_millis(), Ordering::SeqCst);
+    }
+
+    /// Moves the clock forward by `d`.
+    pub fn advance(&self, d: Duration) {
+        self.0.fetch_add(duration_ms(d), Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.0.load(Ordering::SeqCst))
+    }
+}
