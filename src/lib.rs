@@ -42,7 +42,6 @@ pub mod schedule;
 pub mod store;
 pub mod time;
 
-/// The in-process backend (always compiled).
 #[path = "../backends/memory/mod.rs"]
 pub mod memory;
 
