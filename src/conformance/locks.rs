@@ -124,7 +124,10 @@ pub async fn release_is_owner_and_token_checked(locks: &dyn LockProvider) {
         one(locks, "b", &key, 10_000).await.is_none(),
         "a refused release freed the key"
     );
-    assert_eq!(locks.release(std::slice::from_ref(&a)).await.unwrap(), [true]);
+    assert_eq!(
+        locks.release(std::slice::from_ref(&a)).await.unwrap(),
+        [true]
+    );
     let b = one(locks, "b", &key, 10_000)
         .await
         .expect("a released key is free");
