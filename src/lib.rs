@@ -13,9 +13,11 @@
 //! * [`JobAlarm`] — observers that deliver alarm events;
 //! * [`JobHandler`] — your code; async closures implement it.
 //!
-//! The engine that wires them together arrives with part 2 of the plan; this
-//! release holds the model, schedules, policies, traits, the memory backend and the
-//! [`conformance`] suites every backend must pass.
+//! A [`Scheduler`] wires them together: it polls the store for due fires, claims
+//! them with leases, starts each on a precise timer, runs it on the executor, writes
+//! the outcome fenced by the lease's token, retries failures with backoff, applies
+//! misfire policies and sends alarm events to every [`JobAlarm`]. The
+//! [`conformance`] suites are what every backend must pass.
 //!
 //! ```
 //! use jobwheel::{Job, Schedule, Timestamp};
@@ -31,10 +33,12 @@
 
 pub mod alarm;
 pub mod conformance;
+pub mod engine;
 pub mod error;
 pub mod executor;
 pub mod handler;
 pub mod job;
+pub mod local_executor;
 pub mod lock;
 pub mod policy;
 pub mod record;
@@ -46,10 +50,15 @@ pub mod time;
 pub mod memory;
 
 pub use alarm::{AlarmError, JobAlarm};
+pub use engine::{
+    EngineMetrics, Scheduler, SchedulerBuilder, SchedulerConfig, SchedulerHandle, ShutdownReport,
+    SlowLaneConfig,
+};
 pub use error::{Error, Result};
 pub use executor::{Execution, Executor, Outcome};
 pub use handler::{JobContext, JobError, JobHandler};
 pub use job::{Job, JobBuilder, JobId};
+pub use local_executor::LocalExecutor;
 pub use lock::{Lease, LockProvider, LockRequest};
 pub use policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
 pub use record::*;

@@ -6,6 +6,7 @@ use crate::policy::AlarmKind;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Id of a run, unique within one store.
@@ -122,7 +123,7 @@ impl RunStatus {
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobRecord {
     /// The definition.
-    pub job: Job,
+    pub job: Arc<Job>,
     /// Bumped by the store on every change of definition (upsert, pause, resume).
     pub version: u64,
     /// When the job is next due; `None` when nothing is left to fire.
@@ -153,10 +154,13 @@ pub enum UpsertOutcome {
 }
 
 /// A due fire returned by `due`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DueFire {
     /// The job.
     pub job_id: JobId,
+    /// Its definition (read in the same step as the fire, so the engine needs no
+    /// further round trip).
+    pub job: Arc<Job>,
     /// The fire's instant (the job's `next_fire_at`).
     pub fire_at: Timestamp,
     /// Definition version the fire belongs to.

@@ -218,10 +218,10 @@ impl JobStore for MemoryStore {
         let mut inner = self.inner();
         let id = job.id().clone();
         let outcome = inner.with_job(&id, |j| {
-            if j.job == *job {
+            if *j.job == *job {
                 return UpsertOutcome::Unchanged;
             }
-            j.job = job.clone();
+            j.job = Arc::new(job.clone());
             j.version += 1;
             j.next_fire_at = next_fire_at;
             j.next_trigger = TriggerKind::Schedule;
@@ -233,7 +233,7 @@ impl JobStore for MemoryStore {
             return Ok(outcome);
         }
         let rec = JobRecord {
-            job: job.clone(),
+            job: Arc::new(job.clone()),
             version: 1,
             next_fire_at,
             next_trigger: TriggerKind::Schedule,
@@ -289,7 +289,7 @@ impl JobStore for MemoryStore {
                 if j.job.enabled() == enabled {
                     return;
                 }
-                j.job = j.job.with_enabled(enabled);
+                j.job = Arc::new(j.job.with_enabled(enabled));
                 j.version += 1;
                 j.updated_at = now;
                 if enabled {
@@ -322,6 +322,7 @@ impl JobStore for MemoryStore {
                 let j = inner.jobs.get(id)?;
                 Some(DueFire {
                     job_id: id.clone(),
+                    job: j.job.clone(),
                     fire_at: *at,
                     version: j.version,
                     trigger: j.next_trigger,

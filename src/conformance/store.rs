@@ -122,7 +122,7 @@ pub async fn upsert_get_list_remove(store: &dyn JobStore) {
         );
     }
     let r = record(store, &ids[0]).await;
-    assert_eq!(r.job, job(&ids[0]), "get returns the stored definition");
+    assert_eq!(*r.job, job(&ids[0]), "get returns the stored definition");
     assert_eq!(
         (r.version, r.next_fire_at, r.attempt, r.running),
         (1, Some(t0), 0, None)

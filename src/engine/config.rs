@@ -1,0 +1,196 @@
+//! Scheduler configuration.
+
+use crate::error::{Error, Result};
+use crate::job::DEFAULT_MAX_PAYLOAD_BYTES;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// How a scheduler behaves. Every field has a default; load it from a service's own
+/// configuration file with serde (durations as `"30s"`, `"1m 30s"`, `"250ms"`).
+///
+/// ```
+/// let c: jobwheel::SchedulerConfig = serde_json::from_str(r#"{"lease_ttl": "45s"}"#).unwrap();
+/// assert_eq!(c.lease_ttl, std::time::Duration::from_secs(45));
+/// assert_eq!(c.poll_interval, std::time::Duration::from_secs(1));
+/// ```
+///
+/// [`validate`](SchedulerConfig::validate) (called by the builder) refuses values
+/// that cannot work, naming the field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedulerConfig {
+    /// Node id; default `<host>-<pid>-<random>`, unique per process start.
+    pub node_id: Option<String>,
+    /// How often the store is polled for due fires (default 1 s). A local upsert or
+    /// trigger polls at once.
+    #[serde(with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// How far ahead fires are claimed and armed on precise timers (default 5 s).
+    #[serde(with = "humantime_serde")]
+    pub lookahead: Duration,
+    /// Lease time to live while a run executes, renewed every third of it (default 30 s).
+    #[serde(with = "humantime_serde")]
+    pub lease_ttl: Duration,
+    /// Default misfire threshold for jobs that set none (default 5 s).
+    #[serde(with = "humantime_serde")]
+    pub misfire_threshold: Duration,
+    /// Heartbeat period (default 10 s). A node silent for `dead_after_beats` beats is
+    /// dead.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat: Duration,
+    /// Missed beats after which a node is dead (default 3).
+    pub dead_after_beats: u32,
+    /// Most fires claimed per poll (default 1000).
+    pub claim_batch: usize,
+    /// Most starts or finishes written per store call (default 500).
+    pub write_batch: usize,
+    /// Slots of the default [`LocalExecutor`](crate::LocalExecutor) (default 64).
+    pub concurrency: usize,
+    /// The slow lane of the default executor.
+    pub slow_lane: SlowLaneConfig,
+    /// How long shutdown waits for running handlers before cancelling them
+    /// (default 30 s).
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// Delete finished runs older than this; `None` (default) keeps them all.
+    #[serde(with = "humantime_serde")]
+    pub run_retention: Option<Duration>,
+    /// Largest payload accepted by `upsert`, in bytes of JSON (default 64 KiB).
+    pub max_payload_bytes: usize,
+    /// First retry delay of a failed alarm delivery, doubling up to an hour
+    /// (default 10 s).
+    #[serde(with = "humantime_serde")]
+    pub alarm_retry_base: Duration,
+    /// Give up on an alarm event after this many delivery attempts (default 10).
+    pub alarm_max_attempts: u32,
+    /// Longest time one alarm may take to deliver one event (default 30 s).
+    #[serde(with = "humantime_serde")]
+    pub alarm_timeout: Duration,
+}
+
+/// The slow lane: jobs whose runs were repeatedly slow run apart, so they cannot
+/// starve fast jobs (as XXL-JOB's fast and slow trigger pools).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlowLaneConfig {
+    /// Slots of the slow lane (default 16), in addition to the fast lane's.
+    pub concurrency: usize,
+    /// A run longer than this is slow (default 500 ms).
+    #[serde(with = "humantime_serde")]
+    pub slow_run: Duration,
+    /// A job with more than this many slow runs within `window` moves to the slow
+    /// lane (default 10).
+    pub slow_runs: u32,
+    /// The window (default 1 min).
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+}
+
+impl Default for SlowLaneConfig {
+    fn default() -> Self {
+        SlowLaneConfig {
+            concurrency: 16,
+            slow_run: Duration::from_millis(500),
+            slow_runs: 10,
+            window: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            node_id: None,
+            poll_interval: Duration::from_secs(1),
+            lookahead: Duration::from_secs(5),
+            lease_ttl: Duration::from_secs(30),
+            misfire_threshold: Duration::from_secs(5),
+            heartbeat: Duration::from_secs(10),
+            dead_after_beats: 3,
+            claim_batch: 1000,
+            write_batch: 500,
+            concurrency: 64,
+            slow_lane: SlowLaneConfig::default(),
+            shutdown_grace: Duration::from_secs(30),
+            run_retention: None,
+            max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            alarm_retry_base: Duration::from_secs(10),
+            alarm_max_attempts: 10,
+            alarm_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+fn positive(field: &'static str, d: Duration) -> Result<()> {
+    if d.is_zero() {
+        return Err(Error::invalid(field, "0s", "must be positive"));
+    }
+    Ok(())
+}
+
+fn at_least_one(field: &'static str, n: usize) -> Result<()> {
+    if n == 0 {
+        return Err(Error::invalid(field, 0, "must be at least 1"));
+    }
+    Ok(())
+}
+
+impl SchedulerConfig {
+    /// Checks every field. Errors: [`Error::Invalid`] naming `config.<field>`.
+    pub fn validate(&self) -> Result<()> {
+        positive("config.poll_interval", self.poll_interval)?;
+        positive("config.lease_ttl", self.lease_ttl)?;
+        positive("config.misfire_threshold", self.misfire_threshold)?;
+        positive("config.heartbeat", self.heartbeat)?;
+        positive("config.shutdown_grace", self.shutdown_grace)?;
+        positive("config.alarm_retry_base", self.alarm_retry_base)?;
+        positive("config.alarm_timeout", self.alarm_timeout)?;
+        positive("config.slow_lane.slow_run", self.slow_lane.slow_run)?;
+        positive("config.slow_lane.window", self.slow_lane.window)?;
+        if let Some(r) = self.run_retention {
+            positive("config.run_retention", r)?;
+        }
+        if self.lease_ttl < Duration::from_millis(30) {
+            return Err(Error::invalid(
+                "config.lease_ttl",
+                format!("{:?}", self.lease_ttl),
+                "must be at least 30ms (it is renewed every third of itself)",
+            ));
+        }
+        at_least_one("config.claim_batch", self.claim_batch)?;
+        at_least_one("config.write_batch", self.write_batch)?;
+        at_least_one("config.concurrency", self.concurrency)?;
+        at_least_one("config.max_payload_bytes", self.max_payload_bytes)?;
+        if self.dead_after_beats < 2 {
+            return Err(Error::invalid(
+                "config.dead_after_beats",
+                self.dead_after_beats,
+                "must be at least 2, or one late beat kills a live node",
+            ));
+        }
+        if self.alarm_max_attempts == 0 {
+            return Err(Error::invalid(
+                "config.alarm_max_attempts",
+                0,
+                "must be at least 1",
+            ));
+        }
+        if let Some(id) = &self.node_id
+            && (id.is_empty()
+                || id.len() > 200
+                || id.chars().any(|c| c.is_control() || c.is_whitespace()))
+        {
+            return Err(Error::invalid(
+                "config.node_id",
+                id,
+                "must be 1-200 characters without spaces or control characters",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The silence after which a node is dead: `heartbeat × dead_after_beats`.
+    pub fn dead_after(&self) -> Duration {
+        self.heartbeat * self.dead_after_beats
+    }
+}

@@ -1,0 +1,254 @@
+//! Background loops: lease renewal, heartbeats and lost-run recovery, run retention,
+//! and alarm delivery. None of them is on the path of a fire.
+
+use super::cycle::{self, Backoff};
+use super::plan;
+use super::{Core, bump, lock};
+use crate::alarm::AlarmError;
+use crate::error::Result;
+use crate::lock::LockRequest;
+use crate::record::*;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::{Instant, sleep};
+use tracing::{info, warn};
+
+pub(super) async fn heartbeat_once(core: &Core) -> Result<()> {
+    let info = NodeInfo {
+        node_id: core.node_id.to_string(),
+        host: core
+            .node_id
+            .split('-')
+            .next()
+            .unwrap_or("localhost")
+            .to_string(),
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: core.started_at.get().copied().unwrap_or_default(),
+        capacity: core.executor.capacity() as u32,
+    };
+    core.store.heartbeat(&info).await.map(|_| ())
+}
+
+/// Renews the leases of running runs every third of the lease ttl; a lease that is
+/// refused, or that passes its local deadline unrenewed, cancels its run.
+pub(super) async fn renew_loop(core: Arc<Core>) {
+    let period = core.config.lease_ttl / 3;
+    loop {
+        tokio::select! {
+            _ = core.bg_stop.cancelled() => return,
+            _ = sleep(period) => {}
+        }
+        let batch: Vec<(RunId, crate::lock::Lease)> = lock(&core.running)
+            .iter()
+            .filter(|(_, e)| !e.lost)
+            .map(|(id, e)| (*id, e.lease.clone()))
+            .collect();
+        if batch.is_empty() {
+            continue;
+        }
+        let leases: Vec<_> = batch.iter().map(|(_, l)| l.clone()).collect();
+        let asked = Instant::now();
+        let result = core.locks.renew(&leases, core.config.lease_ttl).await;
+        let mut running = lock(&core.running);
+        match result {
+            Ok(renewed) => {
+                for ((id, _), r) in batch.iter().zip(renewed) {
+                    let Some(e) = running.get_mut(id) else {
+                        continue;
+                    };
+                    match r {
+                        Some(l) => {
+                            e.lease = l;
+                            e.deadline = asked + core.config.lease_ttl;
+                        }
+                        None => lose(&core, e, "renewal refused"),
+                    }
+                }
+            }
+            Err(err) => {
+                bump(&core.counters.backend_errors);
+                warn!(error = %err, "lease renewal failed");
+                let now = Instant::now();
+                for (id, _) in &batch {
+                    if let Some(e) = running.get_mut(id).filter(|e| e.deadline <= now) {
+                        lose(&core, e, "lease expired before it could be renewed");
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn lose(core: &Core, e: &mut super::RunningEntry, why: &str) {
+    e.lost = true;
+    e.cancel.cancel();
+    bump(&core.counters.leases_lost);
+    warn!(job = %e.lease.key, token = e.lease.token, why, "lease lost; cancelling the run");
+}
+
+/// Heartbeats, reaps dead nodes, recovers their runs, and purges old runs.
+pub(super) async fn heartbeat_loop(core: Arc<Core>) {
+    let mut last_purge: Option<Instant> = None;
+    let mut backoff = Backoff::default();
+    loop {
+        let wait = match maintain(&core, &mut last_purge).await {
+            Ok(()) => {
+                backoff.reset();
+                core.config.heartbeat
+            }
+            Err(e) => {
+                bump(&core.counters.backend_errors);
+                let d = backoff.next_delay().min(core.config.heartbeat);
+                warn!(error = %e, retry_in = ?d, "heartbeat failed");
+                d
+            }
+        };
+        tokio::select! {
+            _ = core.bg_stop.cancelled() => return,
+            _ = sleep(wait) => {}
+        }
+    }
+}
+
+async fn maintain(core: &Arc<Core>, last_purge: &mut Option<Instant>) -> Result<()> {
+    heartbeat_once(core).await?;
+    if core.stop.is_cancelled() {
+        return Ok(());
+    }
+    for dead in core.store.reap_nodes(core.config.dead_after()).await? {
+        info!(node = %dead, "reaped a dead node");
+    }
+    for run in core.store.orphaned_runs(core.config.claim_batch).await? {
+        recover_lost(core, run).await?;
+    }
+    if let Some(keep) = core.config.run_retention
+        && last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600))
+    {
+        let cutoff = core.store.now().await? - keep;
+        let n = core.store.purge_runs(cutoff).await?;
+        info!(purged = n, before = %cutoff, "run retention");
+        *last_purge = Some(Instant::now());
+    }
+    Ok(())
+}
+
+/// Takes over the run of a dead node: records it `lost` (a failed attempt) under a
+/// newer lease, which fences the old holder out.
+async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
+    let Some(rec) = core.store.get(&run.job_id).await? else {
+        return Ok(());
+    };
+    let req = LockRequest {
+        key: run.job_id.to_string(),
+        ttl: core.config.lease_ttl,
+    };
+    let Some(lease) = core
+        .locks
+        .acquire(&core.node_id, &[req])
+        .await?
+        .pop()
+        .flatten()
+    else {
+        return Ok(());
+    };
+    let fire = DueFire {
+        job_id: run.job_id.clone(),
+        job: rec.job.clone(),
+        fire_at: run.fire_at,
+        version: rec.version,
+        trigger: run.trigger,
+        attempt: run.attempt.saturating_sub(1),
+    };
+    let now = core.store_now();
+    let error = Some(format!("node {} died while running", run.node));
+    let p = plan::plan_finish(
+        &rec.job,
+        run.fire_at,
+        run.attempt,
+        run.trigger,
+        false,
+        RunStatus::Lost,
+        error,
+        now,
+        fastrand::f64(),
+    );
+    warn!(job = %run.job_id, run = %run.id, node = %run.node, "recording a lost run");
+    cycle::finish(core, &fire, run.id, run.attempt, &lease, p, None, true).await;
+    bump(&core.counters.lost_recovered);
+    cycle::release(core, lease).await;
+    core.wake.notify_one();
+    Ok(())
+}
+
+/// Claims alarm events and hands each to every registered alarm.
+pub(super) async fn alarm_loop(core: Arc<Core>) {
+    let mut backoff = Backoff::default();
+    loop {
+        let wait = match deliver_alarms(&core).await {
+            Ok(0) => {
+                backoff.reset();
+                core.config.poll_interval
+            }
+            Ok(_) => Duration::ZERO,
+            Err(e) => {
+                bump(&core.counters.backend_errors);
+                let d = backoff.next_delay();
+                warn!(error = %e, retry_in = ?d, "alarm outbox unavailable");
+                d
+            }
+        };
+        tokio::select! {
+            _ = core.bg_stop.cancelled() => return,
+            _ = sleep(wait) => {}
+            _ = core.alarm_wake.notified() => {}
+        }
+    }
+}
+
+async fn deliver_alarms(core: &Core) -> Result<usize> {
+    let lease = core.config.alarm_timeout * (core.alarms.len() as u32 + 1);
+    let claimed = core.store.claim_alarms(&core.node_id, 32, lease).await?;
+    for rec in &claimed {
+        let delivery = if core.alarms.is_empty() {
+            AlarmDelivery::NotNeeded
+        } else {
+            let calls = core.alarms.iter().map(|a| async move {
+                match tokio::time::timeout(core.config.alarm_timeout, a.alarm(&rec.event)).await {
+                    Ok(r) => r.map_err(|e| (a.name().to_string(), e)),
+                    Err(_) => Err((a.name().to_string(), AlarmError::retryable("timed out"))),
+                }
+            });
+            let failures: Vec<(String, AlarmError)> = futures::future::join_all(calls)
+                .await
+                .into_iter()
+                .filter_map(|r| r.err())
+                .collect();
+            if failures.is_empty() {
+                AlarmDelivery::Sent
+            } else {
+                let retryable = failures.iter().any(|(_, e)| e.retryable);
+                let error = failures
+                    .iter()
+                    .map(|(n, e)| format!("{n}: {e}"))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let retry_at =
+                    (retryable && rec.attempts < core.config.alarm_max_attempts).then(|| {
+                        let exp = rec.attempts.saturating_sub(1).min(12);
+                        let delay = (core.config.alarm_retry_base * (1 << exp))
+                            .min(Duration::from_secs(3600));
+                        core.store_now() + delay
+                    });
+                warn!(alarm = rec.id.0, job = %rec.event.job_id, %error, retry_at = ?retry_at, "alarm delivery failed");
+                AlarmDelivery::Failed { error, retry_at }
+            }
+        };
+        info!(alarm = rec.id.0, kind = rec.event.kind.as_str(), job = %rec.event.job_id, outcome = ?delivery, "alarm");
+        core.store
+            .complete_alarm(rec.id, &core.node_id, &delivery)
+            .await?;
+        bump(&core.counters.alarms_handled);
+    }
+    Ok(claimed.len())
+}

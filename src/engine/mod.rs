@@ -1,0 +1,478 @@
+//! The engine: a [`Scheduler`] wires a store, a lock provider, an executor, alarms
+//! and handlers together and runs the fire cycle of DESIGN.md on the application's
+//! tokio runtime.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> jobwheel::Result<()> {
+//! use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler};
+//!
+//! let scheduler = Scheduler::builder()
+//!     .handler("hello", |ctx: JobContext| async move {
+//!         println!("fire {} of {}", ctx.fire_at, ctx.job.id());
+//!         Ok::<(), JobError>(())
+//!     })
+//!     .build()?;
+//! let running = scheduler.start().await?;
+//! running.upsert(Job::builder("greet", "hello", Schedule::cron("*/10 * * * * ?", "UTC")?).build()?).await?;
+//! running.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+mod batch;
+mod config;
+mod cycle;
+mod maintenance;
+mod plan;
+
+pub use config::{SchedulerConfig, SlowLaneConfig};
+
+use crate::alarm::JobAlarm;
+use crate::error::{Error, Result};
+use crate::executor::Executor;
+use crate::handler::JobHandler;
+use crate::job::{Job, JobId};
+use crate::local_executor::LocalExecutor;
+use crate::lock::LockProvider;
+use crate::memory::{LocalLocks, MemoryStore};
+use crate::record::*;
+use crate::store::JobStore;
+use crate::time::Timestamp;
+use batch::Batcher;
+use chrono::NaiveDate;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Counters of one scheduler since it started.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct EngineMetrics {
+    /// Fires claimed (leases granted).
+    pub claimed: u64,
+    /// Runs recorded as started.
+    pub started: u64,
+    /// Starts the store refused (already handled, changed, fenced).
+    pub start_refused: u64,
+    /// Runs whose finish was written.
+    pub finished: u64,
+    /// Finishes the store refused because a newer lease holder fenced this node out.
+    pub finish_refused: u64,
+    /// Leases lost while running (renewal refused or expired).
+    pub leases_lost: u64,
+    /// Runs of dead nodes recorded as lost by this node.
+    pub lost_recovered: u64,
+    /// Store or lock calls that failed and were retried.
+    pub backend_errors: u64,
+    /// Alarm events this node delivered (or recorded as not needed / failed).
+    pub alarms_handled: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    claimed: AtomicU64,
+    started: AtomicU64,
+    start_refused: AtomicU64,
+    finished: AtomicU64,
+    finish_refused: AtomicU64,
+    leases_lost: AtomicU64,
+    lost_recovered: AtomicU64,
+    backend_errors: AtomicU64,
+    alarms_handled: AtomicU64,
+}
+
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A run in progress on this node, watched by the lease renewer.
+pub(crate) struct RunningEntry {
+    pub(crate) lease: crate::lock::Lease,
+    pub(crate) deadline: Instant,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) lost: bool,
+}
+
+pub(crate) struct Batchers {
+    pub(crate) start: Batcher<StartRun, StartOutcome>,
+    pub(crate) finish: Batcher<FinishRun, FinishOutcome>,
+    pub(crate) release: Batcher<crate::lock::Lease, bool>,
+}
+
+pub(crate) struct Core {
+    pub(crate) store: Arc<dyn JobStore>,
+    pub(crate) locks: Arc<dyn LockProvider>,
+    pub(crate) executor: Arc<dyn Executor>,
+    pub(crate) alarms: Vec<Arc<dyn JobAlarm>>,
+    pub(crate) handlers: HashMap<String, Arc<dyn JobHandler>>,
+    pub(crate) config: SchedulerConfig,
+    pub(crate) node_id: Arc<str>,
+    pub(crate) wake: Notify,
+    /// Wakes the alarm dispatcher when a finish wrote alarm events.
+    pub(crate) alarm_wake: Notify,
+    /// A reading of the store's clock and the local instant it corresponds to.
+    pub(crate) sync: Mutex<(Timestamp, Instant)>,
+    /// Jobs claimed by this node and not yet done.
+    pub(crate) armed: Mutex<HashSet<JobId>>,
+    /// Claimed fires not yet handed to the executor.
+    pub(crate) reserved: AtomicUsize,
+    pub(crate) running: Mutex<HashMap<RunId, RunningEntry>>,
+    /// Stops claiming and arming.
+    pub(crate) stop: CancellationToken,
+    /// Stops the background loops (after running fires are done).
+    pub(crate) bg_stop: CancellationToken,
+    /// Cancels running handlers.
+    pub(crate) kill: CancellationToken,
+    pub(crate) fires: TaskTracker,
+    pub(crate) background: TaskTracker,
+    pub(crate) batch: OnceLock<Batchers>,
+    pub(crate) counters: Counters,
+    pub(crate) started_at: OnceLock<Timestamp>,
+}
+
+impl Core {
+    /// The store's clock now, estimated from the last reading and the monotonic clock.
+    pub(crate) fn store_now(&self) -> Timestamp {
+        let (t, at) = *lock(&self.sync);
+        t + at.elapsed()
+    }
+
+    /// The local instant at which the store's clock reads `t`.
+    pub(crate) fn local_instant(&self, t: Timestamp) -> Instant {
+        let (now, at) = *lock(&self.sync);
+        if t >= now {
+            at + t.duration_since(now)
+        } else {
+            at.checked_sub(now.duration_since(t)).unwrap_or(at)
+        }
+    }
+
+    pub(crate) fn batch(&self) -> &Batchers {
+        self.batch.get().expect("batchers exist once started")
+    }
+}
+
+/// Builds a [`Scheduler`].
+pub struct SchedulerBuilder {
+    store: Option<Arc<dyn JobStore>>,
+    locks: Option<Arc<dyn LockProvider>>,
+    executor: Option<Arc<dyn Executor>>,
+    alarms: Vec<Arc<dyn JobAlarm>>,
+    handlers: HashMap<String, Arc<dyn JobHandler>>,
+    config: SchedulerConfig,
+}
+
+impl fmt::Debug for SchedulerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SchedulerBuilder")
+            .field("handlers", &self.handlers.keys().collect::<Vec<_>>())
+            .field(
+                "alarms",
+                &self
+                    .alarms
+                    .iter()
+                    .map(|a| a.name().to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SchedulerBuilder {
+    /// The job store (default: a new [`MemoryStore`]).
+    pub fn store(mut self, store: impl JobStore) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+    /// The lock provider (default: new [`LocalLocks`]).
+    pub fn locks(mut self, locks: impl LockProvider) -> Self {
+        self.locks = Some(Arc::new(locks));
+        self
+    }
+    /// The executor (default: a [`LocalExecutor`] sized by the config).
+    pub fn executor(mut self, executor: impl Executor) -> Self {
+        self.executor = Some(Arc::new(executor));
+        self
+    }
+    /// Registers a handler under `name`; jobs name it in [`Job::handler`].
+    pub fn handler(mut self, name: impl Into<String>, handler: impl JobHandler) -> Self {
+        self.handlers.insert(name.into(), Arc::new(handler));
+        self
+    }
+    /// Adds an alarm; every alarm hears every alarm event.
+    pub fn alarm(mut self, alarm: impl JobAlarm) -> Self {
+        self.alarms.push(Arc::new(alarm));
+        self
+    }
+    /// Replaces the configuration.
+    pub fn config(mut self, config: SchedulerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Validates the configuration and builds the scheduler (not yet running).
+    ///
+    /// Errors: [`Error::Invalid`] naming the bad `config.*` field, or `handler` when
+    /// no handler is registered.
+    pub fn build(self) -> Result<Scheduler> {
+        self.config.validate()?;
+        if self.handlers.is_empty() {
+            return Err(Error::invalid(
+                "handler",
+                "none",
+                "register at least one handler",
+            ));
+        }
+        let config = self.config;
+        let node_id: Arc<str> = config
+            .node_id
+            .clone()
+            .unwrap_or_else(default_node_id)
+            .into();
+        let executor = self.executor.unwrap_or_else(|| {
+            Arc::new(LocalExecutor::new(
+                config.concurrency,
+                config.slow_lane.clone(),
+            ))
+        });
+        Ok(Scheduler {
+            core: Arc::new(Core {
+                store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+                locks: self.locks.unwrap_or_else(|| Arc::new(LocalLocks::new())),
+                executor,
+                alarms: self.alarms,
+                handlers: self.handlers,
+                config,
+                node_id,
+                wake: Notify::new(),
+                alarm_wake: Notify::new(),
+                sync: Mutex::new((Timestamp::now(), Instant::now())),
+                armed: Mutex::default(),
+                reserved: AtomicUsize::new(0),
+                running: Mutex::default(),
+                stop: CancellationToken::new(),
+                bg_stop: CancellationToken::new(),
+                kill: CancellationToken::new(),
+                fires: TaskTracker::new(),
+                background: TaskTracker::new(),
+                batch: OnceLock::new(),
+                counters: Counters::default(),
+                started_at: OnceLock::new(),
+            }),
+        })
+    }
+}
+
+fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+}
+
+/// A scheduler: the operations on jobs and runs, usable before and after `start`.
+///
+/// Cloning shares the same scheduler. It keeps no global state: several schedulers
+/// can run in one process (they behave as separate nodes).
+#[derive(Clone)]
+pub struct Scheduler {
+    pub(crate) core: Arc<Core>,
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("node_id", &self.core.node_id)
+            .field("store", &self.core.store.name())
+            .field("locks", &self.core.locks.name())
+            .finish_non_exhaustive()
+    }
+}
+
+fn job_id(id: &str) -> Result<JobId> {
+    JobId::new(id)
+}
+
+impl Scheduler {
+    /// Starts a builder.
+    pub fn builder() -> SchedulerBuilder {
+        SchedulerBuilder {
+            store: None,
+            locks: None,
+            executor: None,
+            alarms: Vec::new(),
+            handlers: HashMap::new(),
+            config: SchedulerConfig::default(),
+        }
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> &str {
+        &self.core.node_id
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn JobStore> {
+        &self.core.store
+    }
+
+    /// Counters since start.
+    pub fn metrics(&self) -> EngineMetrics {
+        let c = &self.core.counters;
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        EngineMetrics {
+            claimed: r(&c.claimed),
+            started: r(&c.started),
+            start_refused: r(&c.start_refused),
+            finished: r(&c.finished),
+            finish_refused: r(&c.finish_refused),
+            leases_lost: r(&c.leases_lost),
+            lost_recovered: r(&c.lost_recovered),
+            backend_errors: r(&c.backend_errors),
+            alarms_handled: r(&c.alarms_handled),
+        }
+    }
+
+    /// Registers the node, then starts polling, the lease renewer, heartbeats, the
+    /// alarm dispatcher and (when configured) run retention. Errors when already
+    /// started or when the store cannot be reached for the first heartbeat.
+    pub async fn start(&self) -> Result<SchedulerHandle> {
+        if self.core.batch.get().is_some() {
+            return Err(Error::invalid(
+                "scheduler",
+                &*self.core.node_id,
+                "already started",
+            ));
+        }
+        cycle::start(&self.core).await?;
+        Ok(SchedulerHandle {
+            scheduler: self.clone(),
+        })
+    }
+
+    /// Creates or replaces a job and wakes the poller. Idempotent for an unchanged
+    /// definition.
+    ///
+    /// Errors: `job.handler` when no handler of that name is registered on this node,
+    /// `job.payload` over `config.max_payload_bytes`; nothing is stored then.
+    pub async fn upsert(&self, job: Job) -> Result<UpsertOutcome> {
+        if !self.core.handlers.contains_key(job.handler()) {
+            return Err(Error::invalid(
+                "job.handler",
+                job.handler(),
+                "no handler is registered under this name",
+            ));
+        }
+        job.check_payload(self.core.config.max_payload_bytes)?;
+        let now = self.core.store.now().await?;
+        let next = job.schedule().first_fire(now);
+        let out = self.core.store.upsert(&job, next).await?;
+        self.core.wake.notify_one();
+        Ok(out)
+    }
+
+    /// Removes a job; its runs stay in the log. Returns whether it existed.
+    pub async fn remove(&self, id: &str) -> Result<bool> {
+        self.core.store.remove(&job_id(id)?).await
+    }
+
+    /// Pauses a job: it fires no more until resumed (a run in progress finishes).
+    pub async fn pause(&self, id: &str) -> Result<()> {
+        self.core.store.set_enabled(&job_id(id)?, false, None).await
+    }
+
+    /// Resumes a paused job from its next fire after now (a one-shot: its instant).
+    pub async fn resume(&self, id: &str) -> Result<()> {
+        let id = job_id(id)?;
+        let rec = self
+            .core
+            .store
+            .get(&id)
+            .await?
+            .ok_or_else(|| Error::not_found("job", &id))?;
+        let now = self.core.store.now().await?;
+        let next = rec.job.schedule().first_fire(now);
+        self.core.store.set_enabled(&id, true, next).await?;
+        self.core.wake.notify_one();
+        Ok(())
+    }
+
+    /// Runs a job now (trigger `manual`), once any run in progress has finished.
+    pub async fn trigger_now(&self, id: &str) -> Result<()> {
+        let now = self.core.store.now().await?;
+        self.core.store.trigger(&job_id(id)?, now).await?;
+        self.core.wake.notify_one();
+        Ok(())
+    }
+
+    /// One job.
+    pub async fn get(&self, id: &str) -> Result<Option<JobRecord>> {
+        self.core.store.get(&job_id(id)?).await
+    }
+
+    /// Jobs ordered by id, after `after`, at most `limit`.
+    pub async fn list_jobs(&self, after: Option<&str>, limit: usize) -> Result<Vec<JobRecord>> {
+        let after = after.map(job_id).transpose()?;
+        self.core.store.list(after.as_ref(), limit).await
+    }
+
+    /// The run log.
+    pub async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
+        self.core.store.runs(query).await
+    }
+
+    /// Per-day run counts.
+    pub async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
+        self.core.store.daily_stats(from, to).await
+    }
+
+    /// Registered nodes.
+    pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
+        self.core.store.nodes().await
+    }
+}
+
+/// A running scheduler. Dereferences to [`Scheduler`] for the job operations.
+///
+/// Dropping it without [`shutdown`](SchedulerHandle::shutdown) stops nothing: the
+/// loops run until the runtime ends.
+#[derive(Debug)]
+pub struct SchedulerHandle {
+    scheduler: Scheduler,
+}
+
+impl std::ops::Deref for SchedulerHandle {
+    type Target = Scheduler;
+    fn deref(&self) -> &Scheduler {
+        &self.scheduler
+    }
+}
+
+/// What a graceful shutdown did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Runs still going at the end of the grace period, cancelled and recorded.
+    pub cancelled: usize,
+    /// Whether every fire task ended (its result written and lease released).
+    pub drained: bool,
+}
+
+impl SchedulerHandle {
+    /// Graceful shutdown: stop claiming, release the leases of fires not yet started,
+    /// let running handlers finish for up to `config.shutdown_grace`, cancel and record
+    /// the rest, release every lease, deregister the node.
+    pub async fn shutdown(self) -> ShutdownReport {
+        cycle::shutdown(&self.scheduler.core).await
+    }
+}

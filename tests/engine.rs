@@ -1,0 +1,936 @@
+//! The engine on the memory backend, deterministically on a paused tokio clock.
+
+mod support;
+
+use jobwheel::memory::LocalLocks;
+use jobwheel::{
+    AlarmError, AlarmEvent, AlarmKind, AlarmPolicy, AlarmStatus, Error, Job, JobAlarm, JobContext,
+    JobError, JobStore, Lease, LockProvider, LockRequest, MisfirePolicy, RetryPolicy, RunQuery,
+    RunStatus, Schedule, Scheduler, SchedulerConfig, TriggerKind,
+};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::*;
+
+const S: Duration = Duration::from_secs(1);
+
+fn recording(log: &Log, clock: &Arc<jobwheel::TokioClock>) -> impl jobwheel::JobHandler {
+    let (log, clock) = (log.clone(), clock.clone());
+    move |ctx: JobContext| {
+        log.record(&ctx, &*clock);
+        async { Ok::<(), JobError>(()) }
+    }
+}
+
+fn failing(log: &Log, clock: &Arc<jobwheel::TokioClock>) -> impl jobwheel::JobHandler {
+    let (log, clock) = (log.clone(), clock.clone());
+    move |ctx: JobContext| {
+        log.record(&ctx, &*clock);
+        async { Err(JobError::msg("boom")) }
+    }
+}
+
+async fn runs_of(store: &dyn JobStore, job: &str) -> Vec<jobwheel::RunRecord> {
+    let mut runs = store
+        .runs(&RunQuery {
+            job_id: Some(jobwheel::JobId::new(job).unwrap()),
+            limit: 10_000,
+            ..RunQuery::default()
+        })
+        .await
+        .unwrap();
+    runs.reverse();
+    runs
+}
+
+#[tokio::test(start_paused = true)]
+async fn cron_fires_on_time_across_a_dst_change() {
+    let (store, locks, clock) = backend("2026-03-08T06:50:00Z");
+    let log = Log::default();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", recording(&log, &clock))
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    h.upsert(
+        Job::builder(
+            "fixed",
+            "h",
+            Schedule::cron("0 30 2 * * ?", "America/New_York").unwrap(),
+        )
+        .build()
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    h.upsert(
+        Job::builder(
+            "stepped",
+            "h",
+            Schedule::cron("0 0/30 * * * ?", "America/New_York").unwrap(),
+        )
+        .build()
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(2 * 3600)).await;
+    h.shutdown().await;
+    let fires = |job: &str| log.of(job).iter().map(|s| s.fire_at).collect::<Vec<_>>();
+    assert_eq!(
+        fires("fixed"),
+        [at("2026-03-08T07:00:00Z")],
+        "02:30 in the gap fires at 03:00 EDT"
+    );
+    assert_eq!(
+        fires("stepped"),
+        [
+            "2026-03-08T07:00:00Z",
+            "2026-03-08T07:30:00Z",
+            "2026-03-08T08:00:00Z",
+            "2026-03-08T08:30:00Z"
+        ]
+        .map(at)
+    );
+    for seen in log.all() {
+        let lag = seen.started.duration_since(seen.fire_at);
+        assert!(
+            lag < Duration::from_millis(5),
+            "started {lag:?} after its instant: {seen:?}"
+        );
+        assert!(seen.started >= seen.fire_at, "never early: {seen:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_follow_the_backoff_formula_then_return_to_the_schedule() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", failing(&log, &clock))
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let retry = RetryPolicy::new(3, Duration::from_secs(60), Duration::from_secs(3600)).unwrap();
+    let job = Job::builder("flaky", "h", Schedule::cron("0 0 * * * ?", "UTC").unwrap())
+        .retry(retry)
+        .build()
+        .unwrap();
+    h.upsert(job).await.unwrap();
+    advance(Duration::from_secs(600)).await;
+    h.shutdown().await;
+    // Created exactly on the hour: the first fire is now (at or after, never before).
+    let t = at("2026-01-01T00:00:00Z");
+    let seen = log.of("flaky");
+    let starts: Vec<_> = seen.iter().map(|s| s.started).collect();
+    assert_eq!(
+        starts,
+        [t, t + Duration::from_secs(60), t + Duration::from_secs(180)],
+        "60 s, then 120 s"
+    );
+    assert_eq!(
+        seen.iter().map(|s| s.attempt).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    let runs = runs_of(&store, "flaky").await;
+    assert_eq!(
+        runs.iter().map(|r| r.trigger).collect::<Vec<_>>(),
+        [
+            TriggerKind::Schedule,
+            TriggerKind::Retry,
+            TriggerKind::Retry
+        ]
+    );
+    assert_eq!(
+        runs.iter().map(|r| r.will_retry).collect::<Vec<_>>(),
+        [true, true, false]
+    );
+    assert!(
+        runs.iter()
+            .all(|r| r.status == RunStatus::Failed && r.error.as_deref() == Some("boom"))
+    );
+    let rec = store
+        .get(&jobwheel::JobId::new("flaky").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (rec.attempt, rec.next_fire_at),
+        (0, Some(at("2026-01-01T01:00:00Z"))),
+        "exhausted: back to the schedule"
+    );
+}
+
+async fn misfire_case(policy: MisfirePolicy) -> (Vec<Seen>, Vec<jobwheel::RunRecord>) {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let job = Job::builder("m", "h", Schedule::every(Duration::from_secs(60)).unwrap())
+        .misfire(policy)
+        .build()
+        .unwrap();
+    // The job was due ten minutes ago: the fleet was down.
+    store
+        .upsert(&job, Some(at("2025-12-31T23:50:00Z")))
+        .await
+        .unwrap();
+    let log = Log::default();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", recording(&log, &clock))
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    advance(Duration::from_secs(90)).await;
+    h.shutdown().await;
+    (log.of("m"), runs_of(&store, "m").await)
+}
+
+#[tokio::test(start_paused = true)]
+async fn misfire_fire_once_coalesces_missed_fires() {
+    let (seen, runs) = misfire_case(MisfirePolicy::FireOnce).await;
+    let fires: Vec<_> = seen.iter().map(|s| (s.fire_at, s.trigger)).collect();
+    assert_eq!(
+        fires,
+        [
+            (at("2025-12-31T23:50:00Z"), TriggerKind::Misfire),
+            (at("2026-01-01T00:01:00Z"), TriggerKind::Schedule)
+        ]
+    );
+    assert_eq!(runs.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn misfire_skip_records_and_moves_on() {
+    let (seen, runs) = misfire_case(MisfirePolicy::Skip).await;
+    assert_eq!(
+        seen.iter().map(|s| s.fire_at).collect::<Vec<_>>(),
+        [at("2026-01-01T00:01:00Z")],
+        "the late fire is not executed"
+    );
+    assert_eq!(runs[0].status, RunStatus::Misfired);
+    assert_eq!(runs[0].fire_at, at("2025-12-31T23:50:00Z"));
+    assert_eq!(runs[1].status, RunStatus::Succeeded);
+}
+
+#[tokio::test(start_paused = true)]
+async fn misfire_catch_up_runs_the_last_missed_fires_in_order() {
+    let (seen, runs) = misfire_case(MisfirePolicy::CatchUp { max: 3 }).await;
+    let fires: Vec<_> = seen.iter().map(|s| (s.fire_at, s.trigger)).collect();
+    assert_eq!(
+        fires,
+        [
+            (at("2025-12-31T23:58:00Z"), TriggerKind::Misfire),
+            (at("2025-12-31T23:59:00Z"), TriggerKind::Misfire),
+            (at("2026-01-01T00:00:00Z"), TriggerKind::Schedule),
+            (at("2026-01-01T00:01:00Z"), TriggerKind::Schedule),
+        ],
+        "eleven missed fires, at most three caught up"
+    );
+    assert_eq!(runs[0].status, RunStatus::Misfired);
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("8 missed fires skipped"),
+        "{:?}",
+        runs[0].error
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_never_overlaps_itself() {
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let (now, max, count) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let (n, m, c) = (now.clone(), max.clone(), count.clone());
+    let slow = move |_ctx: JobContext| {
+        let (n, m, c) = (n.clone(), m.clone(), c.clone());
+        async move {
+            let cur = n.fetch_add(1, Ordering::SeqCst) + 1;
+            m.fetch_max(cur, Ordering::SeqCst);
+            c.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(3500)).await;
+            n.fetch_sub(1, Ordering::SeqCst);
+            Ok::<(), JobError>(())
+        }
+    };
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("slow", slow)
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    h.upsert(
+        Job::builder("tick", "slow", Schedule::every(S).unwrap())
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(30)).await;
+    h.shutdown().await;
+    assert_eq!(max.load(Ordering::SeqCst), 1, "two runs of one job at once");
+    assert!(
+        count.load(Ordering::SeqCst) >= 7,
+        "runs kept coming: {}",
+        count.load(Ordering::SeqCst)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeouts_and_panics_are_failed_runs() {
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("sleepy", |_ctx: JobContext| async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<(), JobError>(())
+        })
+        .handler("panicky", |_ctx: JobContext| async {
+            if true {
+                panic!("kaboom");
+            }
+            Ok::<(), JobError>(())
+        })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let once = Schedule::once(at("2026-01-01T00:00:01Z"));
+    h.upsert(
+        Job::builder("slow", "sleepy", once.clone())
+            .timeout(Duration::from_secs(2))
+            .retry(RetryPolicy::none())
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    h.upsert(
+        Job::builder("bad", "panicky", once)
+            .retry(RetryPolicy::none())
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(10)).await;
+    h.shutdown().await;
+    let slow = runs_of(&store, "slow").await;
+    assert_eq!(slow.len(), 1);
+    assert_eq!(slow[0].status, RunStatus::TimedOut);
+    assert_eq!(
+        slow[0].duration(),
+        Some(Duration::from_secs(2)),
+        "cancelled at its timeout"
+    );
+    let bad = runs_of(&store, "bad").await;
+    assert_eq!(bad[0].status, RunStatus::Failed);
+    assert_eq!(bad[0].error.as_deref(), Some("handler panicked: kaboom"));
+}
+
+/// Locks whose renewals start failing on demand.
+#[derive(Clone)]
+struct RevocableLocks {
+    inner: LocalLocks,
+    revoked: Arc<AtomicBool>,
+    held: Arc<AtomicUsize>,
+    max_held: Arc<AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl LockProvider for RevocableLocks {
+    fn name(&self) -> &'static str {
+        "revocable"
+    }
+    async fn acquire(
+        &self,
+        owner: &str,
+        r: &[LockRequest],
+    ) -> jobwheel::Result<Vec<Option<Lease>>> {
+        let got = self.inner.acquire(owner, r).await?;
+        let n = got.iter().flatten().count();
+        let now = self.held.fetch_add(n, Ordering::SeqCst) + n;
+        self.max_held.fetch_max(now, Ordering::SeqCst);
+        Ok(got)
+    }
+    async fn renew(&self, l: &[Lease], ttl: Duration) -> jobwheel::Result<Vec<Option<Lease>>> {
+        if self.revoked.load(Ordering::SeqCst) {
+            return Ok(vec![None; l.len()]);
+        }
+        self.inner.renew(l, ttl).await
+    }
+    async fn release(&self, l: &[Lease]) -> jobwheel::Result<Vec<bool>> {
+        let got = self.inner.release(l).await?;
+        self.held
+            .fetch_sub(got.iter().filter(|b| **b).count(), Ordering::SeqCst);
+        Ok(got)
+    }
+}
+
+fn revocable(clock: &Arc<jobwheel::TokioClock>) -> RevocableLocks {
+    RevocableLocks {
+        inner: LocalLocks::with_clock(clock.clone()),
+        revoked: Arc::default(),
+        held: Arc::default(),
+        max_held: Arc::default(),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn losing_the_lease_cancels_the_run_and_refuses_its_result() {
+    let (store, _locks, clock) = backend("2026-01-01T00:00:00Z");
+    let locks = revocable(&clock);
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks.clone())
+        .handler("long", |_ctx: JobContext| async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<(), JobError>(())
+        })
+        .config(SchedulerConfig {
+            lease_ttl: Duration::from_secs(3),
+            ..config("n1")
+        })
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    h.upsert(
+        Job::builder("j", "long", Schedule::once(at("2026-01-01T00:00:01Z")))
+            .retry(RetryPolicy::none())
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(5)).await;
+    assert_eq!(
+        runs_of(&store, "j").await[0].status,
+        RunStatus::Running,
+        "renewals keep it running"
+    );
+    locks.revoked.store(true, Ordering::SeqCst);
+    advance(Duration::from_secs(3)).await;
+    let runs = runs_of(&store, "j").await;
+    assert_eq!(runs[0].status, RunStatus::Cancelled);
+    assert!(
+        runs[0].error.as_deref().unwrap().contains("lease lost"),
+        "{:?}",
+        runs[0].error
+    );
+    // Started at 1 s, revoked at 5 s, renewed every second: cancelled within one period.
+    let took = runs[0].duration().unwrap();
+    assert!(
+        (Duration::from_secs(4)..=Duration::from_secs(5)).contains(&took),
+        "cancelled after {took:?}"
+    );
+    assert_eq!(h.metrics().leases_lost, 1);
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pause_resume_and_trigger_now() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", recording(&log, &clock))
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    h.upsert(
+        Job::builder(
+            "tick",
+            "h",
+            Schedule::every(Duration::from_secs(10)).unwrap(),
+        )
+        .build()
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    h.upsert(
+        Job::builder("later", "h", Schedule::once(at("2026-06-01T00:00:00Z")))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(35)).await;
+    assert_eq!(log.of("tick").len(), 4, "fires at 0, 10, 20, 30 s");
+    h.pause("tick").await.unwrap();
+    advance(Duration::from_secs(60)).await;
+    assert_eq!(log.of("tick").len(), 4, "a paused job does not fire");
+    h.resume("tick").await.unwrap();
+    advance(Duration::from_secs(25)).await;
+    let after: Vec<_> = log.of("tick").iter().skip(4).map(|s| s.fire_at).collect();
+    assert_eq!(
+        after,
+        [at("2026-01-01T00:01:40Z"), at("2026-01-01T00:01:50Z")],
+        "resumes from its next fire"
+    );
+    h.trigger_now("later").await.unwrap();
+    advance(Duration::from_millis(10)).await;
+    let later = log.of("later");
+    assert_eq!(later.len(), 1, "trigger_now runs at once");
+    assert_eq!(later[0].trigger, TriggerKind::Manual);
+    let rec = h.get("later").await.unwrap().unwrap();
+    assert_eq!(
+        rec.next_fire_at,
+        Some(at("2026-06-01T00:00:00Z")),
+        "a manual run keeps the one-shot's own instant"
+    );
+    assert!(matches!(h.pause("nope").await, Err(Error::NotFound { .. })));
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_cancels_after_grace_records_and_releases_everything() {
+    let (store, _locks, clock) = backend("2026-01-01T00:00:00Z");
+    let locks = revocable(&clock);
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks.clone())
+        .handler("forever", |_ctx: JobContext| async {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<(), JobError>(())
+        })
+        .handler("quick", |_ctx: JobContext| async { Ok::<(), JobError>(()) })
+        .config(SchedulerConfig {
+            shutdown_grace: Duration::from_secs(2),
+            ..config("n1")
+        })
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    h.upsert(
+        Job::builder(
+            "stuck",
+            "forever",
+            Schedule::once(at("2026-01-01T00:00:01Z")),
+        )
+        .build()
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    // Armed but not started when shutdown begins (within the lookahead).
+    h.upsert(
+        Job::builder("soon", "quick", Schedule::once(at("2026-01-01T00:00:05Z")))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(2)).await;
+    assert_eq!(
+        locks.held.load(Ordering::SeqCst),
+        2,
+        "both fires are claimed"
+    );
+    let report = h.shutdown().await;
+    assert_eq!(report.cancelled, 1);
+    assert!(report.drained);
+    assert_eq!(locks.held.load(Ordering::SeqCst), 0, "every lease released");
+    let stuck = runs_of(&store, "stuck").await;
+    assert_eq!(
+        stuck[0].status,
+        RunStatus::Cancelled,
+        "a run cancelled at shutdown is recorded"
+    );
+    assert!(
+        runs_of(&store, "soon").await.is_empty(),
+        "an armed fire is given back, not run"
+    );
+    assert!(
+        store
+            .get(&jobwheel::JobId::new("soon").unwrap())
+            .await
+            .unwrap()
+            .unwrap()
+            .next_fire_at
+            .is_some()
+    );
+    assert!(
+        store.nodes().await.unwrap().is_empty(),
+        "the node deregistered"
+    );
+}
+
+/// Counts deliveries per (alarm name, event).
+#[derive(Clone)]
+struct CountingAlarm {
+    name: &'static str,
+    seen: Arc<Mutex<HashMap<(String, String), usize>>>,
+}
+
+#[async_trait::async_trait]
+impl JobAlarm for CountingAlarm {
+    fn name(&self) -> &str {
+        self.name
+    }
+    async fn alarm(&self, e: &AlarmEvent) -> Result<(), AlarmError> {
+        let key = format!("{}/{}/{:?}", e.job_id, e.fire_at, e.kind);
+        *self
+            .seen
+            .lock()
+            .unwrap()
+            .entry((self.name.to_string(), key))
+            .or_default() += 1;
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_schedulers_run_each_fire_once_and_deliver_each_alarm_once_to_every_alarm() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let seen = Arc::new(Mutex::new(HashMap::new()));
+    let mut handles = Vec::new();
+    for node in ["n1", "n2"] {
+        let s = Scheduler::builder()
+            .store(store.clone())
+            .locks(locks.clone())
+            .handler("ok", recording(&log, &clock))
+            .handler("bad", failing(&log, &clock))
+            .alarm(CountingAlarm {
+                name: "mail",
+                seen: seen.clone(),
+            })
+            .alarm(CountingAlarm {
+                name: "hook",
+                seen: seen.clone(),
+            })
+            .config(config(node))
+            .build()
+            .unwrap();
+        handles.push(s.start().await.unwrap());
+    }
+    for i in 0..40 {
+        let job = Job::builder(format!("ok-{i}"), "ok", Schedule::every(S).unwrap())
+            .build()
+            .unwrap();
+        handles[i % 2].upsert(job).await.unwrap();
+    }
+    let policy = AlarmPolicy {
+        events: vec![AlarmKind::Failure, AlarmKind::FinalFailure],
+        recipients: vec![],
+    };
+    let bad = Job::builder(
+        "bad",
+        "bad",
+        Schedule::every(Duration::from_secs(5)).unwrap(),
+    )
+    .retry(RetryPolicy::none())
+    .alarm(policy)
+    .build()
+    .unwrap();
+    handles[0].upsert(bad).await.unwrap();
+    advance(Duration::from_secs(30)).await;
+    advance(Duration::from_millis(100)).await;
+    let started: u64 = handles.iter().map(|h| h.metrics().started).sum();
+    let refused: u64 = handles.iter().map(|h| h.metrics().finish_refused).sum();
+    for h in handles {
+        h.shutdown().await;
+    }
+    assert_eq!(
+        started as usize,
+        log.all().len(),
+        "the nodes together started every run once"
+    );
+    assert_eq!(refused, 0);
+    let mut per_fire: HashMap<(String, jobwheel::Timestamp), usize> = HashMap::new();
+    for s in log.all() {
+        *per_fire.entry((s.job.clone(), s.fire_at)).or_default() += 1;
+    }
+    assert!(per_fire.values().all(|n| *n == 1), "a fire ran twice");
+    for i in 0..40 {
+        let n = per_fire
+            .keys()
+            .filter(|(j, _)| *j == format!("ok-{i}"))
+            .count();
+        assert_eq!(n, 31, "ok-{i} fires at 0..=30 s, each once");
+    }
+    let events = store.alarms(None, 10_000).await.unwrap();
+    assert_eq!(
+        events.len(),
+        14,
+        "7 failed fires (0, 5, …, 30 s) × (failure + final failure)"
+    );
+    assert!(
+        events.iter().all(|e| e.status == AlarmStatus::Sent),
+        "{events:?}"
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 28, "each event reached both alarms");
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "an alarm heard an event twice: {seen:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_or_failing_alarm_never_delays_a_fire() {
+    struct Stuck;
+    #[async_trait::async_trait]
+    impl JobAlarm for Stuck {
+        fn name(&self) -> &str {
+            "stuck"
+        }
+        async fn alarm(&self, _e: &AlarmEvent) -> Result<(), AlarmError> {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Err(AlarmError::retryable("never answers"))
+        }
+    }
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("ok", recording(&log, &clock))
+        .handler("bad", failing(&log, &clock))
+        .alarm(Stuck)
+        .config(SchedulerConfig {
+            alarm_timeout: Duration::from_secs(20),
+            ..config("n1")
+        })
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let all = AlarmPolicy {
+        events: vec![AlarmKind::Failure],
+        recipients: vec![],
+    };
+    h.upsert(
+        Job::builder("bad", "bad", Schedule::every(S).unwrap())
+            .retry(RetryPolicy::none())
+            .alarm(all)
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    h.upsert(
+        Job::builder("tick", "ok", Schedule::every(S).unwrap())
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(60)).await;
+    h.shutdown().await;
+    let ticks = log.of("tick");
+    assert!(ticks.len() >= 59, "{}", ticks.len());
+    assert!(
+        ticks.iter().all(|s| s.started == s.fire_at),
+        "a fire started late while alarms hung"
+    );
+    let failed = store.alarms(Some(AlarmStatus::Failed), 1000).await.unwrap();
+    assert!(
+        !failed.is_empty(),
+        "timed-out deliveries are recorded failed"
+    );
+    assert!(failed.iter().all(|a| {
+        a.last_error
+            .as_deref()
+            .unwrap()
+            .contains("stuck: timed out")
+    }));
+    assert!(
+        failed.iter().any(|a| a.next_attempt_at.is_some()),
+        "and will be retried"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn backpressure_never_claims_more_than_the_executor_can_run() {
+    let (store, _locks, clock) = backend("2026-01-01T00:00:00Z");
+    let locks = revocable(&clock);
+    let (cur, max) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (c, m) = (cur.clone(), max.clone());
+    let exec = jobwheel::LocalExecutor::new(
+        4,
+        jobwheel::SlowLaneConfig {
+            concurrency: 0,
+            ..Default::default()
+        },
+    );
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks.clone())
+        .executor(exec)
+        .handler("work", move |_ctx: JobContext| {
+            let (c, m) = (c.clone(), m.clone());
+            async move {
+                m.fetch_max(c.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                tokio::time::sleep(S).await;
+                c.fetch_sub(1, Ordering::SeqCst);
+                Ok::<(), JobError>(())
+            }
+        })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    for i in 0..50 {
+        h.upsert(
+            Job::builder(
+                format!("w{i}"),
+                "work",
+                Schedule::once(at("2026-01-01T00:00:00Z")),
+            )
+            .build()
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+    advance(Duration::from_secs(40)).await;
+    h.shutdown().await;
+    assert_eq!(max.load(Ordering::SeqCst), 4, "runs in flight");
+    assert!(
+        locks.max_held.load(Ordering::SeqCst) <= 4,
+        "claimed {} fires for 4 slots",
+        locks.max_held.load(Ordering::SeqCst)
+    );
+    let done = store
+        .runs(&RunQuery {
+            status: Some(RunStatus::Succeeded),
+            limit: 1000,
+            ..RunQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(done.len(), 50, "every job ran once");
+}
+
+#[tokio::test(start_paused = true)]
+async fn upsert_refuses_bad_input_and_stores_nothing() {
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", |_ctx: JobContext| async { Ok::<(), JobError>(()) })
+        .config(SchedulerConfig {
+            max_payload_bytes: 32,
+            ..config("n1")
+        })
+        .build()
+        .unwrap();
+    let every = Schedule::every(S).unwrap();
+    let err = s
+        .upsert(Job::builder("a", "nobody", every.clone()).build().unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(err.field(), Some("job.handler"));
+    assert!(err.to_string().contains("\"nobody\""), "{err}");
+    let big = Job::builder("b", "h", every)
+        .payload(serde_json::json!({"text": "x".repeat(40)}))
+        .build()
+        .unwrap();
+    assert_eq!(
+        s.upsert(big).await.unwrap_err().field(),
+        Some("job.payload")
+    );
+    assert_eq!(store.job_count(), 0, "nothing stored");
+    assert!(matches!(
+        s.remove("bad id").await,
+        Err(Error::Invalid {
+            field: "job.id",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn config_loads_with_humane_durations_and_refuses_bad_values() {
+    let c: SchedulerConfig = serde_json::from_str(r#"{"poll_interval":"250ms","lease_ttl":"1m 30s","run_retention":"30days","slow_lane":{"slow_run":"2s"}}"#).unwrap();
+    assert_eq!(c.poll_interval, Duration::from_millis(250));
+    assert_eq!(c.lease_ttl, Duration::from_secs(90));
+    assert_eq!(c.run_retention, Some(Duration::from_secs(30 * 86400)));
+    assert_eq!(c.slow_lane.slow_run, Duration::from_secs(2));
+    assert_eq!(
+        c.lookahead,
+        Duration::from_secs(5),
+        "defaults fill the rest"
+    );
+    assert!(
+        serde_json::from_str::<SchedulerConfig>(r#"{"poll_intervall":"1s"}"#).is_err(),
+        "typos are refused"
+    );
+    let build = |c: SchedulerConfig| {
+        Scheduler::builder()
+            .handler("h", |_c: JobContext| async { Ok::<(), JobError>(()) })
+            .config(c)
+            .build()
+    };
+    let cases = [
+        (
+            SchedulerConfig {
+                poll_interval: Duration::ZERO,
+                ..Default::default()
+            },
+            "config.poll_interval",
+        ),
+        (
+            SchedulerConfig {
+                lease_ttl: Duration::from_millis(10),
+                ..Default::default()
+            },
+            "config.lease_ttl",
+        ),
+        (
+            SchedulerConfig {
+                concurrency: 0,
+                ..Default::default()
+            },
+            "config.concurrency",
+        ),
+        (
+            SchedulerConfig {
+                dead_after_beats: 1,
+                ..Default::default()
+            },
+            "config.dead_after_beats",
+        ),
+        (
+            SchedulerConfig {
+                node_id: Some("has space".into()),
+                ..Default::default()
+            },
+            "config.node_id",
+        ),
+        (
+            SchedulerConfig {
+                run_retention: Some(Duration::ZERO),
+                ..Default::default()
+            },
+            "config.run_retention",
+        ),
+    ];
+    for (c, field) in cases {
+        assert_eq!(build(c).unwrap_err().field(), Some(field));
+    }
+    assert_eq!(
+        Scheduler::builder().build().unwrap_err().field(),
+        Some("handler")
+    );
+}

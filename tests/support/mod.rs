@@ -1,0 +1,67 @@
+//! Shared helpers for engine tests on a paused tokio clock.
+#![allow(dead_code, unreachable_pub)]
+
+use jobwheel::memory::{LocalLocks, MemoryStore};
+use jobwheel::{Clock, JobContext, SchedulerConfig, Timestamp, TokioClock, TriggerKind};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub fn at(s: &str) -> Timestamp {
+    Timestamp::from_datetime(&chrono::DateTime::parse_from_rfc3339(s).unwrap())
+}
+
+/// A store and locks whose clock follows tokio's paused clock from `base`.
+pub fn backend(base: &str) -> (MemoryStore, LocalLocks, Arc<TokioClock>) {
+    let clock = Arc::new(TokioClock::starting_at(at(base)));
+    (
+        MemoryStore::with_clock(clock.clone()),
+        LocalLocks::with_clock(clock.clone()),
+        clock,
+    )
+}
+
+pub fn config(node: &str) -> SchedulerConfig {
+    SchedulerConfig {
+        node_id: Some(node.to_string()),
+        shutdown_grace: Duration::from_secs(5),
+        ..SchedulerConfig::default()
+    }
+}
+
+/// One handler execution as the handler saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seen {
+    pub job: String,
+    pub fire_at: Timestamp,
+    pub started: Timestamp,
+    pub attempt: u32,
+    pub trigger: TriggerKind,
+    pub node: String,
+}
+
+/// Records every execution; cheap to clone.
+#[derive(Clone, Default)]
+pub struct Log(pub Arc<Mutex<Vec<Seen>>>);
+
+impl Log {
+    pub fn record(&self, ctx: &JobContext, clock: &dyn Clock) {
+        self.0.lock().unwrap().push(Seen {
+            job: ctx.job.id().to_string(),
+            fire_at: ctx.fire_at,
+            started: clock.now(),
+            attempt: ctx.attempt,
+            trigger: ctx.trigger,
+            node: ctx.node_id.to_string(),
+        });
+    }
+    pub fn all(&self) -> Vec<Seen> {
+        self.0.lock().unwrap().clone()
+    }
+    pub fn of(&self, job: &str) -> Vec<Seen> {
+        self.all().into_iter().filter(|s| s.job == job).collect()
+    }
+}
+
+pub async fn advance(d: Duration) {
+    tokio::time::sleep(d).await;
+}
