@@ -934,3 +934,222 @@ fn config_loads_with_humane_durations_and_refuses_bad_values() {
         Some("handler")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let retry = RetryPolicy::new(3, Duration::from_secs(60), Duration::from_secs(3600)).unwrap();
+    let job = Job::builder("report", "h", Schedule::once(at("2026-01-01T00:00:00Z")))
+        .retry(retry)
+        .build()
+        .unwrap();
+    store
+        .upsert(&job, Some(at("2026-01-01T00:00:00Z")))
+        .await
+        .unwrap();
+    // A node that claimed and started the fire, then died: it never beats again.
+    let ghost = jobwheel::NodeInfo {
+        node_id: "ghost".into(),
+        host: "h".into(),
+        pid: 1,
+        version: "0".into(),
+        started_at: at("2026-01-01T00:00:00Z"),
+        capacity: 1,
+    };
+    store.heartbeat(&ghost).await.unwrap();
+    let req = LockRequest {
+        key: "report".into(),
+        ttl: Duration::from_secs(30),
+    };
+    let lease = locks
+        .acquire("ghost", &[req])
+        .await
+        .unwrap()
+        .pop()
+        .flatten()
+        .unwrap();
+    let start = jobwheel::StartRun {
+        job_id: jobwheel::JobId::new("report").unwrap(),
+        fire_at: at("2026-01-01T00:00:00Z"),
+        version: 1,
+        token: lease.token,
+        node: "ghost".into(),
+        attempt: 1,
+        trigger: TriggerKind::Schedule,
+    };
+    assert!(matches!(
+        store.start_runs(&[start]).await.unwrap()[0],
+        jobwheel::StartOutcome::Started { .. }
+    ));
+
+    let log = Log::default();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks.clone())
+        .handler("h", recording(&log, &clock))
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    advance(Duration::from_secs(29)).await;
+    assert_eq!(
+        runs_of(&store, "report").await[0].status,
+        RunStatus::Running,
+        "not lost while its node may be alive"
+    );
+    advance(Duration::from_secs(20)).await;
+    let runs = runs_of(&store, "report").await;
+    assert_eq!(
+        runs[0].status,
+        RunStatus::Lost,
+        "silent for 3 beats and its lease expired: lost"
+    );
+    assert!(runs[0].will_retry);
+    assert_eq!(h.metrics().lost_recovered, 1);
+    let lost_alarms: Vec<_> = store
+        .alarms(None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.event.kind == AlarmKind::Lost)
+        .collect();
+    assert_eq!(lost_alarms.len(), 1, "a lost alarm is raised");
+    let rec = store
+        .get(&jobwheel::JobId::new("report").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        rec.last_token > lease.token,
+        "the takeover fenced the dead node out"
+    );
+    let stale = jobwheel::FinishRun {
+        run_id: runs[0].id,
+        job_id: rec.job.id().clone(),
+        token: lease.token,
+        takeover: false,
+        status: RunStatus::Succeeded,
+        error: None,
+        will_retry: false,
+        version: 1,
+        next: jobwheel::NextFire {
+            at: None,
+            trigger: TriggerKind::Schedule,
+            attempt: 0,
+        },
+        alarms: vec![],
+    };
+    assert!(
+        matches!(
+            store.finish_runs(&[stale]).await.unwrap()[0],
+            jobwheel::FinishOutcome::Refused(_)
+        ),
+        "the dead node's late result is refused"
+    );
+    advance(Duration::from_secs(90)).await;
+    let seen = log.of("report");
+    assert_eq!(seen.len(), 1, "retried once, by the live node");
+    assert_eq!((seen[0].attempt, seen[0].trigger), (2, TriggerKind::Retry));
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_jobs_move_to_the_slow_lane_and_leave_fast_slots_free() {
+    use jobwheel::{Execution, Executor, LocalExecutor, Outcome, SlowLaneConfig};
+    let lanes = SlowLaneConfig {
+        concurrency: 1,
+        slow_run: Duration::from_millis(100),
+        slow_runs: 2,
+        window: Duration::from_secs(60),
+    };
+    let exec = LocalExecutor::new(1, lanes);
+    let ctx = |id: &str| JobContext {
+        job: Arc::new(
+            Job::builder(id, "h", Schedule::every(S).unwrap())
+                .build()
+                .unwrap(),
+        ),
+        run_id: jobwheel::RunId(1),
+        fire_at: at("2026-01-01T00:00:00Z"),
+        attempt: 1,
+        trigger: TriggerKind::Schedule,
+        token: 1,
+        node_id: "n".into(),
+        cancel: tokio_util::sync::CancellationToken::new(),
+        deadline: None,
+    };
+    let sleeper = |ms: u64| -> Arc<dyn jobwheel::JobHandler> {
+        Arc::new(move |_c: JobContext| async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok::<(), JobError>(())
+        })
+    };
+    let slow_id = jobwheel::JobId::new("slow").unwrap();
+    for _ in 0..3 {
+        let out = exec
+            .execute(Execution {
+                ctx: ctx("slow"),
+                handler: sleeper(200),
+                timeout: None,
+            })
+            .await;
+        assert_eq!(out, Outcome::Succeeded);
+    }
+    assert!(
+        exec.is_slow(&slow_id),
+        "three slow runs (more than 2) in a minute"
+    );
+    assert_eq!(exec.capacity(), 2);
+    let e2 = exec.clone();
+    let hog = tokio::spawn(async move {
+        e2.execute(Execution {
+            ctx: ctx("slow"),
+            handler: sleeper(10_000),
+            timeout: None,
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(
+        exec.capacity(),
+        1,
+        "the slow run holds the slow lane's slot"
+    );
+    let started = tokio::time::Instant::now();
+    let fast = exec
+        .execute(Execution {
+            ctx: ctx("fast"),
+            handler: sleeper(5),
+            timeout: None,
+        })
+        .await;
+    assert_eq!(fast, Outcome::Succeeded);
+    assert!(
+        started.elapsed() < Duration::from_millis(10),
+        "a fast job is not stuck behind a slow one"
+    );
+    let cancel = ctx("slow");
+    let token = cancel.cancel.clone();
+    let e3 = exec.clone();
+    let waiting = tokio::spawn(async move {
+        e3.execute(Execution {
+            ctx: cancel,
+            handler: sleeper(1),
+            timeout: None,
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    token.cancel();
+    assert_eq!(
+        waiting.await.unwrap(),
+        Outcome::Cancelled,
+        "a run waiting for a slot can be cancelled"
+    );
+    assert_eq!(hog.await.unwrap(), Outcome::Succeeded);
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    assert!(
+        !exec.is_slow(&slow_id),
+        "back in the fast lane once its slow runs age out"
+    );
+}

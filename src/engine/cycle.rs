@@ -45,12 +45,19 @@ pub(super) async fn start(core: &Arc<Core>) -> Result<()> {
         let locks = locks.clone();
         async move { locks.release(&leases).await }
     });
+    let locks = core.locks.clone();
+    let ttl = core.config.lookahead + core.config.lease_ttl;
+    let renew = Batcher::spawn(max, move |leases: Vec<Lease>| {
+        let locks = locks.clone();
+        async move { locks.renew(&leases, ttl).await }
+    });
     if core
         .batch
         .set(Batchers {
             start,
             finish,
             release,
+            renew,
         })
         .is_err()
     {
@@ -99,12 +106,31 @@ pub(super) async fn shutdown(core: &Arc<Core>) -> ShutdownReport {
     ShutdownReport { cancelled, drained }
 }
 
+/// What a poll found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polled {
+    /// Everything due within the lookahead was seen.
+    Done,
+    /// The batch was full: more may be due, poll again at once.
+    More,
+    /// No free capacity: wait until a run ends (or the poll interval).
+    Starved,
+}
+
 async fn poll_loop(core: Arc<Core>) {
     let mut backoff = Backoff::default();
     loop {
         let wait = match poll_once(&core).await {
-            Ok(()) => {
+            Ok(Polled::More) => {
                 backoff.reset();
+                tokio::task::yield_now().await;
+                continue;
+            }
+            Ok(polled) => {
+                backoff.reset();
+                if polled == Polled::Starved {
+                    core.starved.store(true, Ordering::SeqCst);
+                }
                 core.config.poll_interval
             }
             Err(e) => {
@@ -122,7 +148,7 @@ async fn poll_loop(core: Arc<Core>) {
     }
 }
 
-async fn poll_once(core: &Arc<Core>) -> Result<()> {
+async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
     let before = Instant::now();
     let now = core.store.now().await?;
     let rtt = before.elapsed();
@@ -133,13 +159,14 @@ async fn poll_once(core: &Arc<Core>) -> Result<()> {
         .saturating_sub(core.reserved.load(Ordering::SeqCst));
     let limit = free.min(core.config.claim_batch);
     if limit == 0 {
-        return Ok(());
+        return Ok(Polled::Starved);
     }
     let armed = lock(&core.armed).len();
     let due = core
         .store
         .due(now + core.config.lookahead, limit + armed)
         .await?;
+    let full = due.len() >= limit + armed;
     let fresh: Vec<DueFire> = {
         let armed = lock(&core.armed);
         due.into_iter()
@@ -148,7 +175,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<()> {
             .collect()
     };
     if fresh.is_empty() {
-        return Ok(());
+        return Ok(Polled::Done);
     }
     let requests: Vec<LockRequest> = fresh
         .iter()
@@ -159,6 +186,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<()> {
         .collect();
     let asked = Instant::now();
     let leases = core.locks.acquire(&core.node_id, &requests).await?;
+    let mut claimed = 0;
     for ((fire, lease), req) in fresh.into_iter().zip(leases).zip(&requests) {
         let Some(lease) = lease else { continue };
         if !lock(&core.armed).insert(fire.job_id.clone()) {
@@ -166,25 +194,40 @@ async fn poll_once(core: &Arc<Core>) -> Result<()> {
             continue;
         }
         bump(&core.counters.claimed);
+        claimed += 1;
         core.reserved.fetch_add(1, Ordering::SeqCst);
         debug!(job = %fire.job_id, fire_at = %fire.fire_at, token = lease.token, "claimed");
-        let span = info_span!("run", job = %fire.job_id, fire_at = %fire.fire_at, attempt = fire.attempt + 1, node = %core.node_id);
         let deadline = asked + req.ttl;
-        let task = fire_task(core.clone(), fire, lease, deadline).instrument(span);
-        core.fires.spawn(task);
+        core.fires
+            .spawn(fire_task(core.clone(), fire, lease, deadline));
     }
-    Ok(())
+    Ok(if full && claimed > 0 {
+        Polled::More
+    } else {
+        Polled::Done
+    })
 }
 
+/// Runs a claimed fire, then — while the job's next fire falls within the lookahead
+/// and the lease could be extended to cover it — the next one, without a new claim.
 async fn fire_task(core: Arc<Core>, fire: DueFire, lease: Lease, deadline: Instant) {
     let id = fire.job_id.clone();
-    run_fire(&core, fire, lease, deadline).await;
+    let mut next = Some((fire, lease, deadline));
+    while let Some((fire, lease, deadline)) = next.take() {
+        let span = info_span!("run", job = %fire.job_id, fire_at = %fire.fire_at, attempt = fire.attempt + 1, node = %core.node_id);
+        next = run_fire(&core, fire, lease, deadline)
+            .instrument(span)
+            .await;
+    }
+    core.reserved.fetch_sub(1, Ordering::SeqCst);
     lock(&core.armed).remove(&id);
+    if core.starved.swap(false, Ordering::SeqCst) {
+        core.wake.notify_one();
+    }
 }
 
 /// Gives back a claim that will not run.
 async fn abandon(core: &Core, lease: Lease) {
-    core.reserved.fetch_sub(1, Ordering::SeqCst);
     release(core, lease).await;
 }
 
@@ -194,10 +237,15 @@ pub(crate) async fn release(core: &Core, lease: Lease) {
     }
 }
 
-async fn run_fire(core: &Arc<Core>, fire: DueFire, lease: Lease, deadline: Instant) {
+type Rearm = Option<(DueFire, Lease, Instant)>;
+
+async fn run_fire(core: &Arc<Core>, fire: DueFire, lease: Lease, deadline: Instant) -> Rearm {
     tokio::select! {
         _ = sleep_until(core.local_instant(fire.fire_at)) => {}
-        _ = core.stop.cancelled() => return abandon(core, lease).await,
+        _ = core.stop.cancelled() => {
+            abandon(core, lease).await;
+            return None;
+        }
     }
     let job = fire.job.clone();
     let now = core.store_now();
@@ -229,18 +277,19 @@ async fn run_fire(core: &Arc<Core>, fire: DueFire, lease: Lease, deadline: Insta
             } else {
                 debug!(?why, "start refused");
             }
-            return abandon(core, lease).await;
+            abandon(core, lease).await;
+            return None;
         }
         Err(e) => {
             bump(&core.counters.backend_errors);
             warn!(error = %e, "start failed; the fire stays due");
-            return abandon(core, lease).await;
+            abandon(core, lease).await;
+            return None;
         }
     };
     bump(&core.counters.started);
     let coalesce = match plan {
         StartPlan::Skip { next, message } => {
-            core.reserved.fetch_sub(1, Ordering::SeqCst);
             info!(%message, next = ?next, "misfire: skipped");
             let p = plan::FinishPlan {
                 status: RunStatus::Misfired,
@@ -259,7 +308,8 @@ async fn run_fire(core: &Arc<Core>, fire: DueFire, lease: Lease, deadline: Insta
                     .collect(),
             };
             finish(core, &fire, run_id, attempt, &lease, p, None, false).await;
-            return release(core, lease).await;
+            release(core, lease).await;
+            return None;
         }
         StartPlan::Run { coalesce, .. } => coalesce,
     };
@@ -276,6 +326,7 @@ async fn run_fire(core: &Arc<Core>, fire: DueFire, lease: Lease, deadline: Insta
             lost: false,
         },
     );
+    // While it holds an executor slot, the fire is counted by the executor's capacity.
     core.reserved.fetch_sub(1, Ordering::SeqCst);
     let exec_started = Instant::now();
     let outcome = match core.handlers.get(job.handler()) {
@@ -304,6 +355,7 @@ async fn run_fire(core: &Arc<Core>, fire: DueFire, lease: Lease, deadline: Insta
             core.node_id
         )),
     };
+    core.reserved.fetch_add(1, Ordering::SeqCst);
     let entry = lock(&core.running).remove(&run_id);
     let (lease, lost) = entry.map_or((lease, false), |e| (e.lease, e.lost));
     let (status, error) = if lost {
@@ -330,8 +382,31 @@ async fn run_fire(core: &Arc<Core>, fire: DueFire, lease: Lease, deadline: Insta
         info!(status = status.as_str(), next = ?p.next.at, "retry scheduled");
     }
     let took = Some(exec_started.elapsed());
-    finish(core, &fire, run_id, attempt, &lease, p, took, false).await;
+    let next = p.next.clone();
+    let written = finish(core, &fire, run_id, attempt, &lease, p, took, false).await;
+    if let (
+        Some(FinishOutcome::Finished {
+            rescheduled: true, ..
+        }),
+        Some(at),
+    ) = (written, next.at)
+        && !core.stop.is_cancelled()
+        && at.duration_since(core.store_now()) <= core.config.lookahead
+    {
+        let asked = Instant::now();
+        if let Ok(Some(renewed)) = core.batch().renew.call(lease.clone()).await {
+            let ttl = core.config.lookahead + core.config.lease_ttl;
+            let fire = DueFire {
+                fire_at: at,
+                trigger: next.trigger,
+                attempt: next.attempt,
+                ..fire
+            };
+            return Some((fire, renewed, asked + ttl));
+        }
+    }
     release(core, lease).await;
+    None
 }
 
 /// Writes a run's finish, retrying store failures until it is written or refused.
@@ -345,7 +420,7 @@ pub(crate) async fn finish(
     p: plan::FinishPlan,
     took: Option<Duration>,
     takeover: bool,
-) {
+) -> Option<FinishOutcome> {
     let alarms = plan::events(
         &fire.job,
         fire,
@@ -371,22 +446,22 @@ pub(crate) async fn finish(
     let mut backoff = Backoff::default();
     loop {
         match core.batch().finish.call(req.clone()).await {
-            Ok(FinishOutcome::Finished { .. }) => {
+            Ok(out @ FinishOutcome::Finished { .. }) => {
                 bump(&core.counters.finished);
                 if !req.alarms.is_empty() {
                     core.alarm_wake.notify_one();
                 }
                 debug!(status = req.status.as_str(), "finished");
-                return;
+                return Some(out);
             }
-            Ok(FinishOutcome::Refused(why)) => {
+            Ok(out @ FinishOutcome::Refused(why)) => {
                 bump(&core.counters.finish_refused);
                 warn!(
                     ?why,
                     token = lease.token,
                     "result refused: a newer lease holder fenced this node out"
                 );
-                return;
+                return Some(out);
             }
             Err(e)
                 if matches!(
@@ -397,7 +472,7 @@ pub(crate) async fn finish(
                     }
                 ) =>
             {
-                return;
+                return None;
             }
             Err(e) => {
                 bump(&core.counters.backend_errors);

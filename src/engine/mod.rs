@@ -104,6 +104,8 @@ pub(crate) struct Batchers {
     pub(crate) start: Batcher<StartRun, StartOutcome>,
     pub(crate) finish: Batcher<FinishRun, FinishOutcome>,
     pub(crate) release: Batcher<crate::lock::Lease, bool>,
+    /// Extends a lease to cover the job's next fire (ttl: lookahead + lease ttl).
+    pub(crate) renew: Batcher<crate::lock::Lease, Option<crate::lock::Lease>>,
 }
 
 pub(crate) struct Core {
@@ -121,8 +123,10 @@ pub(crate) struct Core {
     pub(crate) sync: Mutex<(Timestamp, Instant)>,
     /// Jobs claimed by this node and not yet done.
     pub(crate) armed: Mutex<HashSet<JobId>>,
-    /// Claimed fires not yet handed to the executor.
+    /// Claimed fires not holding an executor slot (armed, starting, or finishing).
     pub(crate) reserved: AtomicUsize,
+    /// Set when a poll found no free capacity; the next fire to end wakes the poller.
+    pub(crate) starved: std::sync::atomic::AtomicBool,
     pub(crate) running: Mutex<HashMap<RunId, RunningEntry>>,
     /// Stops claiming and arming.
     pub(crate) stop: CancellationToken,
@@ -257,6 +261,7 @@ impl SchedulerBuilder {
                 sync: Mutex::new((Timestamp::now(), Instant::now())),
                 armed: Mutex::default(),
                 reserved: AtomicUsize::new(0),
+                starved: std::sync::atomic::AtomicBool::new(false),
                 running: Mutex::default(),
                 stop: CancellationToken::new(),
                 bg_stop: CancellationToken::new(),
