@@ -147,6 +147,40 @@ async fn throughput(n: usize) {
     );
 }
 
+/// The floor under the lag: tokio's timer alone, `n` sleeps spread over a second,
+/// lateness from the requested wall-clock millisecond to the wake-up.
+async fn timer_floor(n: usize) {
+    let lags = Arc::new(Mutex::new(Vec::with_capacity(n)));
+    let base = Timestamp::now().as_millis() / 1000 * 1000 + 1000;
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let lags = lags.clone();
+        let at_ms = base + (i * 1000 / n) as i64;
+        tasks.push(tokio::spawn(async move {
+            let wait = Duration::from_millis((at_ms - Timestamp::now().as_millis()).max(0) as u64);
+            tokio::time::sleep(wait).await;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_micros() as i64;
+            lags.lock()
+                .unwrap()
+                .push((now - at_ms * 1000).max(0) as u64);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut l = lags.lock().unwrap().clone();
+    l.sort_unstable();
+    println!(
+        "timer    | tokio sleep alone, {n} wake-ups spread over 1 s | p50 {:.3} ms | p99 {:.3} ms | max {:.3} ms",
+        pct(&l, 0.5),
+        pct(&l, 0.99),
+        pct(&l, 1.0)
+    );
+}
+
 fn main() {
     let jobs = arg("--jobs", 10_000);
     let seconds = arg("--seconds", 10) as u64;
@@ -159,6 +193,7 @@ fn main() {
         "jobwheel engine bench, memory backend, {} cores",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
+    rt.block_on(timer_floor(jobs));
     rt.block_on(lag(jobs, seconds, false));
     rt.block_on(lag(jobs, seconds, true));
     rt.block_on(throughput(oneshots));

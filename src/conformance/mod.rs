@@ -23,9 +23,14 @@
 
 mod locks;
 mod store;
+mod store_log;
 
 pub use locks::*;
-pub use store::*;
+pub use store::{
+    conditional_start, due_ordering_and_limits, fencing, finish_writes_state_run_and_alarms,
+    finish_yields_to_changes_during_the_run, refuses_missing_jobs, upsert_get_list_remove,
+};
+pub use store_log::*;
 
 use crate::lock::LockProvider;
 use crate::store::JobStore;

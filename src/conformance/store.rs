@@ -8,9 +8,9 @@ use crate::store::JobStore;
 use crate::time::Timestamp;
 use std::time::Duration;
 
-const DAY: Duration = Duration::from_secs(86_400);
+pub(super) const DAY: Duration = Duration::from_secs(86_400);
 
-fn job(id: &str) -> Job {
+pub(super) fn job(id: &str) -> Job {
     Job::builder(
         id,
         "noop",
@@ -20,16 +20,16 @@ fn job(id: &str) -> Job {
     .expect("valid test job")
 }
 
-fn jid(id: &str) -> JobId {
+pub(super) fn jid(id: &str) -> JobId {
     JobId::new(id).unwrap()
 }
 
 /// An instant a thousand days before the store's now: fires there come first.
-async fn long_ago(store: &dyn JobStore) -> Timestamp {
+pub(super) async fn long_ago(store: &dyn JobStore) -> Timestamp {
     store.now().await.expect("now") - DAY * 1000
 }
 
-fn start_req(id: &str, fire_at: Timestamp, version: u64, token: u64) -> StartRun {
+pub(super) fn start_req(id: &str, fire_at: Timestamp, version: u64, token: u64) -> StartRun {
     StartRun {
         job_id: jid(id),
         fire_at,
@@ -41,7 +41,7 @@ fn start_req(id: &str, fire_at: Timestamp, version: u64, token: u64) -> StartRun
     }
 }
 
-fn finish_req(
+pub(super) fn finish_req(
     run_id: RunId,
     id: &str,
     token: u64,
@@ -66,30 +66,30 @@ fn finish_req(
     }
 }
 
-async fn start_one(store: &dyn JobStore, req: StartRun) -> StartOutcome {
+pub(super) async fn start_one(store: &dyn JobStore, req: StartRun) -> StartOutcome {
     let mut got = store.start_runs(&[req]).await.expect("start_runs");
     assert_eq!(got.len(), 1, "start_runs returns one outcome per item");
     got.pop().unwrap()
 }
 
-async fn started(store: &dyn JobStore, req: StartRun) -> RunId {
+pub(super) async fn started(store: &dyn JobStore, req: StartRun) -> RunId {
     match start_one(store, req.clone()).await {
         StartOutcome::Started { run_id, .. } => run_id,
         other => panic!("start of {req:?} should succeed, got {other:?}"),
     }
 }
 
-async fn finish_one(store: &dyn JobStore, req: FinishRun) -> FinishOutcome {
+pub(super) async fn finish_one(store: &dyn JobStore, req: FinishRun) -> FinishOutcome {
     let mut got = store.finish_runs(&[req]).await.expect("finish_runs");
     assert_eq!(got.len(), 1, "finish_runs returns one outcome per item");
     got.pop().unwrap()
 }
 
-async fn record(store: &dyn JobStore, id: &str) -> JobRecord {
+pub(super) async fn record(store: &dyn JobStore, id: &str) -> JobRecord {
     store.get(&jid(id)).await.expect("get").expect("job exists")
 }
 
-async fn run_of(store: &dyn JobStore, id: &str, run: RunId) -> RunRecord {
+pub(super) async fn run_of(store: &dyn JobStore, id: &str, run: RunId) -> RunRecord {
     let q = RunQuery {
         job_id: Some(jid(id)),
         limit: 1000,
@@ -104,7 +104,7 @@ async fn run_of(store: &dyn JobStore, id: &str, run: RunId) -> RunRecord {
         .unwrap_or_else(|| panic!("run {run:?} of {id} is in the log"))
 }
 
-async fn cleanup(store: &dyn JobStore, ids: &[String]) {
+pub(super) async fn cleanup(store: &dyn JobStore, ids: &[String]) {
     for id in ids {
         store.remove(&jid(id)).await.expect("remove");
     }
@@ -596,480 +596,4 @@ pub async fn fencing(store: &dyn JobStore) {
         "the old holder cannot start again either"
     );
     cleanup(store, &[id]).await;
-}
-
-/// Run-log queries filter by job, status and time, page, and return newest first.
-pub async fn run_log_queries(store: &dyn JobStore) {
-    let p = unique("log");
-    let t0 = long_ago(store).await;
-    let (a, b) = (format!("{p}-a"), format!("{p}-b"));
-    let statuses = [
-        RunStatus::Succeeded,
-        RunStatus::Failed,
-        RunStatus::Succeeded,
-        RunStatus::TimedOut,
-    ];
-    let mut runs = Vec::new();
-    for (i, status) in statuses.iter().enumerate() {
-        for id in [&a, &b] {
-            let fire = t0 + Duration::from_secs(i as u64);
-            store.upsert(&job(id), Some(fire)).await.unwrap();
-            if i > 0 {
-                store.trigger(&jid(id), fire).await.unwrap();
-            }
-            let token = i as u64 + 1;
-            let run = started(store, start_req(id, fire, 1, token)).await;
-            finish_one(store, finish_req(run, id, token, *status, None)).await;
-            runs.push((id.clone(), run, *status));
-        }
-    }
-    let q = |job: &str| RunQuery {
-        job_id: Some(jid(job)),
-        limit: 1000,
-        ..RunQuery::default()
-    };
-    let all_a = store.runs(&q(&a)).await.unwrap();
-    let want_a: Vec<RunId> = runs
-        .iter()
-        .rev()
-        .filter(|r| r.0 == a)
-        .map(|r| r.1)
-        .collect();
-    assert_eq!(
-        all_a.iter().map(|r| r.id).collect::<Vec<_>>(),
-        want_a,
-        "by job, newest first"
-    );
-    let failed = store
-        .runs(&RunQuery {
-            status: Some(RunStatus::Failed),
-            ..q(&a)
-        })
-        .await
-        .unwrap();
-    assert_eq!(failed.len(), 1, "by status");
-    assert_eq!(failed[0].status, RunStatus::Failed);
-    let limited = store.runs(&RunQuery { limit: 2, ..q(&b) }).await.unwrap();
-    assert_eq!(limited.len(), 2, "limit");
-    let next_page = store
-        .runs(&RunQuery {
-            before: Some(limited[1].id),
-            ..q(&b)
-        })
-        .await
-        .unwrap();
-    assert_eq!(next_page.len(), 2, "paging with before");
-    assert!(next_page.iter().all(|r| r.id < limited[1].id));
-    let pivot = all_a[1].started_at;
-    let since = store
-        .runs(&RunQuery {
-            since: Some(pivot),
-            ..q(&a)
-        })
-        .await
-        .unwrap();
-    let until = store
-        .runs(&RunQuery {
-            until: Some(pivot),
-            ..q(&a)
-        })
-        .await
-        .unwrap();
-    assert_eq!(
-        since.len() + until.len(),
-        all_a.len(),
-        "since and until split the log at an instant"
-    );
-    assert!(
-        since.iter().all(|r| r.started_at >= pivot) && until.iter().all(|r| r.started_at < pivot)
-    );
-    assert!(
-        since.iter().any(|r| r.id == all_a[1].id),
-        "since is inclusive"
-    );
-    cleanup(store, &[a, b]).await;
-}
-
-/// `purge_runs` removes finished runs that ended before the cutoff, and only those.
-pub async fn purge_runs(store: &dyn JobStore) {
-    let id = unique("purge");
-    let t0 = long_ago(store).await;
-    store.upsert(&job(&id), Some(t0)).await.unwrap();
-    let old = started(store, start_req(&id, t0, 1, 1)).await;
-    finish_one(
-        store,
-        finish_req(old, &id, 1, RunStatus::Succeeded, Some(t0)),
-    )
-    .await;
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    let cutoff = store.now().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(30)).await;
-    let new = started(store, start_req(&id, t0, 1, 2)).await;
-    finish_one(
-        store,
-        finish_req(new, &id, 2, RunStatus::Succeeded, Some(t0)),
-    )
-    .await;
-    let running = started(store, start_req(&id, t0, 1, 3)).await;
-    let n = store.purge_runs(cutoff).await.unwrap();
-    assert!(n >= 1, "purge reports what it removed");
-    let left: Vec<RunId> = store
-        .runs(&RunQuery {
-            job_id: Some(jid(&id)),
-            ..RunQuery::default()
-        })
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
-    assert_eq!(
-        left,
-        [running, new],
-        "runs ended after the cutoff and running runs stay"
-    );
-    finish_one(
-        store,
-        finish_req(running, &id, 3, RunStatus::Succeeded, None),
-    )
-    .await;
-    cleanup(store, &[id]).await;
-}
-
-/// Daily stats count runs by status per UTC day of their start.
-pub async fn daily_stats(store: &dyn JobStore) {
-    let id = unique("stats");
-    let t0 = long_ago(store).await;
-    let today = store.now().await.unwrap().to_datetime().date_naive();
-    let (from, to) = (today.pred_opt().unwrap(), today.succ_opt().unwrap());
-    let sum = |days: Vec<DailyStats>| {
-        days.into_iter().fold(DailyStats::default(), |mut acc, d| {
-            assert!(
-                d.day >= from && d.day <= to,
-                "a day outside the range: {}",
-                d.day
-            );
-            acc.total += d.total;
-            acc.running += d.running;
-            acc.succeeded += d.succeeded;
-            acc.failed += d.failed;
-            acc.misfired += d.misfired;
-            acc.lost += d.lost;
-            acc
-        })
-    };
-    let before = sum(store.daily_stats(from, to).await.unwrap());
-    store.upsert(&job(&id), Some(t0)).await.unwrap();
-    for (token, status) in [
-        (1, RunStatus::Succeeded),
-        (2, RunStatus::Failed),
-        (3, RunStatus::Misfired),
-        (4, RunStatus::Lost),
-    ] {
-        let run = started(store, start_req(&id, t0, 1, token)).await;
-        finish_one(store, finish_req(run, &id, token, status, Some(t0))).await;
-    }
-    let running = started(store, start_req(&id, t0, 1, 5)).await;
-    let after = sum(store.daily_stats(from, to).await.unwrap());
-    assert_eq!(after.total - before.total, 5, "stats count every run");
-    assert_eq!(after.succeeded - before.succeeded, 1);
-    assert_eq!(after.failed - before.failed, 1);
-    assert_eq!(after.misfired - before.misfired, 1);
-    assert_eq!(after.lost - before.lost, 1);
-    assert_eq!(after.running - before.running, 1);
-    let far = t0.to_datetime().date_naive();
-    assert!(
-        store
-            .daily_stats(far, far)
-            .await
-            .unwrap()
-            .iter()
-            .all(|d| d.day == far)
-    );
-    finish_one(
-        store,
-        finish_req(running, &id, 5, RunStatus::Succeeded, None),
-    )
-    .await;
-    cleanup(store, &[id]).await;
-}
-
-fn node(id: &str) -> NodeInfo {
-    NodeInfo {
-        node_id: id.to_string(),
-        host: "localhost".into(),
-        pid: 1,
-        version: env!("CARGO_PKG_VERSION").into(),
-        started_at: Timestamp::EPOCH,
-        capacity: 4,
-    }
-}
-
-/// Heartbeats use the store's clock; silent nodes are reaped; their runs are orphaned.
-pub async fn heartbeats_and_dead_nodes(store: &dyn JobStore) {
-    let p = unique("node");
-    let (a, b) = (format!("{p}-a"), format!("{p}-b"));
-    let beat_a = store.heartbeat(&node(&a)).await.unwrap();
-    let nodes = store.nodes().await.unwrap();
-    let rec = nodes
-        .iter()
-        .find(|n| n.info.node_id == a)
-        .expect("a heartbeat registers the node");
-    assert_eq!(
-        rec.last_beat, beat_a,
-        "last_beat is the instant heartbeat returned"
-    );
-    assert_eq!(rec.info, node(&a));
-    let now = store.now().await.unwrap();
-    assert!(now >= beat_a && now.duration_since(beat_a) < Duration::from_secs(60));
-
-    let t0 = long_ago(store).await;
-    let (ja, jb) = (format!("{p}-job-a"), format!("{p}-job-b"));
-    store.upsert(&job(&ja), Some(t0)).await.unwrap();
-    store.upsert(&job(&jb), Some(t0)).await.unwrap();
-    let run_a = started(
-        store,
-        StartRun {
-            node: a.clone(),
-            ..start_req(&ja, t0, 1, 1)
-        },
-    )
-    .await;
-    let run_b = started(
-        store,
-        StartRun {
-            node: b.clone(),
-            ..start_req(&jb, t0, 1, 1)
-        },
-    )
-    .await;
-
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    store.heartbeat(&node(&b)).await.unwrap();
-    let reaped = store.reap_nodes(Duration::from_millis(200)).await.unwrap();
-    assert!(
-        reaped.contains(&a),
-        "a node silent past the limit is reaped: {reaped:?}"
-    );
-    assert!(!reaped.contains(&b), "a node that just beat is not reaped");
-    let ids: Vec<String> = store
-        .nodes()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|n| n.info.node_id)
-        .collect();
-    assert!(!ids.contains(&a) && ids.contains(&b));
-    let orphans: Vec<RunId> = store
-        .orphaned_runs(100_000)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
-    assert!(
-        orphans.contains(&run_a),
-        "a running run of a reaped node is orphaned"
-    );
-    assert!(
-        !orphans.contains(&run_b),
-        "a running run of a live node is not orphaned"
-    );
-
-    assert!(store.deregister(&b).await.unwrap());
-    assert!(!store.deregister(&b).await.unwrap());
-    finish_one(store, finish_req(run_a, &ja, 1, RunStatus::Succeeded, None)).await;
-    finish_one(store, finish_req(run_b, &jb, 1, RunStatus::Succeeded, None)).await;
-    cleanup(store, &[ja, jb]).await;
-}
-
-fn alarm(job: &str, i: u32) -> AlarmEvent {
-    AlarmEvent {
-        kind: AlarmKind::FinalFailure,
-        job_id: jid(job),
-        handler: "noop".into(),
-        run_id: None,
-        fire_at: Timestamp::from_millis(i64::from(i) * 1000),
-        zone: "UTC".into(),
-        attempt: 3,
-        max_attempts: 3,
-        node: "node-a".into(),
-        duration_ms: None,
-        error: Some(format!("failure {i}")),
-        will_retry: false,
-        next_fire_at: None,
-        recipients: Vec::new(),
-        occurred_at: Timestamp::from_millis(i64::from(i)),
-    }
-}
-
-/// Each alarm event is claimed by one claimer at a time; failures and lapsed claims
-/// come back; completion is owner-checked.
-pub async fn alarm_outbox_claimed_once(store: &dyn JobStore) {
-    let job_id = unique("alarm");
-    let events: Vec<AlarmEvent> = (0..12).map(|i| alarm(&job_id, i)).collect();
-    let ids = store.enqueue_alarms(&events).await.unwrap();
-    assert_eq!(ids.len(), 12);
-    let mine = |recs: &[AlarmRecord]| -> Vec<AlarmId> {
-        recs.iter()
-            .filter(|r| r.event.job_id.as_str() == job_id)
-            .map(|r| r.id)
-            .collect()
-    };
-    let mut claimed: Vec<(String, AlarmRecord)> = Vec::new();
-    for round in 0..10 {
-        let owners: Vec<String> = (0..4).map(|i| format!("claimer-{round}-{i}")).collect();
-        let claims =
-            futures::future::join_all(owners.iter().map(|o| store.claim_alarms(o, 5, DAY))).await;
-        let mut any = false;
-        for (owner, got) in owners.iter().zip(claims) {
-            for rec in got.unwrap() {
-                any = true;
-                if rec.event.job_id.as_str() == job_id {
-                    assert_eq!(rec.status, AlarmStatus::Sending);
-                    assert_eq!(rec.claimed_by.as_deref(), Some(owner.as_str()));
-                    claimed.push((owner.clone(), rec));
-                } else {
-                    store
-                        .complete_alarm(rec.id, owner, &AlarmDelivery::NotNeeded)
-                        .await
-                        .unwrap();
-                }
-            }
-        }
-        if !any {
-            break;
-        }
-    }
-    let mut got: Vec<AlarmId> = claimed.iter().map(|c| c.1.id).collect();
-    got.sort();
-    let mut want = ids.clone();
-    want.sort();
-    assert_eq!(got, want, "every event is claimed exactly once");
-    assert_eq!(
-        claimed[0].1.event,
-        events[(ids.iter().position(|i| *i == claimed[0].1.id)).unwrap()]
-    );
-    assert!(
-        mine(&store.claim_alarms("late", 100, DAY).await.unwrap()).is_empty(),
-        "claimed events are not handed out again"
-    );
-
-    let now = store.now().await.unwrap();
-    let (o0, r0) = &claimed[0];
-    assert!(
-        !store
-            .complete_alarm(r0.id, "intruder", &AlarmDelivery::Sent)
-            .await
-            .unwrap(),
-        "only the claimer completes"
-    );
-    assert!(
-        store
-            .complete_alarm(r0.id, o0, &AlarmDelivery::Sent)
-            .await
-            .unwrap()
-    );
-    let (o1, r1) = &claimed[1];
-    let retry = AlarmDelivery::Failed {
-        error: "smtp down".into(),
-        retry_at: Some(now - Duration::from_secs(1)),
-    };
-    assert!(store.complete_alarm(r1.id, o1, &retry).await.unwrap());
-    let (o2, r2) = &claimed[2];
-    let dead = AlarmDelivery::Failed {
-        error: "gave up".into(),
-        retry_at: None,
-    };
-    assert!(store.complete_alarm(r2.id, o2, &dead).await.unwrap());
-    let again = store.claim_alarms("retrier", 100, DAY).await.unwrap();
-    assert_eq!(
-        mine(&again),
-        [r1.id],
-        "a failed event comes back at its retry time, a given-up one never"
-    );
-    assert_eq!(
-        again.iter().find(|r| r.id == r1.id).unwrap().attempts,
-        2,
-        "claims count attempts"
-    );
-    assert!(
-        store
-            .complete_alarm(r1.id, "retrier", &AlarmDelivery::Sent)
-            .await
-            .unwrap()
-    );
-
-    let (o3, r3) = &claimed[3];
-    assert!(
-        store
-            .complete_alarm(
-                r3.id,
-                o3,
-                &AlarmDelivery::Failed {
-                    error: "x".into(),
-                    retry_at: Some(now)
-                }
-            )
-            .await
-            .unwrap()
-    );
-    let short = store
-        .claim_alarms("short", 100, Duration::from_millis(200))
-        .await
-        .unwrap();
-    assert_eq!(mine(&short), [r3.id]);
-    tokio::time::sleep(Duration::from_millis(450)).await;
-    let lapsed = store.claim_alarms("taker", 100, DAY).await.unwrap();
-    assert_eq!(mine(&lapsed), [r3.id], "a lapsed claim is claimable again");
-    assert!(
-        !store
-            .complete_alarm(r3.id, "short", &AlarmDelivery::Sent)
-            .await
-            .unwrap(),
-        "a lapsed claimer cannot complete"
-    );
-    assert!(
-        store
-            .complete_alarm(r3.id, "taker", &AlarmDelivery::Sent)
-            .await
-            .unwrap()
-    );
-
-    let sent = store
-        .alarms(Some(AlarmStatus::Sent), 100_000)
-        .await
-        .unwrap();
-    assert!(sent.iter().any(|a| a.id == r0.id) && sent.iter().any(|a| a.id == r1.id));
-    let failed = store
-        .alarms(Some(AlarmStatus::Failed), 100_000)
-        .await
-        .unwrap();
-    let f = failed
-        .iter()
-        .find(|a| a.id == r2.id)
-        .expect("given-up event stays failed");
-    assert_eq!(
-        (f.last_error.as_deref(), f.next_attempt_at),
-        (Some("gave up"), None)
-    );
-    for (owner, rec) in &claimed[4..] {
-        assert!(
-            store
-                .complete_alarm(rec.id, owner, &AlarmDelivery::NotNeeded)
-                .await
-                .unwrap()
-        );
-    }
-    let not_needed = store
-        .alarms(Some(AlarmStatus::NotNeeded), 100_000)
-        .await
-        .unwrap();
-    assert_eq!(
-        claimed[4..]
-            .iter()
-            .filter(|(_, r)| not_needed.iter().any(|a| a.id == r.id))
-            .count(),
-        8
-    );
 }

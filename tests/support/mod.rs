@@ -2,7 +2,10 @@
 #![allow(dead_code, unreachable_pub)]
 
 use jobwheel::memory::{LocalLocks, MemoryStore};
-use jobwheel::{Clock, JobContext, SchedulerConfig, Timestamp, TokioClock, TriggerKind};
+use jobwheel::{
+    Clock, JobContext, JobError, JobHandler, JobStore, RunQuery, RunRecord, SchedulerConfig,
+    Timestamp, TokioClock, TriggerKind,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,4 +67,36 @@ impl Log {
 
 pub async fn advance(d: Duration) {
     tokio::time::sleep(d).await;
+}
+
+/// A handler that records its executions and succeeds.
+pub fn recording(log: &Log, clock: &Arc<TokioClock>) -> impl JobHandler {
+    let (log, clock) = (log.clone(), clock.clone());
+    move |ctx: JobContext| {
+        log.record(&ctx, &*clock);
+        async { Ok::<(), JobError>(()) }
+    }
+}
+
+/// A handler that records its executions and fails with "boom".
+pub fn failing(log: &Log, clock: &Arc<TokioClock>) -> impl JobHandler {
+    let (log, clock) = (log.clone(), clock.clone());
+    move |ctx: JobContext| {
+        log.record(&ctx, &*clock);
+        async { Err(JobError::msg("boom")) }
+    }
+}
+
+/// The runs of one job, oldest first.
+pub async fn runs_of(store: &dyn JobStore, job: &str) -> Vec<RunRecord> {
+    let mut runs = store
+        .runs(&RunQuery {
+            job_id: Some(jobwheel::JobId::new(job).unwrap()),
+            limit: 10_000,
+            ..RunQuery::default()
+        })
+        .await
+        .unwrap();
+    runs.reverse();
+    runs
 }
