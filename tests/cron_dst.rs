@@ -1,40 +1,12 @@
 //! Cron in time zones: DST transitions in several zones, whole-year sweeps, the
 //! `cron` crate as an oracle, and schedule serde.
 
+mod support;
+
 use jobwheel::Timestamp;
 use jobwheel::schedule::{CronSchedule, Schedule};
 use std::str::FromStr;
-
-fn at(s: &str) -> Timestamp {
-    Timestamp::from_datetime(&chrono::DateTime::parse_from_rfc3339(s).unwrap())
-}
-
-/// The next `n` fires after `from`, as UTC RFC 3339 strings without millis.
-fn fires(expr: &str, zone: &str, from: &str, n: usize) -> Vec<String> {
-    let s = CronSchedule::new(expr, zone).unwrap();
-    let mut t = at(from);
-    let mut out = Vec::new();
-    for _ in 0..n {
-        t = s.next_after(t).expect("a next fire");
-        out.push(t.to_datetime().format("%Y-%m-%dT%H:%M:%SZ").to_string());
-    }
-    out
-}
-
-/// Local wall times (in `zone`) of the next `n` fires.
-fn local(expr: &str, zone: &str, from: &str, n: usize) -> Vec<String> {
-    let tz: chrono_tz::Tz = zone.parse().unwrap();
-    fires(expr, zone, from, n)
-        .iter()
-        .map(|f| {
-            at(f)
-                .to_datetime()
-                .with_timezone(&tz)
-                .format("%Y-%m-%d %a %H:%M:%S")
-                .to_string()
-        })
-        .collect()
-}
+use support::{at, fires, local};
 
 #[test]
 fn zones_without_dst() {

@@ -16,16 +16,7 @@ const S: Duration = Duration::from_secs(1);
 
 #[tokio::test(start_paused = true)]
 async fn cron_fires_on_time_across_a_dst_change() {
-    let (store, locks, clock) = backend("2026-03-08T06:50:00Z");
-    let log = Log::default();
-    let s = Scheduler::builder()
-        .store(store.clone())
-        .locks(locks)
-        .handler("h", recording(&log, &clock))
-        .config(config("n1"))
-        .build()
-        .unwrap();
-    let h = s.start().await.unwrap();
+    let (_store, log, h) = recording_scheduler("2026-03-08T06:50:00Z").await;
     h.upsert(
         Job::builder(
             "fixed",
@@ -316,16 +307,7 @@ async fn timeouts_and_panics_are_failed_runs() {
 
 #[tokio::test(start_paused = true)]
 async fn pause_resume_and_trigger_now() {
-    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
-    let log = Log::default();
-    let s = Scheduler::builder()
-        .store(store.clone())
-        .locks(locks)
-        .handler("h", recording(&log, &clock))
-        .config(config("n1"))
-        .build()
-        .unwrap();
-    let h = s.start().await.unwrap();
+    let (_store, log, h) = recording_scheduler("2026-01-01T00:00:00Z").await;
     h.upsert(
         Job::builder(
             "tick",

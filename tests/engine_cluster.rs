@@ -17,35 +17,6 @@ use support::*;
 
 const S: Duration = Duration::from_secs(1);
 
-fn recording(log: &Log, clock: &Arc<jobwheel::TokioClock>) -> impl jobwheel::JobHandler {
-    let (log, clock) = (log.clone(), clock.clone());
-    move |ctx: JobContext| {
-        log.record(&ctx, &*clock);
-        async { Ok::<(), JobError>(()) }
-    }
-}
-
-fn failing(log: &Log, clock: &Arc<jobwheel::TokioClock>) -> impl jobwheel::JobHandler {
-    let (log, clock) = (log.clone(), clock.clone());
-    move |ctx: JobContext| {
-        log.record(&ctx, &*clock);
-        async { Err(JobError::msg("boom")) }
-    }
-}
-
-async fn runs_of(store: &dyn JobStore, job: &str) -> Vec<jobwheel::RunRecord> {
-    let mut runs = store
-        .runs(&RunQuery {
-            job_id: Some(jobwheel::JobId::new(job).unwrap()),
-            limit: 10_000,
-            ..RunQuery::default()
-        })
-        .await
-        .unwrap();
-    runs.reverse();
-    runs
-}
-
 /// Locks whose renewals start failing on demand.
 #[derive(Clone)]
 struct RevocableLocks {

@@ -1,10 +1,10 @@
-//! Shared helpers for engine tests on a paused tokio clock.
+//! Shared test helpers: paused-clock backends, recording handlers, cron fire lists.
 #![allow(dead_code, unreachable_pub)]
 
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::{
-    Clock, JobContext, JobError, JobHandler, JobStore, RunQuery, RunRecord, SchedulerConfig,
-    Timestamp, TokioClock, TriggerKind,
+    Clock, JobContext, JobError, JobHandler, JobStore, RunQuery, RunRecord, Scheduler,
+    SchedulerConfig, SchedulerHandle, Timestamp, TokioClock, TriggerKind,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,4 +99,47 @@ pub async fn runs_of(store: &dyn JobStore, job: &str) -> Vec<RunRecord> {
         .unwrap();
     runs.reverse();
     runs
+}
+
+/// A started scheduler "n1" on a paused-clock memory backend from `base`, with one
+/// recording handler named "h".
+pub async fn recording_scheduler(base: &str) -> (MemoryStore, Log, SchedulerHandle) {
+    let (store, locks, clock) = backend(base);
+    let log = Log::default();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", recording(&log, &clock))
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    (store, log, s.start().await.unwrap())
+}
+
+/// The next `n` fires of a cron expression after `from`, as UTC RFC 3339 strings
+/// without millis.
+pub fn fires(expr: &str, zone: &str, from: &str, n: usize) -> Vec<String> {
+    let s = jobwheel::CronSchedule::new(expr, zone).unwrap();
+    let mut t = at(from);
+    let mut out = Vec::new();
+    for _ in 0..n {
+        t = s.next_after(t).expect("a next fire");
+        out.push(t.to_datetime().format("%Y-%m-%dT%H:%M:%SZ").to_string());
+    }
+    out
+}
+
+/// Local wall times (in `zone`) of the next `n` fires.
+pub fn local(expr: &str, zone: &str, from: &str, n: usize) -> Vec<String> {
+    let tz: chrono_tz::Tz = zone.parse().unwrap();
+    fires(expr, zone, from, n)
+        .iter()
+        .map(|f| {
+            at(f)
+                .to_datetime()
+                .with_timezone(&tz)
+                .format("%Y-%m-%d %a %H:%M:%S")
+                .to_string()
+        })
+        .collect()
 }
