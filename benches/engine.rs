@@ -43,7 +43,7 @@ fn pct(sorted: &[u64], p: f64) -> f64 {
 /// `aligned`: every job fires on the whole second (a burst of `jobs` fires at once);
 /// otherwise the jobs' anchors spread them evenly over each second.
 async fn lag(jobs: usize, seconds: u64, aligned: bool) {
-    let lags = Arc::new(Mutex::new(Vec::<(i64, u64)>::with_capacity(
+    let lags = Arc::new(Mutex::new(Vec::<(i64, i64)>::with_capacity(
         jobs * seconds as usize + jobs,
     )));
     let l = lags.clone();
@@ -55,7 +55,7 @@ async fn lag(jobs: usize, seconds: u64, aligned: bool) {
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
                 .as_micros() as i64;
-            let lag = (now - ctx.fire_at.as_millis() * 1000).max(0) as u64;
+            let lag = now - ctx.fire_at.as_millis() * 1000;
             l.lock().unwrap().push((ctx.fire_at.as_millis(), lag));
             async { Ok::<(), JobError>(()) }
         })
@@ -84,15 +84,18 @@ async fn lag(jobs: usize, seconds: u64, aligned: bool) {
     .await;
     h.shutdown().await;
     let seen = lags.lock().unwrap();
-    let mut window: Vec<u64> = seen
+    let signed: Vec<i64> = seen
         .iter()
         .filter(|(f, _)| *f >= first && *f < last + 1000)
         .map(|(_, l)| *l)
         .collect();
+    let early = signed.iter().filter(|l| **l < 0).count();
+    let earliest = signed.iter().min().copied().unwrap_or(0);
+    let mut window: Vec<u64> = signed.iter().map(|l| (*l).max(0) as u64).collect();
     window.sort_unstable();
     let expected = jobs * seconds as usize;
     println!(
-        "lag      | {jobs} jobs every 1 s, {}, {seconds} s | fires {} of {expected} (missed {}) | p50 {:.3} ms | p99 {:.3} ms | max {:.3} ms",
+        "lag      | {jobs} jobs every 1 s, {}, {seconds} s | fires {} of {expected} (missed {}) | p50 {:.3} ms | p99 {:.3} ms | max {:.3} ms | early {early} (earliest {:.3} ms)",
         if aligned {
             "all on the whole second"
         } else {
@@ -103,6 +106,7 @@ async fn lag(jobs: usize, seconds: u64, aligned: bool) {
         pct(&window, 0.50),
         pct(&window, 0.99),
         pct(&window, 1.0),
+        earliest as f64 / 1000.0,
     );
 }
 

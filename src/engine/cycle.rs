@@ -239,9 +239,31 @@ pub(crate) async fn release(core: &Core, lease: Lease) {
 
 type Rearm = Option<(DueFire, Lease, Instant)>;
 
+/// Sleeps until `deadline`, never waking before it. tokio's timer rounds every
+/// deadline up to its next millisecond tick and then wakes late by scheduling, so a
+/// plain `sleep_until` lands 1-2 ms after the instant. Asking for one tick early and
+/// re-checking lands closer: what remains is slept again, or — under one tick, where
+/// another sleep would overshoot by a tick — yielded away to other tasks.
+async fn sleep_precisely(deadline: Instant) {
+    if let Some(early) = deadline.checked_sub(Duration::from_millis(1)) {
+        sleep_until(early).await;
+    }
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        if deadline - now < Duration::from_millis(1) {
+            tokio::task::yield_now().await;
+        } else {
+            sleep_until(deadline).await;
+        }
+    }
+}
+
 async fn run_fire(core: &Arc<Core>, fire: DueFire, lease: Lease, deadline: Instant) -> Rearm {
     tokio::select! {
-        _ = sleep_until(core.local_instant(fire.fire_at)) => {}
+        _ = sleep_precisely(core.local_instant(fire.fire_at)) => {}
         _ = core.stop.cancelled() => {
             abandon(core, lease).await;
             return None;
