@@ -436,19 +436,12 @@ async fn backpressure_never_claims_more_than_the_executor_can_run() {
     assert_eq!(done.len(), 50, "every job ran once");
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
-    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
-    let retry = RetryPolicy::new(3, Duration::from_secs(60), Duration::from_secs(3600)).unwrap();
-    let job = Job::builder("report", "h", Schedule::once(at("2026-01-01T00:00:00Z")))
-        .retry(retry)
-        .build()
-        .unwrap();
-    store
-        .upsert(&job, Some(at("2026-01-01T00:00:00Z")))
-        .await
-        .unwrap();
-    // A node that claimed and started the fire, then died: it never beats again.
+/// A node "ghost" that claimed and started the fire of job "report" due at the base
+/// instant, then died: it never beats again. Returns its lease.
+async fn ghost_started(
+    store: &jobwheel::memory::MemoryStore,
+    locks: &jobwheel::memory::LocalLocks,
+) -> Lease {
     let ghost = jobwheel::NodeInfo {
         node_id: "ghost".into(),
         host: "h".into(),
@@ -482,6 +475,58 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
         store.start_runs(&[start]).await.unwrap()[0],
         jobwheel::StartOutcome::Started { .. }
     ));
+    lease
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_nodes_run_of_a_removed_job_is_closed() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let job = Job::builder("report", "h", Schedule::once(at("2026-01-01T00:00:00Z")))
+        .build()
+        .unwrap();
+    store
+        .upsert(&job, Some(at("2026-01-01T00:00:00Z")))
+        .await
+        .unwrap();
+    ghost_started(&store, &locks).await;
+    store
+        .remove(&jobwheel::JobId::new("report").unwrap())
+        .await
+        .unwrap();
+    let log = Log::default();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", recording(&log, &clock))
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    advance(Duration::from_secs(60)).await;
+    let runs = runs_of(&store, "report").await;
+    assert_eq!(
+        runs[0].status,
+        RunStatus::Lost,
+        "the orphan is closed, not re-listed forever"
+    );
+    assert!(store.orphaned_runs(10).await.unwrap().is_empty());
+    assert!(log.all().is_empty(), "nothing to retry for a removed job");
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let retry = RetryPolicy::new(3, Duration::from_secs(60), Duration::from_secs(3600)).unwrap();
+    let job = Job::builder("report", "h", Schedule::once(at("2026-01-01T00:00:00Z")))
+        .retry(retry)
+        .build()
+        .unwrap();
+    store
+        .upsert(&job, Some(at("2026-01-01T00:00:00Z")))
+        .await
+        .unwrap();
+    let lease = ghost_started(&store, &locks).await;
 
     let log = Log::default();
     let s = Scheduler::builder()

@@ -16,12 +16,7 @@ use tracing::{info, warn};
 pub(super) async fn heartbeat_once(core: &Core) -> Result<()> {
     let info = NodeInfo {
         node_id: core.node_id.to_string(),
-        host: core
-            .node_id
-            .split('-')
-            .next()
-            .unwrap_or("localhost")
-            .to_string(),
+        host: core.host.clone(),
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
         started_at: core.started_at.get().copied().unwrap_or_default(),
@@ -136,9 +131,6 @@ async fn maintain(core: &Arc<Core>, last_purge: &mut Option<Instant>) -> Result<
 /// Takes over the run of a dead node: records it `lost` (a failed attempt) under a
 /// newer lease, which fences the old holder out.
 async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
-    let Some(rec) = core.store.get(&run.job_id).await? else {
-        return Ok(());
-    };
     let req = LockRequest {
         key: run.job_id.to_string(),
         ttl: core.config.lease_ttl,
@@ -152,6 +144,30 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
     else {
         return Ok(());
     };
+    let error = Some(format!("node {} died while running", run.node));
+    let Some(rec) = core.store.get(&run.job_id).await? else {
+        // The job was removed while its node was dead: close the run, nothing to retry.
+        let close = FinishRun {
+            run_id: run.id,
+            job_id: run.job_id.clone(),
+            token: lease.token,
+            takeover: true,
+            status: RunStatus::Lost,
+            error,
+            will_retry: false,
+            version: 0,
+            next: NextFire {
+                at: None,
+                trigger: TriggerKind::Schedule,
+                attempt: 0,
+            },
+            alarms: Vec::new(),
+        };
+        core.store.finish_runs(&[close]).await?;
+        bump(&core.counters.lost_recovered);
+        cycle::release(core, lease).await;
+        return Ok(());
+    };
     let fire = DueFire {
         job_id: run.job_id.clone(),
         job: rec.job.clone(),
@@ -161,7 +177,6 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
         attempt: run.attempt.saturating_sub(1),
     };
     let now = core.store_now();
-    let error = Some(format!("node {} died while running", run.node));
     let p = plan::plan_finish(
         &rec.job,
         run.fire_at,

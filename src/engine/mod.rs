@@ -116,6 +116,7 @@ pub(crate) struct Core {
     pub(crate) handlers: HashMap<String, Arc<dyn JobHandler>>,
     pub(crate) config: SchedulerConfig,
     pub(crate) node_id: Arc<str>,
+    pub(crate) host: String,
     pub(crate) wake: Notify,
     /// Wakes the alarm dispatcher when a finish wrote alarm events.
     pub(crate) alarm_wake: Notify,
@@ -256,6 +257,7 @@ impl SchedulerBuilder {
                 handlers: self.handlers,
                 config,
                 node_id,
+                host: host_name(),
                 wake: Notify::new(),
                 alarm_wake: Notify::new(),
                 sync: Mutex::new((Timestamp::now(), Instant::now())),
@@ -276,14 +278,22 @@ impl SchedulerBuilder {
     }
 }
 
-fn default_node_id() -> String {
-    let host = std::fs::read_to_string("/etc/hostname")
+fn host_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
         .ok()
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+        .unwrap_or_else(|| "localhost".into())
+}
+
+fn default_node_id() -> String {
+    format!(
+        "{}-{}-{:04x}",
+        host_name(),
+        std::process::id(),
+        fastrand::u16(..)
+    )
 }
 
 /// A scheduler: the operations on jobs and runs, usable before and after `start`.
