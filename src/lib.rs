@@ -49,6 +49,10 @@ pub mod time;
 #[path = "../backends/memory/mod.rs"]
 pub mod memory;
 
+#[cfg(feature = "sqlite")]
+#[path = "../backends/sqlite/mod.rs"]
+pub mod sqlite;
+
 pub use alarm::{AlarmError, JobAlarm};
 pub use engine::{
     EngineMetrics, Scheduler, SchedulerBuilder, SchedulerConfig, SchedulerHandle, ShutdownReport,
