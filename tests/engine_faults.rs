@@ -1,0 +1,190 @@
+//! The engine against a store that fails: it backs off, keeps firing once the store is
+//! back, and never loses a finished run's result.
+
+mod support;
+
+use async_trait::async_trait;
+use chrono::NaiveDate;
+use jobwheel::memory::MemoryStore;
+use jobwheel::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+use support::*;
+
+/// A memory store whose scheduling calls fail while `down` is set.
+#[derive(Clone)]
+struct FlakyStore {
+    inner: MemoryStore,
+    down: Arc<AtomicBool>,
+    failed: Arc<AtomicUsize>,
+}
+
+impl FlakyStore {
+    fn check(&self, op: &'static str) -> Result<()> {
+        if self.down.load(Ordering::SeqCst) {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+            return Err(Error::backend("flaky", op, true, "connection refused"));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl JobStore for FlakyStore {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    async fn now(&self) -> Result<Timestamp> {
+        self.check("now")?;
+        self.inner.now().await
+    }
+    async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
+        self.inner.upsert(job, next).await
+    }
+    async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
+        self.inner.get(id).await
+    }
+    async fn list(&self, after: Option<&JobId>, limit: usize) -> Result<Vec<JobRecord>> {
+        self.inner.list(after, limit).await
+    }
+    async fn remove(&self, id: &JobId) -> Result<bool> {
+        self.inner.remove(id).await
+    }
+    async fn set_enabled(&self, id: &JobId, enabled: bool, next: Option<Timestamp>) -> Result<()> {
+        self.inner.set_enabled(id, enabled, next).await
+    }
+    async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> {
+        self.inner.trigger(id, at).await
+    }
+    async fn due(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> {
+        self.check("due")?;
+        self.inner.due(until, limit).await
+    }
+    async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+        self.check("start_runs")?;
+        self.inner.start_runs(runs).await
+    }
+    async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+        self.check("finish_runs")?;
+        self.inner.finish_runs(runs).await
+    }
+    async fn runs(&self, q: &RunQuery) -> Result<Vec<RunRecord>> {
+        self.inner.runs(q).await
+    }
+    async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
+        self.inner.purge_runs(before).await
+    }
+    async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
+        self.inner.daily_stats(from, to).await
+    }
+    async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
+        self.check("heartbeat")?;
+        self.inner.heartbeat(node).await
+    }
+    async fn nodes(&self) -> Result<Vec<NodeRecord>> {
+        self.inner.nodes().await
+    }
+    async fn reap_nodes(&self, silent_for: Duration) -> Result<Vec<String>> {
+        self.check("reap_nodes")?;
+        self.inner.reap_nodes(silent_for).await
+    }
+    async fn deregister(&self, node_id: &str) -> Result<bool> {
+        self.inner.deregister(node_id).await
+    }
+    async fn orphaned_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        self.check("orphaned_runs")?;
+        self.inner.orphaned_runs(limit).await
+    }
+    async fn enqueue_alarms(&self, events: &[AlarmEvent]) -> Result<Vec<AlarmId>> {
+        self.inner.enqueue_alarms(events).await
+    }
+    async fn claim_alarms(
+        &self,
+        owner: &str,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<AlarmRecord>> {
+        self.check("claim_alarms")?;
+        self.inner.claim_alarms(owner, limit, lease).await
+    }
+    async fn complete_alarm(&self, id: AlarmId, owner: &str, d: &AlarmDelivery) -> Result<bool> {
+        self.inner.complete_alarm(id, owner, d).await
+    }
+    async fn alarms(&self, status: Option<AlarmStatus>, limit: usize) -> Result<Vec<AlarmRecord>> {
+        self.inner.alarms(status, limit).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let flaky = FlakyStore {
+        inner: store.clone(),
+        down: Arc::default(),
+        failed: Arc::default(),
+    };
+    let down = flaky.down.clone();
+    let s = Scheduler::builder()
+        .store(flaky.clone())
+        .locks(locks)
+        .handler("slow", move |_ctx: JobContext| {
+            let down = down.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                // The database goes away while the handler is finishing.
+                down.store(true, Ordering::SeqCst);
+                Ok::<(), JobError>(())
+            }
+        })
+        .handler("tick", |_ctx: JobContext| async { Ok::<(), JobError>(()) })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    h.upsert(
+        Job::builder("report", "slow", Schedule::once(at("2026-01-01T00:00:01Z")))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    h.upsert(
+        Job::builder(
+            "tick",
+            "tick",
+            Schedule::every(Duration::from_secs(1)).unwrap(),
+        )
+        .build()
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(30)).await;
+    assert!(
+        flaky.failed.load(Ordering::SeqCst) > 10,
+        "the engine kept trying"
+    );
+    assert_eq!(
+        runs_of(&store, "report").await[0].status,
+        RunStatus::Running,
+        "not written while the store is down"
+    );
+    let ticks_during = runs_of(&store, "tick").await.len();
+    flaky.down.store(false, Ordering::SeqCst);
+    advance(Duration::from_secs(10)).await;
+    let report = runs_of(&store, "report").await;
+    assert_eq!(report.len(), 1);
+    assert_eq!(
+        report[0].status,
+        RunStatus::Succeeded,
+        "the result was written once the store came back"
+    );
+    let ticks_after = runs_of(&store, "tick").await.len();
+    assert!(
+        ticks_after >= ticks_during + 9,
+        "firing resumed: {ticks_during} -> {ticks_after}"
+    );
+    assert!(h.metrics().backend_errors > 0);
+    h.shutdown().await;
+}
