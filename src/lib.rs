@@ -53,6 +53,10 @@ pub mod memory;
 #[path = "../backends/sqlite/mod.rs"]
 pub mod sqlite;
 
+#[cfg(feature = "postgres")]
+#[path = "../backends/postgres/mod.rs"]
+pub mod postgres;
+
 pub use alarm::{AlarmError, JobAlarm};
 pub use engine::{
     EngineMetrics, Scheduler, SchedulerBuilder, SchedulerConfig, SchedulerHandle, ShutdownReport,

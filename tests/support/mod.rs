@@ -1,6 +1,8 @@
 //! Shared test helpers: paused-clock backends, recording handlers, cron fire lists.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod cluster;
+
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::{
     Clock, JobContext, JobError, JobHandler, JobStore, RunQuery, RunRecord, Scheduler,

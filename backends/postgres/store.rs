@@ -1,0 +1,437 @@
+use super::{NAME, NOW_MS, Tables, db_err};
+use crate::error::{Error, Result};
+use crate::job::{Job, JobId};
+use crate::record::*;
+use crate::time::Timestamp;
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::{AssertSqlSafe, Row};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A [`JobStore`](crate::JobStore) in PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pub(super) pool: PgPool,
+    pub(super) tables: Tables,
+}
+
+pub(super) fn ts(ms: i64) -> Timestamp {
+    Timestamp::from_millis(ms)
+}
+
+pub(super) fn decode<T: serde::de::DeserializeOwned>(text: &str, what: &'static str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| Error::backend(NAME, what, false, e))
+}
+
+pub(super) fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| Error::backend(NAME, "encode", false, e))
+}
+
+fn job_record(row: &PgRow) -> Result<JobRecord> {
+    let g = db_err("decode job");
+    let job: Job = decode(
+        &row.try_get::<String, _>("definition").map_err(&g)?,
+        "decode job",
+    )?;
+    let trigger: String = row.try_get("next_trigger").map_err(&g)?;
+    Ok(JobRecord {
+        job: Arc::new(job),
+        version: row.try_get::<i64, _>("version").map_err(&g)? as u64,
+        next_fire_at: row
+            .try_get::<Option<i64>, _>("next_fire_at")
+            .map_err(&g)?
+            .map(ts),
+        next_trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
+        attempt: row.try_get::<i32, _>("attempt").map_err(&g)? as u32,
+        last_token: row.try_get::<i64, _>("last_token").map_err(&g)? as u64,
+        running: row
+            .try_get::<Option<i64>, _>("running_run")
+            .map_err(&g)?
+            .map(RunId),
+        created_at: ts(row.try_get("created_at").map_err(&g)?),
+        updated_at: ts(row.try_get("updated_at").map_err(&g)?),
+    })
+}
+
+impl PgStore {
+    /// A store on an existing pool (for example the application's own).
+    pub fn from_pool(pool: PgPool, tables: Tables) -> Self {
+        PgStore { pool, tables }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Where the tables live.
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// Creates the schema objects that do not exist yet. Idempotent; nodes running it
+    /// at once take turns on an advisory lock.
+    pub async fn migrate(&self) -> Result<()> {
+        super::migrate(&self.pool, &self.tables).await
+    }
+
+    pub(super) fn t(&self, name: &str) -> String {
+        self.tables.t(name)
+    }
+
+    pub(super) async fn upsert_job(
+        &self,
+        job: &Job,
+        next: Option<Timestamp>,
+    ) -> Result<UpsertOutcome> {
+        let jobs = self.t("jobs");
+        let row: Option<(bool,)> = sqlx::query_as(AssertSqlSafe(format!(
+            "INSERT INTO {jobs} AS j (id, definition, version, enabled, next_fire_at, next_trigger, attempt, last_token,
+                 running_run, created_at, updated_at)
+             VALUES ($1, $2, 1, $3, $4, 'schedule', 0, 0, NULL, {NOW_MS}, {NOW_MS})
+             ON CONFLICT (id) DO UPDATE SET definition = EXCLUDED.definition, enabled = EXCLUDED.enabled,
+                 version = j.version + 1, next_fire_at = EXCLUDED.next_fire_at, next_trigger = 'schedule',
+                 attempt = 0, updated_at = EXCLUDED.updated_at
+             WHERE j.definition <> EXCLUDED.definition
+             RETURNING (xmax = 0)"
+        )))
+        .bind(job.id().as_str())
+        .bind(encode(job)?)
+        .bind(job.enabled())
+        .bind(next.map(Timestamp::as_millis))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err("upsert"))?;
+        Ok(match row {
+            None => UpsertOutcome::Unchanged,
+            Some((true,)) => UpsertOutcome::Created,
+            Some((false,)) => UpsertOutcome::Updated,
+        })
+    }
+
+    pub(super) async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>> {
+        let row = sqlx::query(AssertSqlSafe(format!(
+            "SELECT * FROM {} WHERE id = $1",
+            self.t("jobs")
+        )))
+        .bind(id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_err("get"))?;
+        row.as_ref().map(job_record).transpose()
+    }
+
+    pub(super) async fn list_jobs(
+        &self,
+        after: Option<&JobId>,
+        limit: usize,
+    ) -> Result<Vec<JobRecord>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT * FROM {} WHERE id > $1 ORDER BY id LIMIT $2",
+            self.t("jobs")
+        )))
+        .bind(after.map_or("", JobId::as_str))
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err("list"))?;
+        rows.iter().map(job_record).collect()
+    }
+
+    pub(super) async fn remove_job(&self, id: &JobId) -> Result<bool> {
+        let r = sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM {} WHERE id = $1",
+            self.t("jobs")
+        )))
+        .bind(id.as_str())
+        .execute(&self.pool)
+        .await
+        .map_err(db_err("remove"))?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    pub(super) async fn set_job_enabled(
+        &self,
+        id: &JobId,
+        enabled: bool,
+        next: Option<Timestamp>,
+    ) -> Result<()> {
+        let op = "set_enabled";
+        let jobs = self.t("jobs");
+        let mut tx = self.pool.begin().await.map_err(db_err(op))?;
+        let stored: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT definition FROM {jobs} WHERE id = $1 FOR UPDATE"
+        )))
+        .bind(id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_err(op))?;
+        let job: Job = decode(
+            &stored.ok_or_else(|| Error::not_found("job", id))?,
+            "decode job",
+        )?;
+        if job.enabled() != enabled {
+            let resume = if enabled {
+                ", next_fire_at = $4, next_trigger = 'schedule', attempt = 0"
+            } else {
+                ""
+            };
+            let sql = format!(
+                "UPDATE {jobs} SET definition = $1, enabled = $2, version = version + 1, updated_at = {NOW_MS}{resume}
+                 WHERE id = $3"
+            );
+            let mut q = sqlx::query(AssertSqlSafe(sql))
+                .bind(encode(&job.with_enabled(enabled))?)
+                .bind(enabled)
+                .bind(id.as_str());
+            if enabled {
+                q = q.bind(next.map(Timestamp::as_millis));
+            }
+            q.execute(&mut *tx).await.map_err(db_err(op))?;
+        }
+        tx.commit().await.map_err(db_err(op))
+    }
+
+    pub(super) async fn trigger_job(&self, id: &JobId, at: Timestamp) -> Result<()> {
+        let r = sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {} SET next_fire_at = $1, next_trigger = 'manual', attempt = 0 WHERE id = $2",
+            self.t("jobs")
+        )))
+        .bind(at.as_millis())
+        .bind(id.as_str())
+        .execute(&self.pool)
+        .await
+        .map_err(db_err("trigger"))?;
+        if r.rows_affected() == 0 {
+            return Err(Error::not_found("job", id));
+        }
+        Ok(())
+    }
+
+    pub(super) async fn due_fires(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT * FROM {} WHERE enabled AND running_run IS NULL AND next_fire_at IS NOT NULL
+             AND next_fire_at <= $1 ORDER BY next_fire_at, id LIMIT $2",
+            self.t("jobs")
+        )))
+        .bind(until.as_millis())
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err("due"))?;
+        rows.iter()
+            .map(|row| {
+                let r = job_record(row)?;
+                Ok(DueFire {
+                    job_id: r.job.id().clone(),
+                    fire_at: r.next_fire_at.unwrap_or_default(),
+                    version: r.version,
+                    trigger: r.next_trigger,
+                    attempt: r.attempt,
+                    job: r.job,
+                })
+            })
+            .collect()
+    }
+
+    /// One statement for the whole batch: lock the qualifying job rows, insert the
+    /// runs, mark the jobs running. Refused items are explained by a second read.
+    pub(super) async fn start(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+        let (jobs, runs_t) = (self.t("jobs"), self.t("runs"));
+        let col = |f: fn(&StartRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "WITH req AS (
+                 SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::int8[], $7::text[])
+                     WITH ORDINALITY AS r(job_id, fire_at, version, token, node, attempt, trig, ord)
+             ), locked AS (
+                 SELECT j.id, r.ord FROM {jobs} j JOIN req r ON j.id = r.job_id
+                 WHERE j.enabled AND j.version = r.version AND j.running_run IS NULL
+                   AND j.next_fire_at = r.fire_at AND j.last_token <= r.token
+                 ORDER BY j.id FOR UPDATE OF j
+             ), ok AS (
+                 SELECT DISTINCT ON (r.job_id) r.* FROM req r JOIN locked l ON l.ord = r.ord ORDER BY r.job_id, r.ord
+             ), ins AS (
+                 INSERT INTO {runs_t} (job_id, fire_at, trigger, node, attempt, token, status, started_at, will_retry)
+                 SELECT job_id, fire_at, trig, node, attempt::int4, token, 'running', {NOW_MS}, false FROM ok
+                 RETURNING id, job_id, token, started_at
+             ), upd AS (
+                 UPDATE {jobs} j SET last_token = ins.token, running_run = ins.id FROM ins WHERE j.id = ins.job_id
+             )
+             SELECT r.ord, ins.id AS run_id, ins.started_at, j.id IS NOT NULL AS found, j.enabled, j.version,
+                    j.running_run, j.next_fire_at, j.last_token
+             FROM req r
+             LEFT JOIN {jobs} j ON j.id = r.job_id
+             LEFT JOIN ok ON ok.ord = r.ord
+             LEFT JOIN ins ON ins.job_id = ok.job_id
+             ORDER BY r.ord"
+        )))
+        .bind(runs.iter().map(|r| r.job_id.to_string()).collect::<Vec<_>>())
+        .bind(col(|r| r.fire_at.as_millis()))
+        .bind(col(|r| r.version as i64))
+        .bind(col(|r| r.token as i64))
+        .bind(runs.iter().map(|r| r.node.clone()).collect::<Vec<_>>())
+        .bind(col(|r| i64::from(r.attempt)))
+        .bind(runs.iter().map(|r| r.trigger.as_str().to_string()).collect::<Vec<_>>())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err("start_runs"))?;
+        // The job columns are the state before this statement; refusals are explained
+        // in request order, as if the items ran one after another.
+        let mut started_jobs = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(runs.len());
+        for (r, row) in runs.iter().zip(&rows) {
+            let i = |c: &str| row.try_get::<Option<i64>, _>(c).ok().flatten();
+            if let (Some(id), Some(at)) = (i("run_id"), i("started_at")) {
+                started_jobs.insert(r.job_id.as_str());
+                out.push(StartOutcome::Started {
+                    run_id: RunId(id),
+                    started_at: ts(at),
+                });
+                continue;
+            }
+            let last = i("last_token").unwrap_or(0) as u64;
+            let refusal = if !row.try_get::<bool, _>("found").unwrap_or(false) {
+                StartRefusal::NotFound
+            } else if !row
+                .try_get::<Option<bool>, _>("enabled")
+                .ok()
+                .flatten()
+                .unwrap_or(false)
+            {
+                StartRefusal::Disabled
+            } else if i("version") != Some(r.version as i64) {
+                StartRefusal::Changed
+            } else if i("running_run").is_some() || started_jobs.contains(r.job_id.as_str()) {
+                StartRefusal::Running
+            } else if i("next_fire_at") != Some(r.fire_at.as_millis()) {
+                StartRefusal::NotDue
+            } else if last > r.token {
+                StartRefusal::Fenced { current: last }
+            } else {
+                // Locked by a concurrent start that won the row.
+                StartRefusal::Running
+            };
+            out.push(StartOutcome::Refused(refusal));
+        }
+        Ok(out)
+    }
+
+    /// One statement for the whole batch: lock the jobs and runs, check the tokens,
+    /// write the runs, the jobs' next state (when unchanged since the start) and the
+    /// alarm events. Refused items are explained by a second read.
+    pub(super) async fn finish(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+        let (jobs, runs_t, alarms) = (self.t("jobs"), self.t("runs"), self.t("alarms"));
+        let i64s = |f: fn(&FinishRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
+        let mut alarm_runs = Vec::new();
+        let mut alarm_events = Vec::new();
+        for f in runs {
+            for e in &f.alarms {
+                alarm_runs.push(f.run_id.0);
+                alarm_events.push(encode(e)?);
+            }
+        }
+        let rows: Vec<(i64, i64, Option<bool>)> = sqlx::query_as(AssertSqlSafe(format!(
+            "WITH req AS (
+                 SELECT * FROM UNNEST($1::int8[], $2::text[], $3::int8[], $4::bool[], $5::text[], $6::text[], $7::bool[],
+                                      $8::int8[], $9::int8[], $10::text[], $11::int8[])
+                     AS r(run_id, job_id, token, takeover, status, error, will_retry, version, next_at, next_trigger, next_attempt)
+             ), jl AS (
+                 SELECT id, last_token, version, next_fire_at FROM {jobs}
+                 WHERE id IN (SELECT job_id FROM req) ORDER BY id FOR UPDATE
+             ), rl AS (
+                 SELECT id, job_id, token, fire_at FROM {runs_t}
+                 WHERE id IN (SELECT run_id FROM req) AND status = 'running' ORDER BY id FOR UPDATE
+             ), ok AS (
+                 SELECT DISTINCT ON (r.run_id) r.*, (jl.version = r.version AND jl.next_fire_at = rl.fire_at) AS resched
+                 FROM req r JOIN rl ON rl.id = r.run_id AND rl.job_id = r.job_id
+                 LEFT JOIN jl ON jl.id = r.job_id
+                 WHERE CASE WHEN r.takeover
+                       THEN r.token >= COALESCE(jl.last_token, rl.token) AND r.token >= rl.token
+                       ELSE r.token = rl.token AND r.token >= COALESCE(jl.last_token, rl.token) END
+                 ORDER BY r.run_id
+             ), uj AS (
+                 UPDATE {jobs} j SET last_token = ok.token,
+                     running_run = CASE WHEN j.running_run = ok.run_id THEN NULL ELSE j.running_run END,
+                     next_fire_at = CASE WHEN ok.resched THEN ok.next_at ELSE j.next_fire_at END,
+                     next_trigger = CASE WHEN ok.resched THEN ok.next_trigger ELSE j.next_trigger END,
+                     attempt = CASE WHEN ok.resched THEN ok.next_attempt::int4 ELSE j.attempt END
+                 FROM ok WHERE j.id = ok.job_id
+             ), ur AS (
+                 UPDATE {runs_t} ru SET status = ok.status, ended_at = {NOW_MS}, error = ok.error, will_retry = ok.will_retry
+                 FROM ok WHERE ru.id = ok.run_id
+                 RETURNING ru.id, ru.ended_at
+             ), al AS (
+                 INSERT INTO {alarms} (event, status, attempts, next_attempt_at, created_at)
+                 SELECT a.event, 'pending', 0, {NOW_MS}, {NOW_MS}
+                 FROM UNNEST($12::int8[], $13::text[]) WITH ORDINALITY AS a(run_id, event, ord)
+                 JOIN ok ON ok.run_id = a.run_id ORDER BY a.ord
+             )
+             SELECT ur.id, ur.ended_at, ok.resched FROM ur JOIN ok ON ok.run_id = ur.id"
+        )))
+        .bind(i64s(|f| f.run_id.0))
+        .bind(runs.iter().map(|f| f.job_id.to_string()).collect::<Vec<_>>())
+        .bind(i64s(|f| f.token as i64))
+        .bind(runs.iter().map(|f| f.takeover).collect::<Vec<_>>())
+        .bind(runs.iter().map(|f| f.status.as_str().to_string()).collect::<Vec<_>>())
+        .bind(runs.iter().map(|f| f.error.clone()).collect::<Vec<_>>())
+        .bind(runs.iter().map(|f| f.will_retry).collect::<Vec<_>>())
+        .bind(i64s(|f| f.version as i64))
+        .bind(runs.iter().map(|f| f.next.at.map(Timestamp::as_millis)).collect::<Vec<_>>())
+        .bind(runs.iter().map(|f| f.next.trigger.as_str().to_string()).collect::<Vec<_>>())
+        .bind(i64s(|f| i64::from(f.next.attempt)))
+        .bind(alarm_runs)
+        .bind(alarm_events)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err("finish_runs"))?;
+        let mut done: HashMap<i64, (i64, bool)> = rows
+            .into_iter()
+            .map(|(id, at, r)| (id, (at, r.unwrap_or(false))))
+            .collect();
+        let refused: Vec<i64> = runs
+            .iter()
+            .map(|f| f.run_id.0)
+            .filter(|id| !done.contains_key(id))
+            .collect();
+        let state: HashMap<i64, (String, u64, u64)> = if refused.is_empty() {
+            HashMap::new()
+        } else {
+            let rows: Vec<(i64, String, i64, Option<i64>)> = sqlx::query_as(AssertSqlSafe(format!(
+                "SELECT ru.id, ru.status, ru.token, j.last_token FROM {runs_t} ru LEFT JOIN {jobs} j ON j.id = ru.job_id
+                 WHERE ru.id = ANY($1)"
+            )))
+            .bind(&refused)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err("finish_runs"))?;
+            rows.into_iter()
+                .map(|(id, status, token, last)| {
+                    (
+                        id,
+                        (
+                            status,
+                            token as u64,
+                            last.map_or(token as u64, |l| l as u64),
+                        ),
+                    )
+                })
+                .collect()
+        };
+        Ok(runs
+            .iter()
+            .map(|f| match done.remove(&f.run_id.0) {
+                Some((at, rescheduled)) => FinishOutcome::Finished {
+                    ended_at: ts(at),
+                    rescheduled,
+                },
+                None => FinishOutcome::Refused(match state.get(&f.run_id.0) {
+                    None => FinishRefusal::NotFound,
+                    Some((status, _, _)) if status != RunStatus::Running.as_str() => {
+                        FinishRefusal::NotRunning
+                    }
+                    Some((_, _, current)) => FinishRefusal::Fenced { current: *current },
+                }),
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,84 @@
+//! The PostgreSQL backend against the unchanged conformance suites and the engine end
+//! to end. Needs `JOBWHEEL_POSTGRES_URL` (`./scripts/test` sets it); without it the
+//! test is skipped with a message, except under `CI=true`, where that is a failure.
+#![cfg(feature = "postgres")]
+
+mod support;
+
+use jobwheel::postgres::{PgLocks, PgStore};
+use jobwheel::{JobStore, LockProvider, conformance};
+use std::sync::Arc;
+
+fn url() -> Option<String> {
+    match std::env::var("JOBWHEEL_POSTGRES_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("CI=true but JOBWHEEL_POSTGRES_URL is not set: the PostgreSQL tests must run")
+        }
+        _ => {
+            println!("skipped: JOBWHEEL_POSTGRES_URL is not set");
+            None
+        }
+    }
+}
+
+/// A store with tables of its own (a unique prefix), migrated.
+async fn open(url: &str, prefix: &str) -> PgStore {
+    let store = PgStore::builder(url)
+        .prefix(prefix)
+        .build()
+        .await
+        .unwrap_or_else(|e| {
+            panic!("JOBWHEEL_POSTGRES_URL is set but the server is unreachable: {e}")
+        });
+    store.migrate().await.unwrap();
+    store
+}
+
+fn prefix(name: &str) -> String {
+    format!("t{:08x}_{name}_", fastrand::u32(..))
+}
+
+#[tokio::test]
+async fn postgres_passes_the_conformance_suites() {
+    let Some(url) = url() else { return };
+    let store = open(&url, &prefix("cf")).await;
+    store.migrate().await.expect("migrate is idempotent");
+    conformance::store_suite(&store).await;
+    conformance::lock_suite(&PgLocks::new(store.pool().clone(), store.tables())).await;
+}
+
+#[tokio::test]
+async fn migrations_run_concurrently_and_names_are_validated() {
+    let Some(url) = url() else { return };
+    let p = prefix("mig");
+    let stores =
+        futures::future::join_all((0..4).map(|_| PgStore::builder(&url).prefix(&p).build())).await;
+    let results =
+        futures::future::join_all(stores.iter().map(|s| s.as_ref().unwrap().migrate())).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let bad = PgStore::builder(&url)
+        .schema("public; DROP")
+        .build()
+        .await
+        .unwrap_err();
+    assert_eq!(bad.field(), Some("postgres.schema"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_schedulers_on_one_database_run_every_fire_once() {
+    let Some(url) = url() else { return };
+    let p = prefix("cluster");
+    support::cluster::two_schedulers_run_every_fire_once(|| {
+        let (url, p) = (url.clone(), p.clone());
+        async move {
+            let store = open(&url, &p).await;
+            let locks = PgLocks::new(store.pool().clone(), store.tables());
+            (
+                Arc::new(store) as Arc<dyn JobStore>,
+                Arc::new(locks) as Arc<dyn LockProvider>,
+            )
+        }
+    })
+    .await;
+}
