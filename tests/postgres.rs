@@ -39,13 +39,31 @@ fn prefix(name: &str) -> String {
     format!("t{:08x}_{name}_", fastrand::u32(..))
 }
 
+/// Drops the tables of one prefix once a test is done with them.
+async fn drop_tables(url: &str, prefix: &str) {
+    let store = open(url, prefix).await;
+    let tables: Vec<String> = ["jobs", "runs", "nodes", "alarms", "locks", "schema"]
+        .iter()
+        .map(|t| format!("public.{prefix}{t}"))
+        .collect();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP TABLE IF EXISTS {}",
+        tables.join(", ")
+    )))
+    .execute(store.pool())
+    .await
+    .unwrap();
+}
+
 #[tokio::test]
 async fn postgres_passes_the_conformance_suites() {
     let Some(url) = url() else { return };
-    let store = open(&url, &prefix("cf")).await;
+    let p = prefix("cf");
+    let store = open(&url, &p).await;
     store.migrate().await.expect("migrate is idempotent");
     conformance::store_suite(&store).await;
     conformance::lock_suite(&PgLocks::new(store.pool().clone(), store.tables())).await;
+    drop_tables(&url, &p).await;
 }
 
 #[tokio::test]
@@ -81,4 +99,30 @@ async fn two_schedulers_on_one_database_run_every_fire_once() {
         }
     })
     .await;
+    drop_tables(&url, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_once() {
+    let Some(url) = url() else { return };
+    let p = prefix("fleet");
+    support::cluster::fleet_runs_every_fire_exactly_once(
+        || {
+            let (url, p) = (url.clone(), p.clone());
+            async move {
+                let store = open(&url, &p).await;
+                let locks = PgLocks::new(store.pool().clone(), store.tables());
+                (
+                    Arc::new(store) as Arc<dyn JobStore>,
+                    Arc::new(locks) as Arc<dyn LockProvider>,
+                )
+            }
+        },
+        3,
+        300,
+        20,
+        5000,
+    )
+    .await;
+    drop_tables(&url, &p).await;
 }

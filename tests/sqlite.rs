@@ -90,3 +90,27 @@ async fn two_schedulers_on_one_file_run_every_fire_once() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_once() {
+    let db = TempDb::new("fleet");
+    let url = db.url();
+    support::cluster::fleet_runs_every_fire_exactly_once(
+        || {
+            let url = url.clone();
+            async move {
+                let store = open(&url).await;
+                let locks = SqliteLocks::new(store.pool().clone(), store.prefix());
+                (
+                    Arc::new(store) as Arc<dyn JobStore>,
+                    Arc::new(locks) as Arc<dyn jobwheel::LockProvider>,
+                )
+            }
+        },
+        3,
+        300,
+        20,
+        5000,
+    )
+    .await;
+}

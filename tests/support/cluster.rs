@@ -116,3 +116,104 @@ where
         "both nodes deregistered"
     );
 }
+
+/// The fleet test of issue 4: `nodes` schedulers on one database, `jobs` jobs on a
+/// 1-second interval for `seconds`, plus `oneshots` one-shot jobs due at once. Every
+/// fire runs exactly once: no duplicate, no gap in any job's seconds, every one-shot.
+pub async fn fleet_runs_every_fire_exactly_once<F, Fut>(
+    open: F,
+    nodes: usize,
+    jobs: usize,
+    seconds: u64,
+    oneshots: usize,
+) where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = (Arc<dyn JobStore>, Arc<dyn LockProvider>)>,
+{
+    let seen: Arc<Mutex<HashMap<(String, i64), u32>>> = Arc::default();
+    let mut handles = Vec::new();
+    for n in 0..nodes {
+        let (store, locks) = open().await;
+        let s = seen.clone();
+        let sched = Scheduler::builder()
+            .store(store)
+            .locks(locks)
+            .handler("count", move |ctx: JobContext| {
+                *s.lock()
+                    .unwrap()
+                    .entry((ctx.job.id().to_string(), ctx.fire_at.as_millis()))
+                    .or_default() += 1;
+                async { Ok::<(), JobError>(()) }
+            })
+            .config(SchedulerConfig {
+                node_id: Some(format!("fleet-{n}")),
+                concurrency: 512,
+                ..SchedulerConfig::default()
+            })
+            .build()
+            .unwrap();
+        handles.push(sched.start().await.unwrap());
+    }
+    let store = handles[0].store().clone();
+    for i in 0..jobs {
+        let job = Job::builder(
+            format!("every-{i}"),
+            "count",
+            Schedule::every(Duration::from_secs(1)).unwrap(),
+        )
+        .build()
+        .unwrap();
+        handles[i % nodes].upsert(job).await.unwrap();
+    }
+    let now = Timestamp::now();
+    let oneshot_jobs: Vec<Job> = (0..oneshots)
+        .map(|i| {
+            Job::builder(format!("once-{i}"), "count", Schedule::once(now))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    for job in &oneshot_jobs {
+        store.upsert(job, Some(now)).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let metrics: Vec<_> = handles.iter().map(|h| h.metrics()).collect();
+    for h in handles {
+        h.shutdown().await;
+    }
+    let seen = seen.lock().unwrap().clone();
+    let dups: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(dups.is_empty(), "fires ran twice: {dups:?}");
+    let once = seen.keys().filter(|(j, _)| j.starts_with("once-")).count();
+    assert_eq!(once, oneshots, "every one-shot ran once");
+    for i in 0..jobs {
+        let mut fires: Vec<i64> = seen
+            .keys()
+            .filter(|(j, _)| *j == format!("every-{i}"))
+            .map(|(_, f)| *f)
+            .collect();
+        fires.sort_unstable();
+        assert!(
+            fires.len() as u64 >= seconds - 3,
+            "every-{i} fired {} times in {seconds} s",
+            fires.len()
+        );
+        assert!(
+            fires.windows(2).all(|w| w[1] - w[0] == 1000),
+            "every-{i} skipped a second: {fires:?}"
+        );
+    }
+    assert!(metrics.iter().all(|m| m.finish_refused == 0), "{metrics:?}");
+    let started: u64 = metrics.iter().map(|m| m.started).sum();
+    assert_eq!(
+        started as usize,
+        seen.values().map(|n| *n as usize).sum::<usize>(),
+        "every start ran its handler once"
+    );
+    println!(
+        "fleet: {nodes} nodes, {} fires ({} one-shots) in {seconds} s, per node started: {:?}",
+        seen.len(),
+        oneshots,
+        metrics.iter().map(|m| m.started).collect::<Vec<_>>()
+    );
+}
