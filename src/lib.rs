@@ -57,6 +57,10 @@ pub mod sqlite;
 #[path = "../backends/postgres/mod.rs"]
 pub mod postgres;
 
+#[cfg(feature = "mysql")]
+#[path = "../backends/mysql/mod.rs"]
+pub mod mysql;
+
 pub use alarm::{AlarmError, JobAlarm};
 pub use engine::{
     EngineMetrics, Scheduler, SchedulerBuilder, SchedulerConfig, SchedulerHandle, ShutdownReport,

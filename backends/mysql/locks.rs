@@ -1,0 +1,223 @@
+use super::{NOW_MS, check_prefix, db_err, marks, retrying};
+use crate::error::Result;
+use crate::lock::{Lease, LockProvider, LockRequest};
+use crate::time::{Timestamp, duration_ms};
+use async_trait::async_trait;
+use sqlx::mysql::MySqlPool;
+use sqlx::{AssertSqlSafe, MySql, Transaction};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Row leases in a MySQL/MariaDB table (ShedLock-style): `owner`, `expires_at` and a
+/// fencing `token` bumped in the transaction that grants the lock. A key's row (and
+/// its token) stays after release, so tokens never repeat. Each batched call is one
+/// transaction with a fixed number of statements; a deadlock between concurrent
+/// callers is retried. Usable with any store; the table is created by
+/// [`MySqlStore::migrate`](super::MySqlStore::migrate) with the same prefix.
+#[derive(Debug, Clone)]
+pub struct MySqlLocks {
+    pool: MySqlPool,
+    table: String,
+}
+
+/// A locked row: owner, token, expiry.
+type Row = (Option<String>, i64, i64);
+
+impl MySqlLocks {
+    /// Leases in `<prefix>locks` on `pool`.
+    ///
+    /// # Panics
+    /// When `prefix` is not a valid table prefix (use the store's prefix).
+    pub fn new(pool: MySqlPool, prefix: &str) -> Self {
+        check_prefix(prefix).expect("a valid table prefix");
+        MySqlLocks {
+            pool,
+            table: format!("{prefix}locks"),
+        }
+    }
+
+    /// Locks the rows of `keys` (in key order) and reads them with the server's now.
+    async fn lock_rows(
+        &self,
+        tx: &mut Transaction<'static, MySql>,
+        keys: &[&str],
+        op: &'static str,
+    ) -> Result<(i64, HashMap<String, Row>)> {
+        let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(db_err(op))?;
+        let mut q = sqlx::query_as::<_, (String, Option<String>, i64, i64)>(AssertSqlSafe(
+            format!(
+                "SELECT lock_key, owner, token, expires_at FROM {} WHERE lock_key IN ({}) ORDER BY lock_key FOR UPDATE",
+                self.table,
+                marks(keys.len())
+            ),
+        ));
+        for k in keys {
+            q = q.bind(*k);
+        }
+        let rows = q.fetch_all(&mut **tx).await.map_err(db_err(op))?;
+        Ok((
+            now,
+            rows.into_iter()
+                .map(|(k, o, t, e)| (k, (o, t, e)))
+                .collect(),
+        ))
+    }
+
+    /// Writes `(key, owner, token, expires_at)` for each row in one statement.
+    async fn write_rows(
+        &self,
+        tx: &mut Transaction<'static, MySql>,
+        rows: &[(String, Option<String>, i64, i64)],
+        op: &'static str,
+    ) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let arms = " WHEN ? THEN ?".repeat(rows.len());
+        let sql = format!(
+            "UPDATE {} SET owner = CASE lock_key{arms} END, token = CASE lock_key{arms} END,
+             expires_at = CASE lock_key{arms} END WHERE lock_key IN ({})",
+            self.table,
+            marks(rows.len())
+        );
+        let mut q = sqlx::query(AssertSqlSafe(sql));
+        for (k, o, _, _) in rows {
+            q = q.bind(k).bind(o.clone());
+        }
+        for (k, _, t, _) in rows {
+            q = q.bind(k).bind(*t);
+        }
+        for (k, _, _, e) in rows {
+            q = q.bind(k).bind(*e);
+        }
+        for (k, _, _, _) in rows {
+            q = q.bind(k);
+        }
+        q.execute(&mut **tx).await.map_err(db_err(op))?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl LockProvider for MySqlLocks {
+    fn name(&self) -> &'static str {
+        super::NAME
+    }
+
+    async fn acquire(&self, owner: &str, requests: &[LockRequest]) -> Result<Vec<Option<Lease>>> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let op = "acquire";
+        let mut q = sqlx::query(AssertSqlSafe(format!(
+            "INSERT IGNORE INTO {} (lock_key, owner, token, expires_at) VALUES {}",
+            self.table,
+            vec!["(?, NULL, 0, 0)"; requests.len()].join(", ")
+        )));
+        for r in requests {
+            q = q.bind(&r.key);
+        }
+        q.execute(&self.pool).await.map_err(db_err(op))?;
+        retrying(|| async {
+            let mut tx = self.pool.begin().await.map_err(db_err(op))?;
+            let keys: Vec<&str> = requests.iter().map(|r| r.key.as_str()).collect();
+            let (now, mut rows) = self.lock_rows(&mut tx, &keys, op).await?;
+            let mut writes = Vec::new();
+            let mut out = Vec::with_capacity(requests.len());
+            for r in requests {
+                let grant = match rows.get_mut(&r.key) {
+                    Some(row) if row.2 <= now => {
+                        row.1 += 1;
+                        row.2 = now + duration_ms(r.ttl);
+                        row.0 = Some(owner.to_string());
+                        writes.push((r.key.clone(), row.0.clone(), row.1, row.2));
+                        Some(Lease {
+                            key: r.key.clone(),
+                            owner: owner.to_string(),
+                            token: row.1 as u64,
+                            expires_at: Timestamp::from_millis(row.2),
+                        })
+                    }
+                    _ => None,
+                };
+                out.push(grant);
+            }
+            self.write_rows(&mut tx, &writes, op).await?;
+            tx.commit().await.map_err(db_err(op))?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn renew(&self, leases: &[Lease], ttl: Duration) -> Result<Vec<Option<Lease>>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let op = "renew";
+        retrying(|| async {
+            let mut tx = self.pool.begin().await.map_err(db_err(op))?;
+            let keys: Vec<&str> = leases.iter().map(|l| l.key.as_str()).collect();
+            let (now, mut rows) = self.lock_rows(&mut tx, &keys, op).await?;
+            let mut writes = Vec::new();
+            let mut out = Vec::with_capacity(leases.len());
+            for l in leases {
+                let renewed = match rows.get_mut(&l.key) {
+                    Some(row)
+                        if row.0.as_deref() == Some(l.owner.as_str())
+                            && row.1 == l.token as i64
+                            && row.2 > now =>
+                    {
+                        row.2 = now + duration_ms(ttl);
+                        writes.push((l.key.clone(), row.0.clone(), row.1, row.2));
+                        Some(Lease {
+                            expires_at: Timestamp::from_millis(row.2),
+                            ..l.clone()
+                        })
+                    }
+                    _ => None,
+                };
+                out.push(renewed);
+            }
+            self.write_rows(&mut tx, &writes, op).await?;
+            tx.commit().await.map_err(db_err(op))?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let op = "release";
+        retrying(|| async {
+            let mut tx = self.pool.begin().await.map_err(db_err(op))?;
+            let keys: Vec<&str> = leases.iter().map(|l| l.key.as_str()).collect();
+            let (_, mut rows) = self.lock_rows(&mut tx, &keys, op).await?;
+            let mut writes = Vec::new();
+            let mut out = Vec::with_capacity(leases.len());
+            for l in leases {
+                let released = match rows.get_mut(&l.key) {
+                    Some(row)
+                        if row.0.as_deref() == Some(l.owner.as_str())
+                            && row.1 == l.token as i64 =>
+                    {
+                        row.0 = None;
+                        row.2 = 0;
+                        writes.push((l.key.clone(), None, row.1, 0));
+                        true
+                    }
+                    _ => false,
+                };
+                out.push(released);
+            }
+            self.write_rows(&mut tx, &writes, op).await?;
+            tx.commit().await.map_err(db_err(op))?;
+            Ok(out)
+        })
+        .await
+    }
+}
