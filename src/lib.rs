@@ -49,6 +49,10 @@ pub mod time;
 #[path = "../backends/memory/mod.rs"]
 pub mod memory;
 
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+#[path = "../backends/sql.rs"]
+mod sql;
+
 #[cfg(feature = "sqlite")]
 #[path = "../backends/sqlite/mod.rs"]
 pub mod sqlite;

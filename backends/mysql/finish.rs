@@ -1,7 +1,7 @@
 //! Batched finishes for [`MySqlStore`]: one transaction, a fixed number of statements.
 
-use super::store::{MySqlStore, encode, ts};
-use super::{db_err, marks};
+use super::store::MySqlStore;
+use super::{NAME, db_err, marks};
 use crate::error::Result;
 use crate::record::*;
 use crate::time::Timestamp;
@@ -117,7 +117,7 @@ impl MySqlStore {
             }
             done.push(f);
             out.push(FinishOutcome::Finished {
-                ended_at: ts(now),
+                ended_at: Timestamp::from_millis(now),
                 rescheduled,
             });
         }
@@ -191,7 +191,7 @@ impl MySqlStore {
         let events: Vec<String> = done
             .iter()
             .flat_map(|f| f.alarms.iter())
-            .map(encode)
+            .map(|e| crate::sql::encode(NAME, e))
             .collect::<Result<_>>()?;
         if !events.is_empty() {
             let sql = format!(

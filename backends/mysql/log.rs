@@ -1,76 +1,19 @@
 //! Run log, stats, node registry and alarm outbox of [`MySqlStore`], and its
 //! [`JobStore`] implementation.
 
-use super::store::{MySqlStore, decode, encode, ts};
+use super::store::MySqlStore;
 use super::{NAME, db_err};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::job::{Job, JobId};
 use crate::record::*;
 use crate::store::JobStore;
 use crate::time::{Timestamp, duration_ms};
 use async_trait::async_trait;
 use chrono::NaiveDate;
-use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, Row};
 use std::time::Duration;
 
 const DAY_MS: i64 = 86_400_000;
-
-fn run_record(row: &MySqlRow) -> Result<RunRecord> {
-    let g = db_err("decode run");
-    let status: String = row.try_get("status").map_err(&g)?;
-    let trigger: String = row.try_get("trigger").map_err(&g)?;
-    let job: String = row.try_get("job_id").map_err(&g)?;
-    Ok(RunRecord {
-        id: RunId(row.try_get("id").map_err(&g)?),
-        job_id: JobId::new(&job)?,
-        fire_at: ts(row.try_get("fire_at").map_err(&g)?),
-        trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
-        node: row.try_get("node").map_err(&g)?,
-        attempt: row.try_get::<i32, _>("attempt").map_err(&g)? as u32,
-        token: row.try_get::<i64, _>("token").map_err(&g)? as u64,
-        status: RunStatus::parse(&status).ok_or_else(|| {
-            Error::backend(
-                NAME,
-                "decode run",
-                false,
-                format!("unknown status {status:?}"),
-            )
-        })?,
-        started_at: ts(row.try_get("started_at").map_err(&g)?),
-        ended_at: row
-            .try_get::<Option<i64>, _>("ended_at")
-            .map_err(&g)?
-            .map(ts),
-        error: row.try_get("error").map_err(&g)?,
-        will_retry: row.try_get("will_retry").map_err(&g)?,
-    })
-}
-
-fn alarm_record(row: &MySqlRow) -> Result<AlarmRecord> {
-    let g = db_err("decode alarm");
-    let status: String = row.try_get("status").map_err(&g)?;
-    Ok(AlarmRecord {
-        id: AlarmId(row.try_get("id").map_err(&g)?),
-        event: decode(
-            &row.try_get::<String, _>("event").map_err(&g)?,
-            "decode alarm",
-        )?,
-        status: AlarmStatus::parse(&status).unwrap_or(AlarmStatus::Pending),
-        attempts: row.try_get::<i32, _>("attempts").map_err(&g)? as u32,
-        next_attempt_at: row
-            .try_get::<Option<i64>, _>("next_attempt_at")
-            .map_err(&g)?
-            .map(ts),
-        claimed_by: row.try_get("claimed_by").map_err(&g)?,
-        claim_until: row
-            .try_get::<Option<i64>, _>("claim_until")
-            .map_err(&g)?
-            .map(ts),
-        last_error: row.try_get("last_error").map_err(&g)?,
-        created_at: ts(row.try_get("created_at").map_err(&g)?),
-    })
-}
 
 #[async_trait]
 impl JobStore for MySqlStore {
@@ -83,7 +26,7 @@ impl JobStore for MySqlStore {
             .fetch_one(&self.pool)
             .await
             .map_err(db_err("now"))?;
-        Ok(ts(now))
+        Ok(Timestamp::from_millis(now))
     }
 
     async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
@@ -163,7 +106,9 @@ impl JobStore for MySqlStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_err("runs"))?;
-        rows.iter().map(run_record).collect()
+        rows.iter()
+            .map(|r| crate::sql::run_record(NAME, r))
+            .collect()
     }
 
     async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
@@ -199,7 +144,9 @@ impl JobStore for MySqlStore {
             let day: i64 = row.try_get("day").map_err(&g)?;
             let status: String = row.try_get("status").map_err(&g)?;
             let n: i64 = row.try_get("n").map_err(&g)?;
-            let date = ts(day * DAY_MS).to_datetime().date_naive();
+            let date = Timestamp::from_millis(day * DAY_MS)
+                .to_datetime()
+                .date_naive();
             if out.last().is_none_or(|d| d.day != date) {
                 out.push(DailyStats {
                     day: date,
@@ -217,7 +164,7 @@ impl JobStore for MySqlStore {
     }
 
     async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
-        let info = encode(node)?;
+        let info = crate::sql::encode(NAME, node)?;
         let now = self.now().await?.as_millis();
         sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {} (node_id, info, last_beat) VALUES (?, ?, ?)
@@ -230,7 +177,7 @@ impl JobStore for MySqlStore {
         .execute(&self.pool)
         .await
         .map_err(db_err("heartbeat"))?;
-        Ok(ts(now))
+        Ok(Timestamp::from_millis(now))
     }
 
     async fn nodes(&self) -> Result<Vec<NodeRecord>> {
@@ -242,13 +189,7 @@ impl JobStore for MySqlStore {
         .await
         .map_err(db_err("nodes"))?;
         rows.iter()
-            .map(|r| {
-                let g = db_err("nodes");
-                Ok(NodeRecord {
-                    info: decode(&r.try_get::<String, _>("info").map_err(&g)?, "decode node")?,
-                    last_beat: ts(r.try_get("last_beat").map_err(&g)?),
-                })
-            })
+            .map(|r| crate::sql::node_record(NAME, r))
             .collect()
     }
 
@@ -300,7 +241,9 @@ impl JobStore for MySqlStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("orphaned_runs"))?;
-        rows.iter().map(run_record).collect()
+        rows.iter()
+            .map(|r| crate::sql::run_record(NAME, r))
+            .collect()
     }
 
     async fn enqueue_alarms(&self, events: &[AlarmEvent]) -> Result<Vec<AlarmId>> {
@@ -314,7 +257,7 @@ impl JobStore for MySqlStore {
         let mut ids = Vec::with_capacity(events.len());
         for e in events {
             let r = sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(encode(e)?)
+                .bind(crate::sql::encode(NAME, e)?)
                 .bind(now)
                 .bind(now)
                 .execute(&mut *tx)
@@ -367,7 +310,7 @@ impl JobStore for MySqlStore {
         }
         let rows = q.fetch_all(&mut *tx).await.map_err(db_err(op))?;
         tx.commit().await.map_err(db_err(op))?;
-        rows.iter().map(alarm_record).collect()
+        rows.iter().map(|r| crate::sql::alarm_record(NAME, r)).collect()
         })
         .await
     }
@@ -417,6 +360,8 @@ impl JobStore for MySqlStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_err("alarms"))?;
-        rows.iter().map(alarm_record).collect()
+        rows.iter()
+            .map(|r| crate::sql::alarm_record(NAME, r))
+            .collect()
     }
 }

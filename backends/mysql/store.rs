@@ -3,7 +3,7 @@ use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
 use crate::time::Timestamp;
-use sqlx::mysql::{MySql, MySqlPool, MySqlRow};
+use sqlx::mysql::{MySql, MySqlPool};
 use sqlx::{AssertSqlSafe, Row, Transaction};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -13,44 +13,6 @@ use std::sync::Arc;
 pub struct MySqlStore {
     pub(super) pool: MySqlPool,
     pub(super) prefix: Arc<str>,
-}
-
-pub(super) fn ts(ms: i64) -> Timestamp {
-    Timestamp::from_millis(ms)
-}
-
-pub(super) fn decode<T: serde::de::DeserializeOwned>(text: &str, what: &'static str) -> Result<T> {
-    serde_json::from_str(text).map_err(|e| Error::backend(NAME, what, false, e))
-}
-
-pub(super) fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
-    serde_json::to_string(v).map_err(|e| Error::backend(NAME, "encode", false, e))
-}
-
-fn job_record(row: &MySqlRow) -> Result<JobRecord> {
-    let g = db_err("decode job");
-    let job: Job = decode(
-        &row.try_get::<String, _>("definition").map_err(&g)?,
-        "decode job",
-    )?;
-    let trigger: String = row.try_get("next_trigger").map_err(&g)?;
-    Ok(JobRecord {
-        job: Arc::new(job),
-        version: row.try_get::<i64, _>("version").map_err(&g)? as u64,
-        next_fire_at: row
-            .try_get::<Option<i64>, _>("next_fire_at")
-            .map_err(&g)?
-            .map(ts),
-        next_trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
-        attempt: row.try_get::<i32, _>("attempt").map_err(&g)? as u32,
-        last_token: row.try_get::<i64, _>("last_token").map_err(&g)? as u64,
-        running: row
-            .try_get::<Option<i64>, _>("running_run")
-            .map_err(&g)?
-            .map(RunId),
-        created_at: ts(row.try_get("created_at").map_err(&g)?),
-        updated_at: ts(row.try_get("updated_at").map_err(&g)?),
-    })
 }
 
 /// The scheduling columns of a job, read under lock.
@@ -145,7 +107,7 @@ impl MySqlStore {
         next: Option<Timestamp>,
     ) -> Result<UpsertOutcome> {
         let op = "upsert";
-        let (def, jobs) = (encode(job)?, self.t("jobs"));
+        let (def, jobs) = (crate::sql::encode(NAME, job)?, self.t("jobs"));
         let mut tx = self.pool.begin().await.map_err(db_err(op))?;
         let now = Self::now_in(&mut tx, op).await?;
         let stored: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
@@ -202,7 +164,9 @@ impl MySqlStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(db_err("get"))?;
-        row.as_ref().map(job_record).transpose()
+        row.as_ref()
+            .map(|r| crate::sql::job_record(NAME, r))
+            .transpose()
     }
 
     pub(super) async fn list_jobs(
@@ -219,7 +183,9 @@ impl MySqlStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("list"))?;
-        rows.iter().map(job_record).collect()
+        rows.iter()
+            .map(|r| crate::sql::job_record(NAME, r))
+            .collect()
     }
 
     pub(super) async fn remove_job(&self, id: &JobId) -> Result<bool> {
@@ -251,7 +217,8 @@ impl MySqlStore {
         .fetch_optional(&mut *tx)
         .await
         .map_err(db_err(op))?;
-        let job: Job = decode(
+        let job: Job = crate::sql::decode(
+            NAME,
             &stored.ok_or_else(|| Error::not_found("job", id))?,
             "decode job",
         )?;
@@ -265,7 +232,7 @@ impl MySqlStore {
                 "UPDATE {jobs} SET definition = ?, enabled = ?, version = version + 1, updated_at = ?{resume} WHERE id = ?"
             );
             let mut q = sqlx::query(AssertSqlSafe(sql))
-                .bind(encode(&job.with_enabled(enabled))?)
+                .bind(crate::sql::encode(NAME, &job.with_enabled(enabled))?)
                 .bind(enabled)
                 .bind(now);
             if enabled {
@@ -314,19 +281,7 @@ impl MySqlStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("due"))?;
-        rows.iter()
-            .map(|row| {
-                let r = job_record(row)?;
-                Ok(DueFire {
-                    job_id: r.job.id().clone(),
-                    fire_at: r.next_fire_at.unwrap_or_default(),
-                    version: r.version,
-                    trigger: r.next_trigger,
-                    attempt: r.attempt,
-                    job: r.job,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| crate::sql::due_fire(NAME, r)).collect()
     }
 
     /// One transaction per batch: lock the jobs, decide in request order, insert the
@@ -410,7 +365,7 @@ impl MySqlStore {
                 binds.push((r.job_id.as_str(), r.token as i64, run_id));
                 out[i] = StartOutcome::Started {
                     run_id: RunId(run_id),
-                    started_at: ts(now),
+                    started_at: Timestamp::from_millis(now),
                 };
             }
             let sql = format!(

@@ -3,54 +3,15 @@ use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
 use crate::time::Timestamp;
-use sqlx::postgres::{PgPool, PgRow};
+use sqlx::postgres::PgPool;
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// A [`JobStore`](crate::JobStore) in PostgreSQL.
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pub(super) pool: PgPool,
     pub(super) tables: Tables,
-}
-
-pub(super) fn ts(ms: i64) -> Timestamp {
-    Timestamp::from_millis(ms)
-}
-
-pub(super) fn decode<T: serde::de::DeserializeOwned>(text: &str, what: &'static str) -> Result<T> {
-    serde_json::from_str(text).map_err(|e| Error::backend(NAME, what, false, e))
-}
-
-pub(super) fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
-    serde_json::to_string(v).map_err(|e| Error::backend(NAME, "encode", false, e))
-}
-
-fn job_record(row: &PgRow) -> Result<JobRecord> {
-    let g = db_err("decode job");
-    let job: Job = decode(
-        &row.try_get::<String, _>("definition").map_err(&g)?,
-        "decode job",
-    )?;
-    let trigger: String = row.try_get("next_trigger").map_err(&g)?;
-    Ok(JobRecord {
-        job: Arc::new(job),
-        version: row.try_get::<i64, _>("version").map_err(&g)? as u64,
-        next_fire_at: row
-            .try_get::<Option<i64>, _>("next_fire_at")
-            .map_err(&g)?
-            .map(ts),
-        next_trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
-        attempt: row.try_get::<i32, _>("attempt").map_err(&g)? as u32,
-        last_token: row.try_get::<i64, _>("last_token").map_err(&g)? as u64,
-        running: row
-            .try_get::<Option<i64>, _>("running_run")
-            .map_err(&g)?
-            .map(RunId),
-        created_at: ts(row.try_get("created_at").map_err(&g)?),
-        updated_at: ts(row.try_get("updated_at").map_err(&g)?),
-    })
 }
 
 impl PgStore {
@@ -96,7 +57,7 @@ impl PgStore {
              RETURNING (xmax = 0)"
         )))
         .bind(job.id().as_str())
-        .bind(encode(job)?)
+        .bind(crate::sql::encode(NAME, job)?)
         .bind(job.enabled())
         .bind(next.map(Timestamp::as_millis))
         .fetch_optional(&self.pool)
@@ -118,7 +79,9 @@ impl PgStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(db_err("get"))?;
-        row.as_ref().map(job_record).transpose()
+        row.as_ref()
+            .map(|r| crate::sql::job_record(NAME, r))
+            .transpose()
     }
 
     pub(super) async fn list_jobs(
@@ -135,7 +98,9 @@ impl PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("list"))?;
-        rows.iter().map(job_record).collect()
+        rows.iter()
+            .map(|r| crate::sql::job_record(NAME, r))
+            .collect()
     }
 
     pub(super) async fn remove_job(&self, id: &JobId) -> Result<bool> {
@@ -166,7 +131,8 @@ impl PgStore {
         .fetch_optional(&mut *tx)
         .await
         .map_err(db_err(op))?;
-        let job: Job = decode(
+        let job: Job = crate::sql::decode(
+            NAME,
             &stored.ok_or_else(|| Error::not_found("job", id))?,
             "decode job",
         )?;
@@ -181,7 +147,7 @@ impl PgStore {
                  WHERE id = $3"
             );
             let mut q = sqlx::query(AssertSqlSafe(sql))
-                .bind(encode(&job.with_enabled(enabled))?)
+                .bind(crate::sql::encode(NAME, &job.with_enabled(enabled))?)
                 .bind(enabled)
                 .bind(id.as_str());
             if enabled {
@@ -219,19 +185,7 @@ impl PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("due"))?;
-        rows.iter()
-            .map(|row| {
-                let r = job_record(row)?;
-                Ok(DueFire {
-                    job_id: r.job.id().clone(),
-                    fire_at: r.next_fire_at.unwrap_or_default(),
-                    version: r.version,
-                    trigger: r.next_trigger,
-                    attempt: r.attempt,
-                    job: r.job,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| crate::sql::due_fire(NAME, r)).collect()
     }
 
     /// One statement for the whole batch: lock the qualifying job rows, insert the
@@ -285,7 +239,7 @@ impl PgStore {
                 started_jobs.insert(r.job_id.as_str());
                 out.push(StartOutcome::Started {
                     run_id: RunId(id),
-                    started_at: ts(at),
+                    started_at: Timestamp::from_millis(at),
                 });
                 continue;
             }
@@ -327,7 +281,7 @@ impl PgStore {
         for f in runs {
             for e in &f.alarms {
                 alarm_runs.push(f.run_id.0);
-                alarm_events.push(encode(e)?);
+                alarm_events.push(crate::sql::encode(NAME, e)?);
             }
         }
         let rows: Vec<(i64, i64, Option<bool>)> = sqlx::query_as(AssertSqlSafe(format!(
@@ -421,7 +375,7 @@ impl PgStore {
             .iter()
             .map(|f| match done.remove(&f.run_id.0) {
                 Some((at, rescheduled)) => FinishOutcome::Finished {
-                    ended_at: ts(at),
+                    ended_at: Timestamp::from_millis(at),
                     rescheduled,
                 },
                 None => FinishOutcome::Refused(match state.get(&f.run_id.0) {

@@ -1,7 +1,7 @@
 //! Run log, stats, node registry and alarm outbox of [`SqliteStore`], and its
 //! [`JobStore`] implementation.
 
-use super::store::{SqliteStore, decode, ts};
+use super::store::SqliteStore;
 use super::{NAME, db_err};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
@@ -10,67 +10,10 @@ use crate::store::JobStore;
 use crate::time::{Timestamp, duration_ms};
 use async_trait::async_trait;
 use chrono::NaiveDate;
-use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite, Transaction};
 use std::time::Duration;
 
 const DAY_MS: i64 = 86_400_000;
-
-fn run_record(row: &SqliteRow) -> Result<RunRecord> {
-    let g = db_err("decode run");
-    let status: String = row.try_get("status").map_err(&g)?;
-    let trigger: String = row.try_get("trigger").map_err(&g)?;
-    let job: String = row.try_get("job_id").map_err(&g)?;
-    Ok(RunRecord {
-        id: RunId(row.try_get("id").map_err(&g)?),
-        job_id: JobId::new(&job)?,
-        fire_at: ts(row.try_get("fire_at").map_err(&g)?),
-        trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
-        node: row.try_get("node").map_err(&g)?,
-        attempt: row.try_get::<i64, _>("attempt").map_err(&g)? as u32,
-        token: row.try_get::<i64, _>("token").map_err(&g)? as u64,
-        status: RunStatus::parse(&status).ok_or_else(|| {
-            Error::backend(
-                NAME,
-                "decode run",
-                false,
-                format!("unknown status {status:?}"),
-            )
-        })?,
-        started_at: ts(row.try_get("started_at").map_err(&g)?),
-        ended_at: row
-            .try_get::<Option<i64>, _>("ended_at")
-            .map_err(&g)?
-            .map(ts),
-        error: row.try_get("error").map_err(&g)?,
-        will_retry: row.try_get("will_retry").map_err(&g)?,
-    })
-}
-
-fn alarm_record(row: &SqliteRow) -> Result<AlarmRecord> {
-    let g = db_err("decode alarm");
-    let status: String = row.try_get("status").map_err(&g)?;
-    Ok(AlarmRecord {
-        id: AlarmId(row.try_get("id").map_err(&g)?),
-        event: decode(
-            &row.try_get::<String, _>("event").map_err(&g)?,
-            "decode alarm",
-        )?,
-        status: AlarmStatus::parse(&status).unwrap_or(AlarmStatus::Pending),
-        attempts: row.try_get::<i64, _>("attempts").map_err(&g)? as u32,
-        next_attempt_at: row
-            .try_get::<Option<i64>, _>("next_attempt_at")
-            .map_err(&g)?
-            .map(ts),
-        claimed_by: row.try_get("claimed_by").map_err(&g)?,
-        claim_until: row
-            .try_get::<Option<i64>, _>("claim_until")
-            .map_err(&g)?
-            .map(ts),
-        last_error: row.try_get("last_error").map_err(&g)?,
-        created_at: ts(row.try_get("created_at").map_err(&g)?),
-    })
-}
 
 impl SqliteStore {
     pub(super) async fn insert_alarms(
@@ -107,7 +50,7 @@ impl JobStore for SqliteStore {
     }
 
     async fn now(&self) -> Result<Timestamp> {
-        self.now_ms().await.map(ts)
+        self.now_ms().await.map(Timestamp::from_millis)
     }
 
     async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
@@ -181,7 +124,9 @@ impl JobStore for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_err("runs"))?;
-        rows.iter().map(run_record).collect()
+        rows.iter()
+            .map(|r| crate::sql::run_record(NAME, r))
+            .collect()
     }
 
     async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
@@ -217,7 +162,9 @@ impl JobStore for SqliteStore {
             let day: i64 = row.try_get("day").map_err(&g)?;
             let status: String = row.try_get("status").map_err(&g)?;
             let n: i64 = row.try_get("n").map_err(&g)?;
-            let date = ts(day * DAY_MS).to_datetime().date_naive();
+            let date = Timestamp::from_millis(day * DAY_MS)
+                .to_datetime()
+                .date_naive();
             if out.last().is_none_or(|d| d.day != date) {
                 out.push(DailyStats {
                     day: date,
@@ -248,7 +195,7 @@ impl JobStore for SqliteStore {
         .fetch_one(&self.pool)
         .await
         .map_err(db_err("heartbeat"))?;
-        Ok(ts(now))
+        Ok(Timestamp::from_millis(now))
     }
 
     async fn nodes(&self) -> Result<Vec<NodeRecord>> {
@@ -260,13 +207,7 @@ impl JobStore for SqliteStore {
         .await
         .map_err(db_err("nodes"))?;
         rows.iter()
-            .map(|r| {
-                let g = db_err("nodes");
-                Ok(NodeRecord {
-                    info: decode(&r.try_get::<String, _>("info").map_err(&g)?, "decode node")?,
-                    last_beat: ts(r.try_get("last_beat").map_err(&g)?),
-                })
-            })
+            .map(|r| crate::sql::node_record(NAME, r))
             .collect()
     }
 
@@ -304,7 +245,9 @@ impl JobStore for SqliteStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("orphaned_runs"))?;
-        rows.iter().map(run_record).collect()
+        rows.iter()
+            .map(|r| crate::sql::run_record(NAME, r))
+            .collect()
     }
 
     async fn enqueue_alarms(&self, events: &[AlarmEvent]) -> Result<Vec<AlarmId>> {
@@ -337,7 +280,10 @@ impl JobStore for SqliteStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("claim_alarms"))?;
-        let mut out: Vec<AlarmRecord> = rows.iter().map(alarm_record).collect::<Result<_>>()?;
+        let mut out: Vec<AlarmRecord> = rows
+            .iter()
+            .map(|r| crate::sql::alarm_record(NAME, r))
+            .collect::<Result<_>>()?;
         out.sort_by_key(|a| a.id);
         Ok(out)
     }
@@ -387,6 +333,8 @@ impl JobStore for SqliteStore {
             .fetch_all(&self.pool)
             .await
             .map_err(db_err("alarms"))?;
-        rows.iter().map(alarm_record).collect()
+        rows.iter()
+            .map(|r| crate::sql::alarm_record(NAME, r))
+            .collect()
     }
 }

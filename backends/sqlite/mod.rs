@@ -112,11 +112,22 @@ impl SqliteBuilder {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(self.busy_timeout);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(self.max_connections)
-            .connect_with(options)
-            .await
-            .map_err(db_err("connect"))?;
+        // Switching a new file to WAL takes the write lock without always waiting on the
+        // busy handler, so nodes opening a fresh file together retry a busy connect.
+        let deadline = std::time::Instant::now() + self.busy_timeout;
+        let pool = loop {
+            match SqlitePoolOptions::new()
+                .max_connections(self.max_connections)
+                .connect_with(options.clone())
+                .await
+                .map_err(db_err("connect"))
+            {
+                Err(e) if e.is_temporary() && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20 + fastrand::u64(..30))).await;
+                }
+                other => break other?,
+            }
+        };
         SqliteStore::from_pool(pool, &self.prefix)
     }
 }

@@ -3,7 +3,7 @@ use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
 use crate::time::Timestamp;
-use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::sqlite::SqlitePool;
 use sqlx::{Row, Sqlite, Transaction};
 use std::sync::Arc;
 
@@ -12,44 +12,6 @@ use std::sync::Arc;
 pub struct SqliteStore {
     pub(super) pool: SqlitePool,
     pub(super) prefix: Arc<str>,
-}
-
-pub(super) fn ts(ms: i64) -> Timestamp {
-    Timestamp::from_millis(ms)
-}
-
-pub(super) fn decode<T: serde::de::DeserializeOwned>(text: &str, what: &'static str) -> Result<T> {
-    serde_json::from_str(text).map_err(|e| Error::backend(NAME, what, false, e))
-}
-
-fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
-    serde_json::to_string(v).map_err(|e| Error::backend(NAME, "encode", false, e))
-}
-
-fn job_record(row: &SqliteRow) -> Result<JobRecord> {
-    let get = db_err("decode job");
-    let job: Job = decode(
-        &row.try_get::<String, _>("definition").map_err(&get)?,
-        "decode job",
-    )?;
-    let trigger: String = row.try_get("next_trigger").map_err(&get)?;
-    Ok(JobRecord {
-        job: Arc::new(job),
-        version: row.try_get::<i64, _>("version").map_err(&get)? as u64,
-        next_fire_at: row
-            .try_get::<Option<i64>, _>("next_fire_at")
-            .map_err(&get)?
-            .map(ts),
-        next_trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
-        attempt: row.try_get::<i64, _>("attempt").map_err(&get)? as u32,
-        last_token: row.try_get::<i64, _>("last_token").map_err(&get)? as u64,
-        running: row
-            .try_get::<Option<i64>, _>("running_run")
-            .map_err(&get)?
-            .map(RunId),
-        created_at: ts(row.try_get("created_at").map_err(&get)?),
-        updated_at: ts(row.try_get("updated_at").map_err(&get)?),
-    })
 }
 
 impl SqliteStore {
@@ -113,7 +75,7 @@ impl SqliteStore {
         next: Option<Timestamp>,
     ) -> Result<UpsertOutcome> {
         let op = "upsert";
-        let def = encode(job)?;
+        let def = crate::sql::encode(NAME, job)?;
         let jobs = self.t("jobs");
         let mut tx = self.write(op).await?;
         let now = Self::now_in(&mut tx, op).await?;
@@ -171,7 +133,9 @@ impl SqliteStore {
         .fetch_optional(&self.pool)
         .await
         .map_err(db_err("get"))?;
-        row.as_ref().map(job_record).transpose()
+        row.as_ref()
+            .map(|r| crate::sql::job_record(NAME, r))
+            .transpose()
     }
 
     pub(super) async fn list_jobs(
@@ -188,7 +152,9 @@ impl SqliteStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("list"))?;
-        rows.iter().map(job_record).collect()
+        rows.iter()
+            .map(|r| crate::sql::job_record(NAME, r))
+            .collect()
     }
 
     pub(super) async fn remove_job(&self, id: &JobId) -> Result<bool> {
@@ -220,12 +186,13 @@ impl SqliteStore {
         .fetch_optional(&mut *tx)
         .await
         .map_err(db_err(op))?;
-        let job: Job = decode(
+        let job: Job = crate::sql::decode(
+            NAME,
             &stored.ok_or_else(|| Error::not_found("job", id))?,
             "decode job",
         )?;
         if job.enabled() != enabled {
-            let def = encode(&job.with_enabled(enabled))?;
+            let def = crate::sql::encode(NAME, &job.with_enabled(enabled))?;
             let resume = if enabled {
                 ", next_fire_at = ?, next_trigger = 'schedule', attempt = 0"
             } else {
@@ -276,19 +243,7 @@ impl SqliteStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("due"))?;
-        rows.iter()
-            .map(|row| {
-                let r = job_record(row)?;
-                Ok(DueFire {
-                    job_id: r.job.id().clone(),
-                    fire_at: r.next_fire_at.unwrap_or_default(),
-                    version: r.version,
-                    trigger: r.next_trigger,
-                    attempt: r.attempt,
-                    job: r.job,
-                })
-            })
-            .collect()
+        rows.iter().map(|r| crate::sql::due_fire(NAME, r)).collect()
     }
 
     pub(super) async fn start(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
@@ -354,7 +309,7 @@ impl SqliteStore {
             .map_err(db_err(op))?;
             out.push(StartOutcome::Started {
                 run_id: RunId(id),
-                started_at: ts(now),
+                started_at: Timestamp::from_millis(now),
             });
         }
         tx.commit().await.map_err(db_err(op))?;
@@ -447,7 +402,7 @@ impl SqliteStore {
                 .map_err(db_err(op))?;
             self.insert_alarms(&mut tx, &f.alarms, now).await?;
             out.push(FinishOutcome::Finished {
-                ended_at: ts(now),
+                ended_at: Timestamp::from_millis(now),
                 rescheduled,
             });
         }
