@@ -65,6 +65,10 @@ pub mod postgres;
 #[path = "../backends/mysql/mod.rs"]
 pub mod mysql;
 
+#[cfg(feature = "redis")]
+#[path = "../backends/redis/mod.rs"]
+pub mod redis;
+
 pub use alarm::{AlarmError, JobAlarm};
 pub use engine::{
     EngineMetrics, Scheduler, SchedulerBuilder, SchedulerConfig, SchedulerHandle, ShutdownReport,

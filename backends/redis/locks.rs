@@ -1,0 +1,202 @@
+use super::{NAME, redis_err};
+use crate::error::{Error, Result};
+use crate::lock::{Lease, LockProvider, LockRequest};
+use crate::time::{Timestamp, duration_ms};
+use async_trait::async_trait;
+use redis::Script;
+use redis::aio::ConnectionManager;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// KEYS: lock1, counter1, lock2, counter2, … ARGV: owner, ttl1, ttl2, …
+/// Returns token1, expires1, token2, expires2, … (token 0: not granted).
+const ACQUIRE: &str = r"
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_ms = math.floor(now_us / 1000)
+local out = {}
+for i = 1, #KEYS / 2 do
+  local lock, counter, ttl = KEYS[2 * i - 1], KEYS[2 * i], tonumber(ARGV[i + 1])
+  if redis.call('EXISTS', lock) == 1 then
+    out[2 * i - 1] = 0
+    out[2 * i] = 0
+  else
+    local token = redis.call('INCR', counter)
+    if token < now_us then
+      token = now_us
+      -- Lua numbers are doubles: write integers with %.0f, never with tostring.
+      redis.call('SET', counter, string.format('%.0f', token))
+    end
+    redis.call('SET', lock, ARGV[1] .. ':' .. string.format('%.0f', token), 'PX', ttl)
+    out[2 * i - 1] = token
+    out[2 * i] = now_ms + ttl
+  end
+end
+return out
+";
+
+/// KEYS: lock1, lock2, … ARGV: ttl, holder1, holder2, … (holder = owner:token).
+/// Returns expiry (0: not held) per key.
+const RENEW: &str = r"
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[1])
+local out = {}
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then
+    redis.call('PEXPIRE', KEYS[i], ttl)
+    out[i] = now_ms + ttl
+  else
+    out[i] = 0
+  end
+end
+return out
+";
+
+/// KEYS: lock1, … ARGV: holder1, … Returns 1 (released) or 0 per key.
+const RELEASE: &str = r"
+local out = {}
+for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[i] then
+    redis.call('DEL', KEYS[i])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+";
+
+/// Fenced leases on one Redis node. Each batched call is one script call (one round
+/// trip). See the [module docs](super) for what this does and does not guarantee.
+#[derive(Clone)]
+pub struct RedisLocks {
+    conn: ConnectionManager,
+    prefix: Arc<str>,
+    acquire: Arc<Script>,
+    renew: Arc<Script>,
+    release: Arc<Script>,
+}
+
+impl fmt::Debug for RedisLocks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisLocks")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisLocks {
+    /// Connects to `url` (`redis://127.0.0.1:6379`) with a reconnecting connection
+    /// manager; keys go under `jobwheel:`.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::invalid("redis.url", url, e.to_string()))?;
+        let conn = ConnectionManager::new(client)
+            .await
+            .map_err(redis_err("connect"))?;
+        Ok(RedisLocks::new(conn, "jobwheel:"))
+    }
+
+    /// On the application's existing connection manager, with keys under `prefix`.
+    pub fn new(conn: ConnectionManager, prefix: &str) -> Self {
+        RedisLocks {
+            conn,
+            prefix: prefix.into(),
+            acquire: Arc::new(Script::new(ACQUIRE)),
+            renew: Arc::new(Script::new(RENEW)),
+            release: Arc::new(Script::new(RELEASE)),
+        }
+    }
+
+    fn lock_key(&self, key: &str) -> String {
+        format!("{}lock:{key}", self.prefix)
+    }
+
+    fn counter_key(&self, key: &str) -> String {
+        format!("{}token:{key}", self.prefix)
+    }
+}
+
+fn holder(l: &Lease) -> String {
+    format!("{}:{}", l.owner, l.token)
+}
+
+#[async_trait]
+impl LockProvider for RedisLocks {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn acquire(&self, owner: &str, requests: &[LockRequest]) -> Result<Vec<Option<Lease>>> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut call = self.acquire.prepare_invoke();
+        for r in requests {
+            call.key(self.lock_key(&r.key))
+                .key(self.counter_key(&r.key));
+        }
+        call.arg(owner);
+        for r in requests {
+            call.arg(duration_ms(r.ttl).max(1));
+        }
+        let out: Vec<i64> = call
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err("acquire"))?;
+        Ok(requests
+            .iter()
+            .zip(out.chunks(2))
+            .map(|(r, pair)| {
+                (pair[0] > 0).then(|| Lease {
+                    key: r.key.clone(),
+                    owner: owner.to_string(),
+                    token: pair[0] as u64,
+                    expires_at: Timestamp::from_millis(pair[1]),
+                })
+            })
+            .collect())
+    }
+
+    async fn renew(&self, leases: &[Lease], ttl: Duration) -> Result<Vec<Option<Lease>>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut call = self.renew.prepare_invoke();
+        call.arg(duration_ms(ttl).max(1));
+        for l in leases {
+            call.key(self.lock_key(&l.key)).arg(holder(l));
+        }
+        let out: Vec<i64> = call
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err("renew"))?;
+        Ok(leases
+            .iter()
+            .zip(out)
+            .map(|(l, e)| {
+                (e > 0).then(|| Lease {
+                    expires_at: Timestamp::from_millis(e),
+                    ..l.clone()
+                })
+            })
+            .collect())
+    }
+
+    async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>> {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut call = self.release.prepare_invoke();
+        for l in leases {
+            call.key(self.lock_key(&l.key)).arg(holder(l));
+        }
+        let out: Vec<i64> = call
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err("release"))?;
+        Ok(out.into_iter().map(|r| r == 1).collect())
+    }
+}
