@@ -466,3 +466,47 @@ fn config_loads_with_humane_durations_and_refuses_bad_values() {
         Some("handler")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn run_retention_purges_old_runs_hourly() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", recording(&log, &clock))
+        .config(SchedulerConfig {
+            run_retention: Some(Duration::from_secs(3600)),
+            ..config("n1")
+        })
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    h.upsert(
+        Job::builder(
+            "tick",
+            "h",
+            Schedule::every(Duration::from_secs(600)).unwrap(),
+        )
+        .build()
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(3 * 3600 + 60)).await;
+    h.shutdown().await;
+    assert_eq!(log.of("tick").len(), 19, "fires at 0, 10, …, 180 min");
+    let runs = runs_of(&store, "tick").await;
+    let now = at("2026-01-01T03:01:00Z");
+    assert!(runs.len() < 19, "old runs were purged: {} left", runs.len());
+    // The purge runs hourly, so what is left ended at most retention + one hour ago.
+    assert!(
+        runs.iter()
+            .all(|r| now.duration_since(r.ended_at.unwrap()) <= Duration::from_secs(2 * 3600)),
+        "{runs:?}"
+    );
+    assert!(
+        runs.iter().any(|r| r.fire_at == at("2026-01-01T03:00:00Z")),
+        "recent runs stay"
+    );
+}
