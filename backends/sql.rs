@@ -148,3 +148,34 @@ pub(crate) fn node_record(backend: &'static str, row: &impl SqlRow) -> Result<No
         last_beat: Timestamp::from_millis(col(backend, w, row.int("last_beat"))?),
     })
 }
+
+/// Milliseconds in a UTC day.
+pub(crate) const DAY_MS: i64 = 86_400_000;
+
+/// Epoch milliseconds of the start of a UTC day.
+pub(crate) fn day_start_ms(day: chrono::NaiveDate) -> i64 {
+    day.and_hms_opt(0, 0, 0)
+        .map_or(0, |t| t.and_utc().timestamp_millis())
+}
+
+/// Folds `(day, status, n)` rows, ordered by day, into one entry per day.
+pub(crate) fn daily_stats(backend: &'static str, rows: &[impl SqlRow]) -> Result<Vec<DailyStats>> {
+    let w = "daily_stats";
+    let mut out: Vec<DailyStats> = Vec::new();
+    for row in rows {
+        let day = Timestamp::from_millis(col(backend, w, row.int("day"))? * DAY_MS)
+            .to_datetime()
+            .date_naive();
+        if out.last().is_none_or(|d| d.day != day) {
+            out.push(DailyStats {
+                day,
+                ..DailyStats::default()
+            });
+        }
+        if let Some(status) = RunStatus::parse(&col(backend, w, row.text("status"))?) {
+            let n = col(backend, w, row.int("n"))?.max(0) as u64;
+            out.last_mut().expect("pushed above").add(status, n);
+        }
+    }
+    Ok(out)
+}

@@ -387,7 +387,12 @@ pub struct DailyStats {
 impl DailyStats {
     /// Counts one run of `status`.
     pub fn count(&mut self, status: RunStatus) {
-        self.total += 1;
+        self.add(status, 1);
+    }
+
+    /// Counts `n` runs of `status`.
+    pub fn add(&mut self, status: RunStatus, n: u64) {
+        self.total += n;
         *match status {
             RunStatus::Running => &mut self.running,
             RunStatus::Succeeded => &mut self.succeeded,
@@ -396,7 +401,7 @@ impl DailyStats {
             RunStatus::Cancelled => &mut self.cancelled,
             RunStatus::Lost => &mut self.lost,
             RunStatus::Misfired => &mut self.misfired,
-        } += 1;
+        } += n;
     }
 }
 

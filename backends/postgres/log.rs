@@ -10,10 +10,10 @@ use crate::store::JobStore;
 use crate::time::{Timestamp, duration_ms};
 use async_trait::async_trait;
 use chrono::NaiveDate;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::AssertSqlSafe;
 use std::time::Duration;
 
-const DAY_MS: i64 = 86_400_000;
+use crate::sql::DAY_MS;
 
 #[async_trait]
 impl JobStore for PgStore {
@@ -120,10 +120,7 @@ impl JobStore for PgStore {
     }
 
     async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
-        let day_ms = |d: NaiveDate| {
-            d.and_hms_opt(0, 0, 0)
-                .map_or(0, |t| t.and_utc().timestamp_millis())
-        };
+        let day_ms = crate::sql::day_start_ms;
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT started_at / {DAY_MS} AS day, status, COUNT(*) AS n FROM {} WHERE started_at >= $1 AND started_at < $2
              GROUP BY day, status ORDER BY day",
@@ -134,29 +131,7 @@ impl JobStore for PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("daily_stats"))?;
-        let mut out: Vec<DailyStats> = Vec::new();
-        for row in rows {
-            let g = db_err("daily_stats");
-            let day: i64 = row.try_get("day").map_err(&g)?;
-            let status: String = row.try_get("status").map_err(&g)?;
-            let n: i64 = row.try_get("n").map_err(&g)?;
-            let date = Timestamp::from_millis(day * DAY_MS)
-                .to_datetime()
-                .date_naive();
-            if out.last().is_none_or(|d| d.day != date) {
-                out.push(DailyStats {
-                    day: date,
-                    ..DailyStats::default()
-                });
-            }
-            let entry = out.last_mut().expect("pushed above");
-            if let Some(s) = RunStatus::parse(&status) {
-                for _ in 0..n {
-                    entry.count(s);
-                }
-            }
-        }
-        Ok(out)
+        crate::sql::daily_stats(NAME, &rows)
     }
 
     async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {

@@ -10,10 +10,10 @@ use crate::store::JobStore;
 use crate::time::{Timestamp, duration_ms};
 use async_trait::async_trait;
 use chrono::NaiveDate;
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::{Sqlite, Transaction};
 use std::time::Duration;
 
-const DAY_MS: i64 = 86_400_000;
+use crate::sql::DAY_MS;
 
 impl SqliteStore {
     pub(super) async fn insert_alarms(
@@ -142,10 +142,7 @@ impl JobStore for SqliteStore {
     }
 
     async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
-        let day_ms = |d: NaiveDate| {
-            d.and_hms_opt(0, 0, 0)
-                .map_or(0, |t| t.and_utc().timestamp_millis())
-        };
+        let day_ms = crate::sql::day_start_ms;
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT started_at / {DAY_MS} AS day, status, COUNT(*) AS n FROM {} WHERE started_at >= ? AND started_at < ?
              GROUP BY day, status ORDER BY day",
@@ -156,29 +153,7 @@ impl JobStore for SqliteStore {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("daily_stats"))?;
-        let mut out: Vec<DailyStats> = Vec::new();
-        for row in rows {
-            let g = db_err("daily_stats");
-            let day: i64 = row.try_get("day").map_err(&g)?;
-            let status: String = row.try_get("status").map_err(&g)?;
-            let n: i64 = row.try_get("n").map_err(&g)?;
-            let date = Timestamp::from_millis(day * DAY_MS)
-                .to_datetime()
-                .date_naive();
-            if out.last().is_none_or(|d| d.day != date) {
-                out.push(DailyStats {
-                    day: date,
-                    ..DailyStats::default()
-                });
-            }
-            let entry = out.last_mut().expect("pushed above");
-            if let Some(s) = RunStatus::parse(&status) {
-                for _ in 0..n {
-                    entry.count(s);
-                }
-            }
-        }
-        Ok(out)
+        crate::sql::daily_stats(NAME, &rows)
     }
 
     async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
