@@ -177,10 +177,12 @@ pub async fn fleet_runs_every_fire_exactly_once<F, Fut>(
         store.upsert(job, Some(now)).await.unwrap();
     }
     tokio::time::sleep(Duration::from_secs(seconds)).await;
-    let metrics: Vec<_> = handles.iter().map(|h| h.metrics()).collect();
+    // Counters are read after shutdown, when no fire is still running.
+    let nodes_: Vec<Scheduler> = handles.iter().map(|h| (**h).clone()).collect();
     for h in handles {
         h.shutdown().await;
     }
+    let metrics: Vec<_> = nodes_.iter().map(|s| s.metrics()).collect();
     let seen = seen.lock().unwrap().clone();
     let dups: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
     assert!(dups.is_empty(), "fires ran twice: {dups:?}");
