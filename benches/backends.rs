@@ -2,8 +2,9 @@
 //! handlers, beside the database's own single-row transaction rate.
 //!
 //! `cargo bench --bench backends --all-features -- --backend postgres [--jobs 20000] [--nodes 2]`
-//! (`--backend sqlite | postgres | mysql`; URLs from `JOBWHEEL_POSTGRES_URL` /
-//! `JOBWHEEL_MYSQL_URL`, defaulting to the local development servers).
+//! (`--backend sqlite | postgres | mysql | redis | postgres+redis`; URLs from
+//! `JOBWHEEL_POSTGRES_URL` / `JOBWHEEL_MYSQL_URL` / `JOBWHEEL_REDIS_URL`, defaulting to
+//! the local development servers).
 
 use jobwheel::{
     Job, JobContext, JobError, JobStore, LockProvider, Schedule, Scheduler, SchedulerConfig,
@@ -59,14 +60,66 @@ async fn open(backend: &str, prefix: &str) -> Backend {
             let locks = jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix());
             (Arc::new(store), Arc::new(locks))
         }
-        other => panic!("unknown backend {other:?}; use sqlite, postgres or mysql"),
+        "redis" => {
+            let store = jobwheel::redis::RedisStore::connect_with_prefix(&redis_url(), prefix)
+                .await
+                .unwrap();
+            store.migrate().await.unwrap();
+            let locks = jobwheel::redis::RedisLocks::new(store.connection().clone(), prefix);
+            (Arc::new(store), Arc::new(locks))
+        }
+        "postgres+redis" => {
+            let (store, _) = Box::pin(open("postgres", prefix)).await;
+            let locks = jobwheel::redis::RedisLocks::connect(&redis_url())
+                .await
+                .unwrap();
+            (store, Arc::new(locks))
+        }
+        other => panic!(
+            "unknown backend {other:?}; use sqlite, postgres, mysql, redis or postgres+redis"
+        ),
     }
+}
+
+fn redis_url() -> String {
+    std::env::var("JOBWHEEL_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/15".into())
 }
 
 /// The database's own single-row write transactions per second, two clients, 10 s.
 fn physical_limit(backend: &str) -> Option<(String, f64)> {
     match backend {
-        "postgres" => {
+        "redis" => {
+            // redis-benchmark's SET rate, two clients, no pipelining.
+            let out = std::process::Command::new("redis-benchmark")
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    "6379",
+                    "-c",
+                    "2",
+                    "-n",
+                    "200000",
+                    "-t",
+                    "set",
+                    "-q",
+                ])
+                .output()
+                .ok()?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let rps = text
+                .split(['\r', '\n'])
+                .find(|l| l.starts_with("SET: ") && l.contains("requests per second"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((
+                "redis-benchmark -t set -c 2 (one SET per request)".into(),
+                rps,
+            ))
+        }
+        "postgres" | "postgres+redis" => {
             let url = std::env::var("JOBWHEEL_POSTGRES_URL")
                 .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
             std::process::Command::new("pgbench")

@@ -10,16 +10,7 @@ use jobwheel::{JobStore, LockProvider, conformance};
 use std::sync::Arc;
 
 fn url() -> Option<String> {
-    match std::env::var("JOBWHEEL_MYSQL_URL") {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("CI=true but JOBWHEEL_MYSQL_URL is not set: the MySQL tests must run")
-        }
-        _ => {
-            println!("skipped: JOBWHEEL_MYSQL_URL is not set");
-            None
-        }
-    }
+    support::server_url("JOBWHEEL_MYSQL_URL")
 }
 
 /// A store with tables of its own (a unique prefix), migrated.

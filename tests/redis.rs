@@ -1,6 +1,7 @@
 //! Redis locks against the unchanged lock suite, token monotonicity across a Redis
 //! that loses everything, and a mixed deployment (PostgreSQL store + Redis locks).
-//! Needs `JOBWHEEL_REDIS_URL` (`./scripts/test` sets it, on database 15); without it
+//! Needs `JOBWHEEL_REDIS_URL` (`./scripts/test` sets it, on database 15; the flush test
+//! uses database 14 of the same server); without it
 //! the test is skipped with a message, except under `CI=true`.
 #![cfg(all(feature = "redis", feature = "postgres"))]
 
@@ -12,16 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 fn url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(u) if !u.is_empty() => Some(u),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("CI=true but {var} is not set: these tests must run")
-        }
-        _ => {
-            println!("skipped: {var} is not set");
-            None
-        }
-    }
+    support::server_url(var)
 }
 
 async fn locks(url: &str) -> RedisLocks {
@@ -42,6 +34,11 @@ async fn redis_locks_pass_the_lock_suite() {
 async fn tokens_keep_increasing_after_redis_loses_everything() {
     let Some(url) = url("JOBWHEEL_REDIS_URL") else {
         return;
+    };
+    // A database of its own (14), so the flush cannot touch the other tests' keys.
+    let url = match url.rsplit_once('/') {
+        Some((base, db)) if db.chars().all(|c| c.is_ascii_digit()) => format!("{base}/14"),
+        _ => format!("{}/14", url.trim_end_matches('/')),
     };
     let l = locks(&url).await;
     let key = format!("restart-{:08x}", fastrand::u32(..));

@@ -1,6 +1,17 @@
-//! The Redis backend (feature `redis`): [`RedisLocks`], fenced leases on one Redis node.
+//! The Redis backend (feature `redis`): [`RedisStore`], a complete job store, and
+//! [`RedisLocks`], fenced leases on one Redis node.
 //!
-//! (The Redis job store of part 4 is not here yet.)
+//! ```no_run
+//! # async fn t() -> jobwheel::Result<()> {
+//! let store = jobwheel::redis::RedisStore::connect("redis://127.0.0.1:6379/0").await?;
+//! store.migrate().await?;
+//! let locks = jobwheel::redis::RedisLocks::new(store.connection().clone(), "jobwheel:");
+//! # Ok(()) }
+//! ```
+//!
+//! Every conditional write of the store (upsert, start, finish, alarm claim, purge,
+//! reap) is one Lua script, so a batch of starts or finishes is one round trip and
+//! atomic on the server; the store's clock is Redis `TIME`.
 //!
 //! # What a single Redis node guarantees, and what it does not
 //!
@@ -19,8 +30,12 @@
 //! Every lock key lives under the configured prefix (default `jobwheel:`).
 
 mod locks;
+mod log;
+mod scripts;
+mod store;
 
 pub use locks::RedisLocks;
+pub use store::RedisStore;
 
 use crate::error::Error;
 
@@ -34,5 +49,18 @@ pub(crate) fn redis_err(operation: &'static str) -> impl Fn(redis::RedisError) -
             || e.is_connection_refusal()
             || e.is_timeout();
         Error::backend(NAME, operation, temporary, e)
+    }
+}
+
+/// A key prefix: 1-100 printable ASCII characters, no spaces.
+fn check_prefix(prefix: &str) -> crate::error::Result<()> {
+    if !prefix.is_empty() && prefix.len() <= 100 && prefix.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "redis.prefix",
+            prefix,
+            "must be 1-100 printable ASCII characters without spaces",
+        ))
     }
 }

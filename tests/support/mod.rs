@@ -11,6 +11,21 @@ use jobwheel::{
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// A server URL from `var`: `None` (with a printed line) when it is unset or empty,
+/// except under `CI=true`, where a missing server is a failure.
+pub fn server_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("CI=true but {var} is not set: these tests must run")
+        }
+        _ => {
+            println!("skipped: {var} is not set");
+            None
+        }
+    }
+}
+
 pub fn at(s: &str) -> Timestamp {
     Timestamp::from_datetime(&chrono::DateTime::parse_from_rfc3339(s).unwrap())
 }

@@ -1,0 +1,655 @@
+use super::scripts::{self, source};
+use super::{NAME, redis_err};
+use crate::error::{Error, Result};
+use crate::job::{Job, JobId};
+use crate::record::*;
+use crate::store::JobStore;
+use crate::time::{Timestamp, duration_ms};
+use async_trait::async_trait;
+use chrono::NaiveDate;
+use redis::aio::ConnectionManager;
+use redis::{Script, ScriptInvocation};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Schema version written by [`RedisStore::migrate`].
+const SCHEMA: i64 = 1;
+/// Runs deleted per script call of a purge, so a large purge never blocks the server
+/// for long.
+const PURGE_CHUNK: usize = 500;
+
+/// A hash as `HGETALL` returns it.
+pub(super) type Fields = HashMap<String, String>;
+
+/// The scripts, compiled once per store (each is sent by SHA after its first use).
+struct Scripts {
+    upsert: Script,
+    remove: Script,
+    set_enabled: Script,
+    trigger: Script,
+    due: Script,
+    start: Script,
+    finish: Script,
+    purge: Script,
+    heartbeat: Script,
+    reap: Script,
+    deregister: Script,
+    orphaned: Script,
+    enqueue: Script,
+    claim_alarms: Script,
+    complete_alarm: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        let s = |body| Script::new(&source(body));
+        Scripts {
+            upsert: s(scripts::UPSERT),
+            remove: s(scripts::REMOVE),
+            set_enabled: s(scripts::SET_ENABLED),
+            trigger: s(scripts::TRIGGER),
+            due: s(scripts::DUE),
+            start: s(scripts::START),
+            finish: s(scripts::FINISH),
+            purge: s(scripts::PURGE),
+            heartbeat: s(scripts::HEARTBEAT),
+            reap: s(scripts::REAP),
+            deregister: s(scripts::DEREGISTER),
+            orphaned: s(scripts::ORPHANED),
+            enqueue: s(scripts::ENQUEUE),
+            claim_alarms: s(scripts::CLAIM_ALARMS),
+            complete_alarm: s(scripts::COMPLETE_ALARM),
+        }
+    }
+}
+
+/// A complete [`JobStore`] on one Redis server (feature `redis`).
+///
+/// Jobs are hashes with a sorted set as the due index; every conditional write
+/// (upsert, start, finish, claim, purge, reap) is one Lua script, so each batch is one
+/// round trip and atomic on the server. The store's clock is Redis `TIME`. The key
+/// layout is in the `scripts` module's docs; every key is under the prefix.
+///
+/// Durability is Redis's: run it with AOF (`appendonly yes`) when the run log and the
+/// schedule must survive a restart. Scripts derive keys from the prefix, so the store
+/// needs one Redis node (Redis Cluster only with every key in one hash slot, for
+/// example a prefix `{jobs}:`).
+#[derive(Clone)]
+pub struct RedisStore {
+    pub(super) conn: ConnectionManager,
+    pub(super) prefix: Arc<str>,
+    scripts: Arc<Scripts>,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://127.0.0.1:6379/0`) with a reconnecting connection
+    /// manager; keys go under `jobwheel:`.
+    pub async fn connect(url: &str) -> Result<Self> {
+        RedisStore::connect_with_prefix(url, "jobwheel:").await
+    }
+
+    /// Like [`connect`](Self::connect), with keys under `prefix`.
+    pub async fn connect_with_prefix(url: &str, prefix: &str) -> Result<Self> {
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::invalid("redis.url", url, e.to_string()))?;
+        let conn = ConnectionManager::new(client)
+            .await
+            .map_err(redis_err("connect"))?;
+        RedisStore::new(conn, prefix)
+    }
+
+    /// On the application's existing connection manager, with keys under `prefix`
+    /// (1-100 printable ASCII characters without spaces).
+    pub fn new(conn: ConnectionManager, prefix: &str) -> Result<Self> {
+        super::check_prefix(prefix)?;
+        Ok(RedisStore {
+            conn,
+            prefix: prefix.into(),
+            scripts: Arc::new(Scripts::new()),
+        })
+    }
+
+    /// The connection manager, for sharing with [`RedisLocks`](super::RedisLocks).
+    pub fn connection(&self) -> &ConnectionManager {
+        &self.conn
+    }
+
+    /// Writes the schema version under the prefix. Idempotent; refuses a keyspace
+    /// written by a newer jobwheel.
+    pub async fn migrate(&self) -> Result<()> {
+        let key = format!("{}schema", self.prefix);
+        let mut conn = self.conn.clone();
+        let (found,): (i64,) = redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg(&key)
+            .arg(SCHEMA)
+            .arg("NX")
+            .ignore()
+            .get(&key)
+            .query_async(&mut conn)
+            .await
+            .map_err(redis_err("migrate"))?;
+        if found > SCHEMA {
+            return Err(Error::backend(
+                NAME,
+                "migrate",
+                false,
+                format!("keyspace schema {found} is newer than this jobwheel's {SCHEMA}"),
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn key(&self, rest: &str) -> String {
+        format!("{}{rest}", self.prefix)
+    }
+
+    /// An invocation with the prefix as `ARGV[1]`.
+    fn call<'a>(&self, script: &'a Script) -> ScriptInvocation<'a> {
+        let mut call = script.prepare_invoke();
+        call.arg(&*self.prefix);
+        call
+    }
+
+    pub(super) async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        call: ScriptInvocation<'_>,
+        operation: &'static str,
+    ) -> Result<T> {
+        call.invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err(operation))
+    }
+
+    /// `HGETALL` of each key in one pipeline, in order; a missing hash is empty.
+    pub(super) async fn hashes(
+        &self,
+        keys: impl IntoIterator<Item = String>,
+        operation: &'static str,
+    ) -> Result<Vec<Fields>> {
+        let mut pipe = redis::pipe();
+        let mut n = 0;
+        for k in keys {
+            pipe.hgetall(k);
+            n += 1;
+        }
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let all: Vec<Fields> = pipe
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err(operation))?;
+        Ok(all)
+    }
+
+    pub(super) async fn run_records(&self, ids: &[String]) -> Result<Vec<RunRecord>> {
+        let keys = ids.iter().map(|id| self.key(&format!("run:{id}")));
+        let hashes = self.hashes(keys, "read runs").await?;
+        ids.iter()
+            .zip(hashes)
+            .filter(|(_, h)| !h.is_empty())
+            .map(|(id, h)| run_record(id, &h))
+            .collect()
+    }
+}
+
+pub(super) fn corrupt(what: &'static str, detail: impl fmt::Display) -> Error {
+    Error::backend(NAME, what, false, detail.to_string())
+}
+
+pub(super) fn field<'a>(h: &'a Fields, name: &str, what: &'static str) -> Result<&'a str> {
+    h.get(name)
+        .map(String::as_str)
+        .ok_or_else(|| corrupt(what, format!("field {name} missing")))
+}
+
+pub(super) fn int(h: &Fields, name: &str, what: &'static str) -> Result<i64> {
+    parse_int(field(h, name, what)?, what)
+}
+
+pub(super) fn parse_int(s: &str, what: &'static str) -> Result<i64> {
+    s.parse()
+        .map_err(|_| corrupt(what, format!("not an integer: {s:?}")))
+}
+
+pub(super) fn opt_int(h: &Fields, name: &str, what: &'static str) -> Result<Option<i64>> {
+    match h.get(name).map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some(s) => parse_int(s, what).map(Some),
+    }
+}
+
+pub(super) fn opt_text(h: &Fields, name: &str) -> Option<String> {
+    h.get(name).filter(|s| !s.is_empty()).cloned()
+}
+
+fn decode<T: serde::de::DeserializeOwned>(text: &str, what: &'static str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| Error::backend(NAME, what, false, e))
+}
+
+pub(super) fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
+    serde_json::to_string(v).map_err(|e| Error::backend(NAME, "encode", false, e))
+}
+
+fn ms(t: Option<Timestamp>) -> String {
+    t.map(|t| t.as_millis().to_string()).unwrap_or_default()
+}
+
+fn job_record(h: &Fields) -> Result<JobRecord> {
+    let w = "decode job";
+    let job: Job = decode(field(h, "def", w)?, w)?;
+    Ok(JobRecord {
+        job: Arc::new(job),
+        version: int(h, "version", w)? as u64,
+        next_fire_at: opt_int(h, "next", w)?.map(Timestamp::from_millis),
+        next_trigger: TriggerKind::parse(field(h, "trigger", w)?).unwrap_or_default(),
+        attempt: int(h, "attempt", w)? as u32,
+        last_token: int(h, "token", w)? as u64,
+        running: opt_int(h, "running", w)?.map(RunId),
+        created_at: Timestamp::from_millis(int(h, "created", w)?),
+        updated_at: Timestamp::from_millis(int(h, "updated", w)?),
+    })
+}
+
+fn run_record(id: &str, h: &Fields) -> Result<RunRecord> {
+    let w = "decode run";
+    let status = field(h, "status", w)?;
+    Ok(RunRecord {
+        id: RunId(parse_int(id, w)?),
+        job_id: JobId::new(field(h, "job", w)?)?,
+        fire_at: Timestamp::from_millis(int(h, "fire", w)?),
+        trigger: TriggerKind::parse(field(h, "trigger", w)?).unwrap_or_default(),
+        node: field(h, "node", w)?.to_string(),
+        attempt: int(h, "attempt", w)? as u32,
+        token: int(h, "token", w)? as u64,
+        status: RunStatus::parse(status)
+            .ok_or_else(|| corrupt(w, format!("unknown status {status:?}")))?,
+        started_at: Timestamp::from_millis(int(h, "started", w)?),
+        ended_at: opt_int(h, "ended", w)?.map(Timestamp::from_millis),
+        error: (h.get("has_error").map(String::as_str) == Some("1"))
+            .then(|| h.get("error").cloned().unwrap_or_default()),
+        will_retry: h.get("retry").map(String::as_str) == Some("1"),
+    })
+}
+
+/// Reads the `(code, a, b)` triples that the start and finish scripts return.
+fn triples(out: Vec<String>, n: usize, what: &'static str) -> Result<Vec<[String; 3]>> {
+    if out.len() != 3 * n {
+        return Err(corrupt(what, format!("{} values for {n} items", out.len())));
+    }
+    let mut it = out.into_iter();
+    Ok((0..n)
+        .map(|_| {
+            [
+                it.next().unwrap_or_default(),
+                it.next().unwrap_or_default(),
+                it.next().unwrap_or_default(),
+            ]
+        })
+        .collect())
+}
+
+fn flag(b: bool) -> &'static str {
+    if b { "1" } else { "0" }
+}
+
+#[async_trait]
+impl JobStore for RedisStore {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        let (secs, micros): (i64, i64) = redis::cmd("TIME")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err("now"))?;
+        Ok(Timestamp::from_millis(secs * 1000 + micros / 1000))
+    }
+
+    async fn upsert(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
+        let mut call = self.call(&self.scripts.upsert);
+        call.arg(job.id().as_str())
+            .arg(encode(job)?)
+            .arg(flag(job.enabled()))
+            .arg(ms(next_fire_at));
+        let out: String = self.invoke(call, "upsert").await?;
+        Ok(match out.as_str() {
+            "created" => UpsertOutcome::Created,
+            "updated" => UpsertOutcome::Updated,
+            _ => UpsertOutcome::Unchanged,
+        })
+    }
+
+    async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
+        let h: Fields = redis::cmd("HGETALL")
+            .arg(self.key(&format!("job:{id}")))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err("get"))?;
+        if h.is_empty() {
+            return Ok(None);
+        }
+        job_record(&h).map(Some)
+    }
+
+    async fn list(&self, after: Option<&JobId>, limit: usize) -> Result<Vec<JobRecord>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let min = after.map_or_else(|| "-".to_string(), |a| format!("({a}"));
+        let ids: Vec<String> = redis::cmd("ZRANGEBYLEX")
+            .arg(self.key("jobs"))
+            .arg(min)
+            .arg("+")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err("list"))?;
+        let keys = ids.iter().map(|id| self.key(&format!("job:{id}")));
+        self.hashes(keys, "list")
+            .await?
+            .iter()
+            .filter(|h| !h.is_empty())
+            .map(job_record)
+            .collect()
+    }
+
+    async fn remove(&self, id: &JobId) -> Result<bool> {
+        let mut call = self.call(&self.scripts.remove);
+        call.arg(id.as_str());
+        let n: i64 = self.invoke(call, "remove").await?;
+        Ok(n > 0)
+    }
+
+    async fn set_enabled(
+        &self,
+        id: &JobId,
+        enabled: bool,
+        next_fire_at: Option<Timestamp>,
+    ) -> Result<()> {
+        // Optimistic: the definition is rewritten in Rust, and the script applies it
+        // only if the version read is still current.
+        loop {
+            let Some(rec) = self.get(id).await? else {
+                return Err(Error::not_found("job", id));
+            };
+            if rec.job.enabled() == enabled {
+                return Ok(());
+            }
+            let mut call = self.call(&self.scripts.set_enabled);
+            call.arg(id.as_str())
+                .arg(flag(enabled))
+                .arg(encode(&rec.job.with_enabled(enabled))?)
+                .arg(ms(next_fire_at))
+                .arg(rec.version);
+            match self.invoke::<i64>(call, "set_enabled").await? {
+                -1 => return Err(Error::not_found("job", id)),
+                0 => continue,
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> {
+        let mut call = self.call(&self.scripts.trigger);
+        call.arg(id.as_str()).arg(at.as_millis());
+        match self.invoke::<i64>(call, "trigger").await? {
+            0 => Err(Error::not_found("job", id)),
+            _ => Ok(()),
+        }
+    }
+
+    async fn due(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut call = self.call(&self.scripts.due);
+        call.arg(until.as_millis()).arg(limit);
+        let out: Vec<String> = self.invoke(call, "due").await?;
+        let w = "decode due";
+        out.chunks_exact(6)
+            .map(|f| {
+                let job: Job = decode(&f[2], w)?;
+                Ok(DueFire {
+                    job_id: JobId::new(&f[0])?,
+                    fire_at: Timestamp::from_millis(parse_int(&f[1], w)?),
+                    job: Arc::new(job),
+                    version: parse_int(&f[3], w)? as u64,
+                    trigger: TriggerKind::parse(&f[4]).unwrap_or_default(),
+                    attempt: parse_int(&f[5], w)? as u32,
+                })
+            })
+            .collect()
+    }
+
+    async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut call = self.call(&self.scripts.start);
+        call.arg(runs.len());
+        for r in runs {
+            call.arg(r.job_id.as_str())
+                .arg(r.fire_at.as_millis())
+                .arg(r.version)
+                .arg(r.token)
+                .arg(&r.node)
+                .arg(r.attempt)
+                .arg(r.trigger.as_str());
+        }
+        let out: Vec<String> = self.invoke(call, "start_runs").await?;
+        let w = "decode start";
+        triples(out, runs.len(), w)?
+            .into_iter()
+            .map(|[code, a, b]| {
+                Ok(match code.as_str() {
+                    "ok" => StartOutcome::Started {
+                        run_id: RunId(parse_int(&a, w)?),
+                        started_at: Timestamp::from_millis(parse_int(&b, w)?),
+                    },
+                    "not_found" => StartOutcome::Refused(StartRefusal::NotFound),
+                    "disabled" => StartOutcome::Refused(StartRefusal::Disabled),
+                    "changed" => StartOutcome::Refused(StartRefusal::Changed),
+                    "running" => StartOutcome::Refused(StartRefusal::Running),
+                    "not_due" => StartOutcome::Refused(StartRefusal::NotDue),
+                    "fenced" => StartOutcome::Refused(StartRefusal::Fenced {
+                        current: parse_int(&a, w)? as u64,
+                    }),
+                    other => return Err(corrupt(w, format!("unknown outcome {other:?}"))),
+                })
+            })
+            .collect()
+    }
+
+    async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut call = self.call(&self.scripts.finish);
+        call.arg(runs.len());
+        for f in runs {
+            call.arg(f.run_id.0)
+                .arg(f.job_id.as_str())
+                .arg(f.token)
+                .arg(flag(f.takeover))
+                .arg(f.status.as_str())
+                .arg(flag(f.error.is_some()))
+                .arg(f.error.as_deref().unwrap_or(""))
+                .arg(flag(f.will_retry))
+                .arg(f.version)
+                .arg(ms(f.next.at))
+                .arg(f.next.trigger.as_str())
+                .arg(f.next.attempt)
+                .arg(f.alarms.len());
+            for a in &f.alarms {
+                call.arg(encode(a)?);
+            }
+        }
+        let out: Vec<String> = self.invoke(call, "finish_runs").await?;
+        let w = "decode finish";
+        triples(out, runs.len(), w)?
+            .into_iter()
+            .map(|[code, a, b]| {
+                Ok(match code.as_str() {
+                    "ok" => FinishOutcome::Finished {
+                        rescheduled: a == "1",
+                        ended_at: Timestamp::from_millis(parse_int(&b, w)?),
+                    },
+                    "not_found" => FinishOutcome::Refused(FinishRefusal::NotFound),
+                    "not_running" => FinishOutcome::Refused(FinishRefusal::NotRunning),
+                    "fenced" => FinishOutcome::Refused(FinishRefusal::Fenced {
+                        current: parse_int(&a, w)? as u64,
+                    }),
+                    other => return Err(corrupt(w, format!("unknown outcome {other:?}"))),
+                })
+            })
+            .collect()
+    }
+
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
+        self.query_runs(query).await
+    }
+
+    async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
+        let mut total = 0;
+        loop {
+            let mut call = self.call(&self.scripts.purge);
+            call.arg(before.as_millis()).arg(PURGE_CHUNK);
+            let n: usize = self.invoke(call, "purge_runs").await?;
+            total += n as u64;
+            if n < PURGE_CHUNK {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
+        self.stats(from, to).await
+    }
+
+    async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
+        let mut call = self.call(&self.scripts.heartbeat);
+        call.arg(&node.node_id).arg(encode(node)?);
+        let now: i64 = self.invoke(call, "heartbeat").await?;
+        Ok(Timestamp::from_millis(now))
+    }
+
+    async fn nodes(&self) -> Result<Vec<NodeRecord>> {
+        self.node_records().await
+    }
+
+    async fn reap_nodes(&self, silent_for: Duration) -> Result<Vec<String>> {
+        let mut call = self.call(&self.scripts.reap);
+        call.arg(duration_ms(silent_for));
+        self.invoke(call, "reap_nodes").await
+    }
+
+    async fn deregister(&self, node_id: &str) -> Result<bool> {
+        let mut call = self.call(&self.scripts.deregister);
+        call.arg(node_id);
+        let n: i64 = self.invoke(call, "deregister").await?;
+        Ok(n > 0)
+    }
+
+    async fn orphaned_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        let mut call = self.call(&self.scripts.orphaned);
+        call.arg(limit);
+        let ids: Vec<String> = self.invoke(call, "orphaned_runs").await?;
+        self.run_records(&ids).await
+    }
+
+    async fn enqueue_alarms(&self, events: &[AlarmEvent]) -> Result<Vec<AlarmId>> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut call = self.call(&self.scripts.enqueue);
+        call.arg(events.len());
+        for e in events {
+            call.arg(encode(e)?);
+        }
+        let ids: Vec<i64> = self.invoke(call, "enqueue_alarms").await?;
+        Ok(ids.into_iter().map(AlarmId).collect())
+    }
+
+    async fn claim_alarms(
+        &self,
+        owner: &str,
+        limit: usize,
+        lease: Duration,
+    ) -> Result<Vec<AlarmRecord>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut call = self.call(&self.scripts.claim_alarms);
+        call.arg(owner).arg(limit).arg(duration_ms(lease));
+        let ids: Vec<String> = self.invoke(call, "claim_alarms").await?;
+        self.alarm_records(&ids).await
+    }
+
+    async fn complete_alarm(
+        &self,
+        id: AlarmId,
+        owner: &str,
+        delivery: &AlarmDelivery,
+    ) -> Result<bool> {
+        let (status, error, retry) = match delivery {
+            AlarmDelivery::Sent => (AlarmStatus::Sent, "", None),
+            AlarmDelivery::NotNeeded => (AlarmStatus::NotNeeded, "", None),
+            AlarmDelivery::Failed { error, retry_at } => {
+                (AlarmStatus::Failed, error.as_str(), *retry_at)
+            }
+        };
+        let mut call = self.call(&self.scripts.complete_alarm);
+        call.arg(id.0)
+            .arg(owner)
+            .arg(status.as_str())
+            .arg(error)
+            .arg(ms(retry));
+        let n: i64 = self.invoke(call, "complete_alarm").await?;
+        Ok(n > 0)
+    }
+
+    async fn alarms(&self, status: Option<AlarmStatus>, limit: usize) -> Result<Vec<AlarmRecord>> {
+        self.alarm_list(status, limit).await
+    }
+}
+
+pub(super) fn decode_alarm(id: &str, h: &Fields) -> Result<AlarmRecord> {
+    let w = "decode alarm";
+    let status = field(h, "status", w)?;
+    Ok(AlarmRecord {
+        id: AlarmId(parse_int(id, w)?),
+        event: decode(field(h, "event", w)?, w)?,
+        status: AlarmStatus::parse(status)
+            .ok_or_else(|| corrupt(w, format!("unknown status {status:?}")))?,
+        attempts: int(h, "attempts", w)? as u32,
+        next_attempt_at: opt_int(h, "next", w)?.map(Timestamp::from_millis),
+        claimed_by: opt_text(h, "claimed_by"),
+        claim_until: opt_int(h, "claim_until", w)?.map(Timestamp::from_millis),
+        last_error: opt_text(h, "last_error"),
+        created_at: Timestamp::from_millis(int(h, "created", w)?),
+    })
+}
+
+pub(super) fn decode_node(h: &Fields) -> Result<NodeRecord> {
+    let w = "decode node";
+    Ok(NodeRecord {
+        info: decode(field(h, "info", w)?, w)?,
+        last_beat: Timestamp::from_millis(int(h, "beat", w)?),
+    })
+}
