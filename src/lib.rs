@@ -10,7 +10,9 @@
 //!   ([`memory::MemoryStore`] always; SQL and Redis stores behind features);
 //! * [`LockProvider`] — exclusive leases with fencing tokens ([`memory::LocalLocks`]);
 //! * [`Executor`] — where handlers run, with bounded concurrency;
-//! * [`JobAlarm`] — observers that deliver alarm events;
+//! * [`JobAlarm`] — observers that deliver alarm events (`email::EmailAlarm` and
+//!   `webhook::WebhookAlarm` behind the `email` and `webhook` features; a `Vec`, an
+//!   `Option`, [`Retrying`] and [`Throttled`] compose them);
 //! * [`JobHandler`] — your code; async closures implement it.
 //!
 //! A [`Scheduler`] wires them together: it polls the store for due fires, claims
@@ -69,7 +71,15 @@ pub mod mysql;
 #[path = "../backends/redis/mod.rs"]
 pub mod redis;
 
-pub use alarm::{AlarmError, JobAlarm};
+#[cfg(feature = "email")]
+#[path = "../alarms/email.rs"]
+pub mod email;
+
+#[cfg(feature = "webhook")]
+#[path = "../alarms/webhook.rs"]
+pub mod webhook;
+
+pub use alarm::{AlarmError, JobAlarm, Retrying, Throttled};
 pub use engine::{
     EngineMetrics, Scheduler, SchedulerBuilder, SchedulerConfig, SchedulerHandle, ShutdownReport,
     SlowLaneConfig,

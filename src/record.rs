@@ -469,6 +469,43 @@ pub struct AlarmEvent {
     pub recipients: Vec<String>,
     /// When it happened (node clock at the moment of detection).
     pub occurred_at: Timestamp,
+    /// Events of the same job and kind that a throttle suppressed since the last one
+    /// delivered (0 when none; absent in events stored before it existed).
+    #[serde(default)]
+    pub suppressed: u32,
+}
+
+impl AlarmEvent {
+    /// `fire_at` as a wall time in the job's zone, with the zone's abbreviation and
+    /// offset (`2026-12-07 09:30:00 CET (+01:00)`); in UTC when the zone is unknown.
+    pub fn fire_at_local(&self) -> String {
+        local(self.fire_at, &self.zone)
+    }
+
+    /// `next_fire_at` rendered like [`fire_at_local`](Self::fire_at_local).
+    pub fn next_fire_local(&self) -> Option<String> {
+        self.next_fire_at.map(|t| local(t, &self.zone))
+    }
+
+    /// A one-line summary: `final_failure: job reports.daily (handler report) attempt 3/3`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{}: job {} (handler {}) attempt {}/{}",
+            self.kind.as_str(),
+            self.job_id,
+            self.handler,
+            self.attempt,
+            self.max_attempts
+        )
+    }
+}
+
+fn local(t: Timestamp, zone: &str) -> String {
+    let tz: chrono_tz::Tz = zone.parse().unwrap_or(chrono_tz::UTC);
+    t.to_datetime()
+        .with_timezone(&tz)
+        .format("%Y-%m-%d %H:%M:%S %Z (%:z)")
+        .to_string()
 }
 
 /// Delivery state of an alarm event.

@@ -71,3 +71,8 @@ impl<A: JobAlarm + ?Sized> JobAlarm for Box<A> {
         (**self).alarm(event).await
     }
 }
+
+mod compose;
+
+pub use compose::{Retrying, Throttled};
+pub(crate) use compose::{Throttle, ThrottleDecision};

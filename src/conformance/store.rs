@@ -383,6 +383,7 @@ pub async fn finish_writes_state_run_and_alarms(store: &dyn JobStore) {
         next_fire_at: Some(t0 + Duration::from_secs(60)),
         recipients: vec!["ops@example.com".into()],
         occurred_at: t0,
+        suppressed: 0,
     };
     let mut req = finish_req(
         run,

@@ -310,6 +310,7 @@ fn alarm(job: &str, i: u32) -> AlarmEvent {
         next_fire_at: None,
         recipients: Vec::new(),
         occurred_at: Timestamp::from_millis(i64::from(i)),
+        suppressed: 0,
     }
 }
 

@@ -66,6 +66,12 @@ pub struct SchedulerConfig {
     /// Longest time one alarm may take to deliver one event (default 30 s).
     #[serde(with = "humantime_serde")]
     pub alarm_timeout: Duration,
+    /// At most one alarm per job and event kind within this window; the events in
+    /// between are recorded `not_needed` and counted in the next delivered one
+    /// ([`AlarmEvent::suppressed`](crate::AlarmEvent::suppressed)). Per node. `None`
+    /// (default): every event is delivered.
+    #[serde(with = "humantime_serde")]
+    pub alarm_throttle: Option<Duration>,
 }
 
 /// The slow lane: jobs whose runs were repeatedly slow run apart, so they cannot
@@ -117,6 +123,7 @@ impl Default for SchedulerConfig {
             alarm_retry_base: Duration::from_secs(10),
             alarm_max_attempts: 10,
             alarm_timeout: Duration::from_secs(30),
+            alarm_throttle: None,
         }
     }
 }
@@ -149,6 +156,9 @@ impl SchedulerConfig {
         positive("config.slow_lane.window", self.slow_lane.window)?;
         if let Some(r) = self.run_retention {
             positive("config.run_retention", r)?;
+        }
+        if let Some(w) = self.alarm_throttle {
+            positive("config.alarm_throttle", w)?;
         }
         if self.lease_ttl < Duration::from_millis(30) {
             return Err(Error::invalid(

@@ -75,7 +75,8 @@ pub(super) async fn start(core: &Arc<Core>) -> Result<()> {
     core.background.spawn(maintenance::renew_loop(core.clone()));
     core.background
         .spawn(maintenance::heartbeat_loop(core.clone()));
-    core.background.spawn(maintenance::alarm_loop(core.clone()));
+    core.background
+        .spawn(super::alarms::alarm_loop(core.clone()));
     Ok(())
 }
 

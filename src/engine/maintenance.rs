@@ -1,10 +1,9 @@
-//! Background loops: lease renewal, heartbeats and lost-run recovery, run retention,
-//! and alarm delivery. None of them is on the path of a fire.
+//! Background loops: lease renewal, heartbeats and lost-run recovery, run retention.
+//! None of them is on the path of a fire (alarm delivery is in `alarms.rs`).
 
 use super::cycle::{self, Backoff};
 use super::plan;
 use super::{Core, bump, lock};
-use crate::alarm::AlarmError;
 use crate::error::Result;
 use crate::lock::LockRequest;
 use crate::record::*;
@@ -194,76 +193,4 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
     cycle::release(core, lease).await;
     core.wake.notify_one();
     Ok(())
-}
-
-/// Claims alarm events and hands each to every registered alarm.
-pub(super) async fn alarm_loop(core: Arc<Core>) {
-    let mut backoff = Backoff::default();
-    loop {
-        let wait = match deliver_alarms(&core).await {
-            Ok(0) => {
-                backoff.reset();
-                core.config.poll_interval
-            }
-            Ok(_) => Duration::ZERO,
-            Err(e) => {
-                bump(&core.counters.backend_errors);
-                let d = backoff.next_delay();
-                warn!(error = %e, retry_in = ?d, "alarm outbox unavailable");
-                d
-            }
-        };
-        tokio::select! {
-            _ = core.bg_stop.cancelled() => return,
-            _ = sleep(wait) => {}
-            _ = core.alarm_wake.notified() => {}
-        }
-    }
-}
-
-async fn deliver_alarms(core: &Core) -> Result<usize> {
-    let lease = core.config.alarm_timeout * (core.alarms.len() as u32 + 1);
-    let claimed = core.store.claim_alarms(&core.node_id, 32, lease).await?;
-    for rec in &claimed {
-        let delivery = if core.alarms.is_empty() {
-            AlarmDelivery::NotNeeded
-        } else {
-            let calls = core.alarms.iter().map(|a| async move {
-                match tokio::time::timeout(core.config.alarm_timeout, a.alarm(&rec.event)).await {
-                    Ok(r) => r.map_err(|e| (a.name().to_string(), e)),
-                    Err(_) => Err((a.name().to_string(), AlarmError::retryable("timed out"))),
-                }
-            });
-            let failures: Vec<(String, AlarmError)> = futures::future::join_all(calls)
-                .await
-                .into_iter()
-                .filter_map(|r| r.err())
-                .collect();
-            if failures.is_empty() {
-                AlarmDelivery::Sent
-            } else {
-                let retryable = failures.iter().any(|(_, e)| e.retryable);
-                let error = failures
-                    .iter()
-                    .map(|(n, e)| format!("{n}: {e}"))
-                    .collect::<Vec<_>>()
-                    .join("; ");
-                let retry_at =
-                    (retryable && rec.attempts < core.config.alarm_max_attempts).then(|| {
-                        let exp = rec.attempts.saturating_sub(1).min(12);
-                        let delay = (core.config.alarm_retry_base * (1 << exp))
-                            .min(Duration::from_secs(3600));
-                        core.store_now() + delay
-                    });
-                warn!(alarm = rec.id.0, job = %rec.event.job_id, %error, retry_at = ?retry_at, "alarm delivery failed");
-                AlarmDelivery::Failed { error, retry_at }
-            }
-        };
-        info!(alarm = rec.id.0, kind = rec.event.kind.as_str(), job = %rec.event.job_id, outcome = ?delivery, "alarm");
-        core.store
-            .complete_alarm(rec.id, &core.node_id, &delivery)
-            .await?;
-        bump(&core.counters.alarms_handled);
-    }
-    Ok(claimed.len())
 }

@@ -18,6 +18,7 @@
 //! # Ok(()) }
 //! ```
 
+mod alarms;
 mod batch;
 mod config;
 mod cycle;
@@ -120,6 +121,11 @@ pub(crate) struct Core {
     pub(crate) wake: Notify,
     /// Wakes the alarm dispatcher when a finish wrote alarm events.
     pub(crate) alarm_wake: Notify,
+    /// The scheduler-wide alarm throttle (`config.alarm_throttle`).
+    pub(crate) alarm_throttle: Option<crate::alarm::Throttle>,
+    /// Per event in delivery on this node: which registered alarms already took it,
+    /// so a retry calls only the ones that failed.
+    pub(crate) alarm_progress: Mutex<HashMap<AlarmId, Vec<bool>>>,
     /// A reading of the store's clock and the local instant it corresponds to.
     pub(crate) sync: Mutex<(Timestamp, Instant)>,
     /// Jobs claimed by this node and not yet done.
@@ -255,11 +261,13 @@ impl SchedulerBuilder {
                 executor,
                 alarms: self.alarms,
                 handlers: self.handlers,
+                alarm_throttle: config.alarm_throttle.map(crate::alarm::Throttle::new),
                 config,
                 node_id,
                 host: host_name(),
                 wake: Notify::new(),
                 alarm_wake: Notify::new(),
+                alarm_progress: Mutex::default(),
                 sync: Mutex::new((Timestamp::now(), Instant::now())),
                 armed: Mutex::default(),
                 reserved: AtomicUsize::new(0),
@@ -455,6 +463,15 @@ impl Scheduler {
     /// Registered nodes.
     pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
         self.core.store.nodes().await
+    }
+
+    /// Alarm events in the outbox, newest first, optionally of one status.
+    pub async fn alarms(
+        &self,
+        status: Option<AlarmStatus>,
+        limit: usize,
+    ) -> Result<Vec<AlarmRecord>> {
+        self.core.store.alarms(status, limit).await
     }
 }
 

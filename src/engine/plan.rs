@@ -206,6 +206,7 @@ pub(crate) fn events(
             next_fire_at: plan.next.at,
             recipients: job.alarm().recipients.clone(),
             occurred_at: now,
+            suppressed: 0,
         })
         .collect()
 }

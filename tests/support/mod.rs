@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cluster;
+pub mod servers;
 
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::{
