@@ -551,6 +551,15 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
         "silent for 3 beats and its lease expired: lost"
     );
     assert!(runs[0].will_retry);
+    assert!(
+        runs.len() >= 2
+            && runs[1].fire_at == runs[0].fire_at
+            && runs[1].trigger == jobwheel::TriggerKind::Retry
+            && runs[1].attempt == 2
+            && runs[1].started_at.duration_since(runs[0].ended_at.unwrap())
+                <= Duration::from_secs(2),
+        "the lost fire runs again at once, as the same fire: {runs:?}"
+    );
     assert_eq!(h.metrics().lost_recovered, 1);
     let lost_alarms: Vec<_> = store
         .alarms(None, 100)

@@ -31,7 +31,8 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 const NAME: &str = "postgres";
 const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_init.sql"))];
 /// The store's clock in SQL: epoch milliseconds.
-pub(crate) const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+/// Rounded down, so a reading is never ahead of the clock (a fire never starts early).
+pub(crate) const NOW_MS: &str = "floor(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// Maps a driver error; I/O, pool, serialization and deadlock errors are temporary.
 pub(crate) fn db_err(operation: &'static str) -> impl Fn(sqlx::Error) -> Error {

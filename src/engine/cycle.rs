@@ -150,10 +150,11 @@ async fn poll_loop(core: Arc<Core>) {
 }
 
 async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
-    let before = Instant::now();
     let now = core.store.now().await?;
-    let rtt = before.elapsed();
-    *lock(&core.sync) = (now, before + rtt / 2);
+    // The store read its clock at some point of the call; paired with the instant the
+    // call returned, the estimate never runs ahead of the store's clock, so a timer
+    // may wake up to one round trip late but never early.
+    *lock(&core.sync) = (now, Instant::now());
     let free = core
         .executor
         .capacity()

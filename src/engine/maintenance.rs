@@ -81,15 +81,18 @@ fn lose(core: &Core, e: &mut super::RunningEntry, why: &str) {
     warn!(job = %e.lease.key, token = e.lease.token, why, "lease lost; cancelling the run");
 }
 
-/// Heartbeats, reaps dead nodes, recovers their runs, and purges old runs.
+/// Heartbeats once per `heartbeat`; between beats it checks for dead nodes and their
+/// runs every quarter beat, so a dead node's runs are recovered at most a quarter beat
+/// after it counts as dead (`heartbeat × dead_after_beats` after its last beat).
 pub(super) async fn heartbeat_loop(core: Arc<Core>) {
     let mut last_purge: Option<Instant> = None;
+    let mut last_beat: Option<Instant> = None;
     let mut backoff = Backoff::default();
     loop {
-        let wait = match maintain(&core, &mut last_purge).await {
+        let wait = match maintain(&core, &mut last_purge, &mut last_beat).await {
             Ok(()) => {
                 backoff.reset();
-                core.config.heartbeat
+                core.config.heartbeat / 4
             }
             Err(e) => {
                 bump(&core.counters.backend_errors);
@@ -105,17 +108,28 @@ pub(super) async fn heartbeat_loop(core: Arc<Core>) {
     }
 }
 
-async fn maintain(core: &Arc<Core>, last_purge: &mut Option<Instant>) -> Result<()> {
-    heartbeat_once(core).await?;
+async fn maintain(
+    core: &Arc<Core>,
+    last_purge: &mut Option<Instant>,
+    last_beat: &mut Option<Instant>,
+) -> Result<()> {
+    // An eighth of a beat of slack keeps the beat from slipping a whole check late.
+    if last_beat.is_none_or(|t| t.elapsed() + core.config.heartbeat / 8 >= core.config.heartbeat) {
+        heartbeat_once(core).await?;
+        *last_beat = Some(Instant::now());
+    }
     if core.stop.is_cancelled() {
         return Ok(());
     }
     for dead in core.store.reap_nodes(core.config.dead_after()).await? {
         info!(node = %dead, "reaped a dead node");
     }
-    for run in core.store.orphaned_runs(core.config.claim_batch).await? {
-        recover_lost(core, run).await?;
-    }
+    // A dead node may leave many runs: recover them concurrently.
+    let orphans = core.store.orphaned_runs(core.config.claim_batch).await?;
+    futures::future::join_all(orphans.into_iter().map(|run| recover_lost(core, run)))
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>>>()?;
     if let Some(keep) = core.config.run_retention
         && last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600))
     {

@@ -143,12 +143,21 @@ pub(crate) fn plan_finish(
     }
     let retry = job.retry();
     if retry.should_retry(attempt) {
+        // An interrupted run (its node died, its lease was lost, shutdown cancelled
+        // it) did not fail on its own: the same fire runs again at once, keeping its
+        // instant, so fires that came due meanwhile follow under the misfire policy.
+        // A failure of the handler waits out the backoff.
+        let at = if matches!(status, RunStatus::Lost | RunStatus::Cancelled) {
+            fire_at
+        } else {
+            now + retry.delay_jittered(attempt, unit)
+        };
         FinishPlan {
             status,
             error,
             will_retry: true,
             next: NextFire {
-                at: Some(now + retry.delay_jittered(attempt, unit)),
+                at: Some(at),
                 trigger: TriggerKind::Retry,
                 attempt,
             },

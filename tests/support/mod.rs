@@ -2,6 +2,8 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cluster;
+#[cfg(all(feature = "postgres", feature = "mysql", feature = "redis"))]
+pub mod faults;
 pub mod servers;
 
 use jobwheel::memory::{LocalLocks, MemoryStore};

@@ -1,0 +1,176 @@
+//! One scheduler node for the multi-process fault tests (`tests/fault_cluster.rs`), and
+//! a way to try them by hand.
+//!
+//! ```sh
+//! cargo run --example fault_node --all-features -- \
+//!     --backend postgres --url postgres://postgres@127.0.0.1:5432/test \
+//!     --prefix demo_ --node n1
+//! ```
+//!
+//! `--backend postgres | mysql | postgres+redis` (`--redis URL` for the last). The
+//! node migrates the store. The handler `work` writes one row per execution into
+//! `<prefix>results` in the store's database (created by the test, or by hand:
+//! `id` serial key, `job_id` text, `fire_at`/`token`/`started_at` BIGINT, `node` text,
+//! `attempt` INT): job, fire, node, attempt, token and the database's clock at the
+//! start; then it sleeps `payload.sleep_ms`; the row insert is retried through an outage of up
+//! to 30 s. The node runs until SIGTERM or SIGINT, shuts down gracefully and prints
+//! one line `METRICS {json}` with its counters. Short lease (3 s) and heartbeat (1 s)
+//! make faults show quickly.
+
+use jobwheel::{JobContext, JobError, JobStore, LockProvider, Scheduler, SchedulerConfig};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+#[derive(Clone)]
+enum Results {
+    Pg(sqlx::PgPool, String),
+    My(sqlx::MySqlPool, String),
+}
+
+impl Results {
+    async fn record(&self, ctx: &JobContext) -> Result<(), sqlx::Error> {
+        let (job, fire, node) = (
+            ctx.job.id().as_str(),
+            ctx.fire_at.as_millis(),
+            &*ctx.node_id,
+        );
+        let (attempt, token) = (ctx.attempt as i32, ctx.token as i64);
+        match self {
+            Results::Pg(pool, table) => {
+                let sql = format!(
+                    "INSERT INTO {table} (job_id, fire_at, node, attempt, token, started_at) \
+                     VALUES ($1, $2, $3, $4, $5, floor(extract(epoch from clock_timestamp()) * 1000)::bigint)"
+                );
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(job)
+                    .bind(fire)
+                    .bind(node)
+                    .bind(attempt)
+                    .bind(token)
+                    .execute(pool)
+                    .await?;
+            }
+            Results::My(pool, table) => {
+                let sql = format!(
+                    "INSERT INTO {table} (job_id, fire_at, node, attempt, token, started_at) \
+                     VALUES (?, ?, ?, ?, ?, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+                );
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(job)
+                    .bind(fire)
+                    .bind(node)
+                    .bind(attempt)
+                    .bind(token)
+                    .execute(pool)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[tokio::main]
+async fn main() -> jobwheel::Result<()> {
+    let backend = arg("--backend").unwrap_or_else(|| "postgres".into());
+    let url = arg("--url").expect("--url");
+    let prefix = arg("--prefix").unwrap_or_else(|| "fault_".into());
+    let node = arg("--node").expect("--node");
+    let table = format!("{prefix}results");
+    let (store, locks, results): (Arc<dyn JobStore>, Arc<dyn LockProvider>, Results) =
+        match backend.as_str() {
+            "postgres" | "postgres+redis" => {
+                let store = jobwheel::postgres::PgStore::builder(&url)
+                    .prefix(&prefix)
+                    .build()
+                    .await?;
+                store.migrate().await?;
+                let locks: Arc<dyn LockProvider> = if backend == "postgres" {
+                    Arc::new(jobwheel::postgres::PgLocks::new(
+                        store.pool().clone(),
+                        store.tables(),
+                    ))
+                } else {
+                    let redis = arg("--redis").expect("--redis");
+                    let client = redis::Client::open(redis.as_str())
+                        .map_err(|e| jobwheel::Error::invalid("--redis", &redis, e.to_string()))?;
+                    let conn = redis::aio::ConnectionManager::new(client)
+                        .await
+                        .map_err(|e| jobwheel::Error::backend("redis", "connect", true, e))?;
+                    Arc::new(jobwheel::redis::RedisLocks::new(conn, &prefix))
+                };
+                let results = Results::Pg(store.pool().clone(), table);
+                (Arc::new(store), locks, results)
+            }
+            "mysql" => {
+                let store = jobwheel::mysql::MySqlStore::builder(&url)
+                    .prefix(&prefix)
+                    .build()
+                    .await?;
+                store.migrate().await?;
+                let locks = jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix());
+                let results = Results::My(store.pool().clone(), table);
+                (Arc::new(store), Arc::new(locks), results)
+            }
+            other => panic!("unknown backend {other:?}"),
+        };
+    let scheduler = Scheduler::builder()
+        .store(store)
+        .locks(locks)
+        .handler("work", move |ctx: JobContext| {
+            let results = results.clone();
+            async move {
+                let mut tries = 0;
+                while let Err(e) = results.record(&ctx).await {
+                    tries += 1;
+                    if tries > 120 {
+                        return Err(JobError::msg(format!("results: {e}")));
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                let ms = ctx.payload()["sleep_ms"].as_u64().unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok::<(), JobError>(())
+            }
+        })
+        .config(SchedulerConfig {
+            node_id: Some(node),
+            poll_interval: Duration::from_millis(200),
+            lookahead: Duration::from_secs(1),
+            lease_ttl: Duration::from_secs(3),
+            heartbeat: Duration::from_secs(1),
+            dead_after_beats: 3,
+            shutdown_grace: Duration::from_secs(5),
+            ..SchedulerConfig::default()
+        })
+        .build()?;
+    let running = scheduler.start().await?;
+    println!("READY {}", running.node_id());
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    let report = running.shutdown().await;
+    let metrics = scheduler.metrics();
+    println!(
+        "METRICS {{\"started\":{},\"finished\":{},\"start_refused\":{},\"finish_refused\":{},\"leases_lost\":{},\"lost_recovered\":{},\"backend_errors\":{},\"drained\":{}}}",
+        metrics.started,
+        metrics.finished,
+        metrics.start_refused,
+        metrics.finish_refused,
+        metrics.leases_lost,
+        metrics.lost_recovered,
+        metrics.backend_errors,
+        report.drained
+    );
+    Ok(())
+}
