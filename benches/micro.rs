@@ -1,5 +1,6 @@
-//! Micro-benchmarks: cron `next_after` for typical and worst-case expressions, and
-//! the backoff computation.
+//! Micro-benchmarks: cron `next_after` for typical and worst-case expressions, the
+//! backoff computation, and the memory store's claim path (due scan, lock grant, start,
+//! finish, release) for a batch of 100 fires.
 //!
 //! `cargo bench --bench micro`
 
@@ -60,5 +61,94 @@ fn backoff(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, cron, backoff);
+/// One full claim path through the memory backend for 100 due jobs: `due`, `acquire`,
+/// `start_runs`, `finish_runs` (rescheduling each job to the same instant, so every
+/// iteration finds them due again) and `release`.
+fn memory_claim_path(c: &mut Criterion) {
+    use jobwheel::memory::{LocalLocks, MemoryStore};
+    use jobwheel::{
+        FinishOutcome, FinishRun, Job, JobStore, LockProvider, LockRequest, NextFire, RunStatus,
+        Schedule, StartOutcome, StartRun, TriggerKind,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (store, locks) = (MemoryStore::new(), LocalLocks::new());
+    let at = Timestamp::from_millis(1_000);
+    rt.block_on(async {
+        for i in 0..100 {
+            let job = Job::builder(format!("j{i}"), "h", Schedule::once(at))
+                .build()
+                .unwrap();
+            store.upsert(&job, Some(at)).await.unwrap();
+        }
+    });
+    c.bench_function("memory_claim_path_100_fires", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let due = store.due(at, 100).await.unwrap();
+                let reqs: Vec<LockRequest> = due
+                    .iter()
+                    .map(|f| LockRequest {
+                        key: f.job_id.to_string(),
+                        ttl: std::time::Duration::from_secs(30),
+                    })
+                    .collect();
+                let leases: Vec<_> = locks
+                    .acquire("n", &reqs)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let starts: Vec<StartRun> = due
+                    .iter()
+                    .zip(&leases)
+                    .map(|(f, l)| StartRun {
+                        job_id: f.job_id.clone(),
+                        fire_at: f.fire_at,
+                        version: f.version,
+                        token: l.token,
+                        node: "n".into(),
+                        attempt: 1,
+                        trigger: TriggerKind::Schedule,
+                    })
+                    .collect();
+                let started = store.start_runs(&starts).await.unwrap();
+                let finishes: Vec<FinishRun> = starts
+                    .iter()
+                    .zip(started)
+                    .filter_map(|(s, o)| match o {
+                        StartOutcome::Started { run_id, .. } => Some(FinishRun {
+                            run_id,
+                            job_id: s.job_id.clone(),
+                            token: s.token,
+                            takeover: false,
+                            status: RunStatus::Succeeded,
+                            error: None,
+                            will_retry: false,
+                            version: s.version,
+                            next: NextFire {
+                                at: Some(at),
+                                trigger: TriggerKind::Schedule,
+                                attempt: 0,
+                            },
+                            alarms: Vec::new(),
+                        }),
+                        StartOutcome::Refused(_) => None,
+                    })
+                    .collect();
+                let done = store.finish_runs(&finishes).await.unwrap();
+                assert!(
+                    done.iter()
+                        .all(|o| matches!(o, FinishOutcome::Finished { .. }))
+                );
+                locks.release(&leases).await.unwrap();
+                black_box(done.len())
+            })
+        })
+    });
+}
+
+criterion_group!(benches, cron, backoff, memory_claim_path);
 criterion_main!(benches);

@@ -161,6 +161,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
         .saturating_sub(core.reserved.load(Ordering::SeqCst));
     let limit = free.min(core.config.claim_batch);
     if limit == 0 {
+        core.backlog.store(true, Ordering::SeqCst);
         return Ok(Polled::Starved);
     }
     let armed = lock(&core.armed).len();
@@ -169,6 +170,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
         .due(now + core.config.lookahead, limit + armed)
         .await?;
     let full = due.len() >= limit + armed;
+    core.backlog.store(full, Ordering::SeqCst);
     let fresh: Vec<DueFire> = {
         let armed = lock(&core.armed);
         due.into_iter()
@@ -415,6 +417,7 @@ async fn run_fire(core: &Arc<Core>, fire: DueFire, lease: Lease, deadline: Insta
         Some(at),
     ) = (written, next.at)
         && !core.stop.is_cancelled()
+        && !core.backlog.load(Ordering::SeqCst)
         && at.duration_since(core.store_now()) <= core.config.lookahead
     {
         let asked = Instant::now();

@@ -134,6 +134,10 @@ pub(crate) struct Core {
     pub(crate) reserved: AtomicUsize,
     /// Set when a poll found no free capacity; the next fire to end wakes the poller.
     pub(crate) starved: std::sync::atomic::AtomicBool,
+    /// Set while the last poll saw more due fires than this node could claim; a job
+    /// then gives its lease back after a run instead of keeping it for its next fire,
+    /// so every due job gets its turn in fire order.
+    pub(crate) backlog: std::sync::atomic::AtomicBool,
     pub(crate) running: Mutex<HashMap<RunId, RunningEntry>>,
     /// Stops claiming and arming.
     pub(crate) stop: CancellationToken,
@@ -272,6 +276,7 @@ impl SchedulerBuilder {
                 armed: Mutex::default(),
                 reserved: AtomicUsize::new(0),
                 starved: std::sync::atomic::AtomicBool::new(false),
+                backlog: std::sync::atomic::AtomicBool::new(false),
                 running: Mutex::default(),
                 stop: CancellationToken::new(),
                 bg_stop: CancellationToken::new(),
