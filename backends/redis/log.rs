@@ -1,7 +1,8 @@
 //! The read side of [`RedisStore`]: run-log queries, daily stats, nodes and alarms.
 
+use super::decode::{Fields, corrupt, decode_alarm, decode_node, int};
 use super::redis_err;
-use super::store::{Fields, RedisStore, corrupt, decode_alarm, decode_node, int};
+use super::store::RedisStore;
 use crate::error::Result;
 use crate::record::*;
 use chrono::NaiveDate;

@@ -1,3 +1,4 @@
+use super::decode::{Fields, corrupt, decode, encode, job_record, parse_int, run_record};
 use super::scripts::{self, source};
 use super::{NAME, redis_err};
 use crate::error::{Error, Result};
@@ -9,7 +10,6 @@ use async_trait::async_trait;
 use chrono::NaiveDate;
 use redis::aio::ConnectionManager;
 use redis::{Script, ScriptInvocation};
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,9 +19,6 @@ const SCHEMA: i64 = 1;
 /// Runs deleted per script call of a purge, so a large purge never blocks the server
 /// for long.
 const PURGE_CHUNK: usize = 500;
-
-/// A hash as `HGETALL` returns it.
-pub(super) type Fields = HashMap<String, String>;
 
 /// The scripts, compiled once per store (each is sent by SHA after its first use).
 struct Scripts {
@@ -205,83 +202,8 @@ impl RedisStore {
     }
 }
 
-pub(super) fn corrupt(what: &'static str, detail: impl fmt::Display) -> Error {
-    Error::backend(NAME, what, false, detail.to_string())
-}
-
-pub(super) fn field<'a>(h: &'a Fields, name: &str, what: &'static str) -> Result<&'a str> {
-    h.get(name)
-        .map(String::as_str)
-        .ok_or_else(|| corrupt(what, format!("field {name} missing")))
-}
-
-pub(super) fn int(h: &Fields, name: &str, what: &'static str) -> Result<i64> {
-    parse_int(field(h, name, what)?, what)
-}
-
-pub(super) fn parse_int(s: &str, what: &'static str) -> Result<i64> {
-    s.parse()
-        .map_err(|_| corrupt(what, format!("not an integer: {s:?}")))
-}
-
-pub(super) fn opt_int(h: &Fields, name: &str, what: &'static str) -> Result<Option<i64>> {
-    match h.get(name).map(String::as_str) {
-        None | Some("") => Ok(None),
-        Some(s) => parse_int(s, what).map(Some),
-    }
-}
-
-pub(super) fn opt_text(h: &Fields, name: &str) -> Option<String> {
-    h.get(name).filter(|s| !s.is_empty()).cloned()
-}
-
-fn decode<T: serde::de::DeserializeOwned>(text: &str, what: &'static str) -> Result<T> {
-    serde_json::from_str(text).map_err(|e| Error::backend(NAME, what, false, e))
-}
-
-pub(super) fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
-    serde_json::to_string(v).map_err(|e| Error::backend(NAME, "encode", false, e))
-}
-
 fn ms(t: Option<Timestamp>) -> String {
     t.map(|t| t.as_millis().to_string()).unwrap_or_default()
-}
-
-fn job_record(h: &Fields) -> Result<JobRecord> {
-    let w = "decode job";
-    let job: Job = decode(field(h, "def", w)?, w)?;
-    Ok(JobRecord {
-        job: Arc::new(job),
-        version: int(h, "version", w)? as u64,
-        next_fire_at: opt_int(h, "next", w)?.map(Timestamp::from_millis),
-        next_trigger: TriggerKind::parse(field(h, "trigger", w)?).unwrap_or_default(),
-        attempt: int(h, "attempt", w)? as u32,
-        last_token: int(h, "token", w)? as u64,
-        running: opt_int(h, "running", w)?.map(RunId),
-        created_at: Timestamp::from_millis(int(h, "created", w)?),
-        updated_at: Timestamp::from_millis(int(h, "updated", w)?),
-    })
-}
-
-fn run_record(id: &str, h: &Fields) -> Result<RunRecord> {
-    let w = "decode run";
-    let status = field(h, "status", w)?;
-    Ok(RunRecord {
-        id: RunId(parse_int(id, w)?),
-        job_id: JobId::new(field(h, "job", w)?)?,
-        fire_at: Timestamp::from_millis(int(h, "fire", w)?),
-        trigger: TriggerKind::parse(field(h, "trigger", w)?).unwrap_or_default(),
-        node: field(h, "node", w)?.to_string(),
-        attempt: int(h, "attempt", w)? as u32,
-        token: int(h, "token", w)? as u64,
-        status: RunStatus::parse(status)
-            .ok_or_else(|| corrupt(w, format!("unknown status {status:?}")))?,
-        started_at: Timestamp::from_millis(int(h, "started", w)?),
-        ended_at: opt_int(h, "ended", w)?.map(Timestamp::from_millis),
-        error: (h.get("has_error").map(String::as_str) == Some("1"))
-            .then(|| h.get("error").cloned().unwrap_or_default()),
-        will_retry: h.get("retry").map(String::as_str) == Some("1"),
-    })
 }
 
 /// Reads the `(code, a, b)` triples that the start and finish scripts return.
@@ -627,29 +549,4 @@ impl JobStore for RedisStore {
     async fn alarms(&self, status: Option<AlarmStatus>, limit: usize) -> Result<Vec<AlarmRecord>> {
         self.alarm_list(status, limit).await
     }
-}
-
-pub(super) fn decode_alarm(id: &str, h: &Fields) -> Result<AlarmRecord> {
-    let w = "decode alarm";
-    let status = field(h, "status", w)?;
-    Ok(AlarmRecord {
-        id: AlarmId(parse_int(id, w)?),
-        event: decode(field(h, "event", w)?, w)?,
-        status: AlarmStatus::parse(status)
-            .ok_or_else(|| corrupt(w, format!("unknown status {status:?}")))?,
-        attempts: int(h, "attempts", w)? as u32,
-        next_attempt_at: opt_int(h, "next", w)?.map(Timestamp::from_millis),
-        claimed_by: opt_text(h, "claimed_by"),
-        claim_until: opt_int(h, "claim_until", w)?.map(Timestamp::from_millis),
-        last_error: opt_text(h, "last_error"),
-        created_at: Timestamp::from_millis(int(h, "created", w)?),
-    })
-}
-
-pub(super) fn decode_node(h: &Fields) -> Result<NodeRecord> {
-    let w = "decode node";
-    Ok(NodeRecord {
-        info: decode(field(h, "info", w)?, w)?,
-        last_beat: Timestamp::from_millis(int(h, "beat", w)?),
-    })
 }
