@@ -12,8 +12,9 @@ use std::time::Duration;
 #[derive(Debug, Default)]
 struct Inner {
     jobs: BTreeMap<JobId, JobRecord>,
-    /// `(next_fire_at, id)` of every enabled job with a next fire and no running run.
-    due: BTreeSet<(Timestamp, JobId)>,
+    /// `(next_fire_at, id)` of every enabled job with a next fire and no running run,
+    /// with the fire as `due` returns it, so a scan never touches the job map.
+    due: BTreeMap<(Timestamp, JobId), DueFire>,
     runs: BTreeMap<RunId, RunRecord>,
     /// Ids of runs in `Running` state.
     running: BTreeSet<RunId>,
@@ -32,7 +33,15 @@ impl Inner {
 
     fn index(&mut self, rec: &JobRecord) {
         if let (Some(at), true, None) = (rec.next_fire_at, rec.job.enabled(), rec.running) {
-            self.due.insert((at, rec.job.id().clone()));
+            let fire = DueFire {
+                job_id: rec.job.id().clone(),
+                job: rec.job.clone(),
+                fire_at: at,
+                version: rec.version,
+                trigger: rec.next_trigger,
+                attempt: rec.attempt,
+            };
+            self.due.insert((at, rec.job.id().clone()), fire);
         }
     }
 
@@ -316,19 +325,9 @@ impl JobStore for MemoryStore {
         Ok(inner
             .due
             .iter()
-            .take_while(|(at, _)| *at <= until)
+            .take_while(|((at, _), _)| *at <= until)
             .take(limit)
-            .filter_map(|(at, id)| {
-                let j = inner.jobs.get(id)?;
-                Some(DueFire {
-                    job_id: id.clone(),
-                    job: j.job.clone(),
-                    fire_at: *at,
-                    version: j.version,
-                    trigger: j.next_trigger,
-                    attempt: j.attempt,
-                })
-            })
+            .map(|(_, f)| f.clone())
             .collect())
     }
 
