@@ -43,36 +43,35 @@ impl Results {
             &*ctx.node_id,
         );
         let (attempt, token) = (ctx.attempt as i32, ctx.token as i64);
-        match self {
-            Results::Pg(pool, table) => {
-                let sql = format!(
-                    "INSERT INTO {table} (job_id, fire_at, node, attempt, token, started_at) \
-                     VALUES ($1, $2, $3, $4, $5, floor(extract(epoch from clock_timestamp()) * 1000)::bigint)"
-                );
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(job)
-                    .bind(fire)
-                    .bind(node)
-                    .bind(attempt)
-                    .bind(token)
-                    .execute(pool)
-                    .await?;
-            }
-            Results::My(pool, table) => {
-                let sql = format!(
-                    "INSERT INTO {table} (job_id, fire_at, node, attempt, token, started_at) \
-                     VALUES (?, ?, ?, ?, ?, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
-                );
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .bind(job)
-                    .bind(fire)
-                    .bind(node)
-                    .bind(attempt)
-                    .bind(token)
-                    .execute(pool)
-                    .await?;
-            }
+        // The same insert on either driver; only the placeholders and the clock differ.
+        macro_rules! insert {
+            ($pool:expr, $table:expr, $values:expr) => {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO {} (job_id, fire_at, node, attempt, token, started_at) VALUES {}",
+                    $table, $values
+                )))
+                .bind(job)
+                .bind(fire)
+                .bind(node)
+                .bind(attempt)
+                .bind(token)
+                .execute($pool)
+                .await
+                .map(|_| ())?
+            };
         }
+        match self {
+            Results::Pg(pool, table) => insert!(
+                pool,
+                table,
+                "($1, $2, $3, $4, $5, floor(extract(epoch from clock_timestamp()) * 1000)::bigint)"
+            ),
+            Results::My(pool, table) => insert!(
+                pool,
+                table,
+                "(?, ?, ?, ?, ?, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)"
+            ),
+        };
         Ok(())
     }
 }

@@ -9,12 +9,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+/// What a due-index entry keeps of its job: definition, version, trigger, attempt.
+type DueEntry = (Arc<Job>, u64, TriggerKind, u32);
+
 #[derive(Debug, Default)]
 struct Inner {
     jobs: BTreeMap<JobId, JobRecord>,
     /// `(next_fire_at, id)` of every enabled job with a next fire and no running run,
-    /// with the fire as `due` returns it, so a scan never touches the job map.
-    due: BTreeMap<(Timestamp, JobId), DueFire>,
+    /// with what `due` returns besides (definition, version, trigger, attempt), so a
+    /// scan never touches the job map.
+    due: BTreeMap<(Timestamp, JobId), DueEntry>,
     runs: BTreeMap<RunId, RunRecord>,
     /// Ids of runs in `Running` state.
     running: BTreeSet<RunId>,
@@ -33,14 +37,7 @@ impl Inner {
 
     fn index(&mut self, rec: &JobRecord) {
         if let (Some(at), true, None) = (rec.next_fire_at, rec.job.enabled(), rec.running) {
-            let fire = DueFire {
-                job_id: rec.job.id().clone(),
-                job: rec.job.clone(),
-                fire_at: at,
-                version: rec.version,
-                trigger: rec.next_trigger,
-                attempt: rec.attempt,
-            };
+            let fire = (rec.job.clone(), rec.version, rec.next_trigger, rec.attempt);
             self.due.insert((at, rec.job.id().clone()), fire);
         }
     }
@@ -327,7 +324,14 @@ impl JobStore for MemoryStore {
             .iter()
             .take_while(|((at, _), _)| *at <= until)
             .take(limit)
-            .map(|(_, f)| f.clone())
+            .map(|((at, id), (job, version, trigger, attempt))| DueFire {
+                job_id: id.clone(),
+                job: job.clone(),
+                fire_at: *at,
+                version: *version,
+                trigger: *trigger,
+                attempt: *attempt,
+            })
             .collect())
     }
 
