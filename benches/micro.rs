@@ -86,7 +86,7 @@ fn memory_claim_path(c: &mut Criterion) {
     c.bench_function("memory_claim_path_100_fires", |b| {
         b.iter(|| {
             rt.block_on(async {
-                let due = store.due(at, 100).await.unwrap();
+                let due = store.due(at, None, 100).await.unwrap();
                 let reqs: Vec<LockRequest> = due
                     .iter()
                     .map(|f| LockRequest {

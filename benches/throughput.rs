@@ -4,7 +4,8 @@
 //! ```sh
 //! cargo bench --bench throughput --all-features -- --backend postgres \
 //!     [--workload all|drain|lag|poll] [--nodes 2] [--jobs 20000] \
-//!     [--rate 1000] [--seconds 10] [--stored 1000000] [--json]
+//!     [--rate 1000] [--seconds 10] [--stored 1000000] [--json] \
+//!     [--concurrency 2048] [--claim-batch 2000] [--write-batch 1000]
 //! ```
 //!
 //! `--backend memory | sqlite | postgres | mysql | redis | postgres+redis`; server URLs
@@ -23,7 +24,15 @@
 //!   the memory backend the resident memory per stored job.
 //!
 //! Each workload prints one table row; `--json` prints one JSON object per row too;
-//! `--no-limit` leaves the limit measurement out (for profiling the drain alone).
+//! `--no-limit` leaves the limit measurement out (for profiling the drain alone);
+//! `--profile` prints the drain's CPU split between the database server and the engines
+//! (and, for Redis, the server commands per run). Each workload drops its tables (or
+//! Redis keys) when it is done.
+
+#[path = "throughput/cleanup.rs"]
+mod cleanup;
+#[path = "throughput/profile.rs"]
+mod profile;
 
 use futures::StreamExt;
 use jobwheel::{
@@ -48,6 +57,26 @@ fn num(name: &str, default: usize) -> usize {
 
 type Backend = (Arc<dyn JobStore>, Arc<dyn LockProvider>);
 
+fn pg_url() -> String {
+    env_url(
+        "JOBWHEEL_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:5432/test",
+    )
+}
+
+fn mysql_url() -> String {
+    env_url("JOBWHEEL_MYSQL_URL", "mysql://root@127.0.0.1:3306/test")
+}
+
+fn redis_url() -> String {
+    env_url("JOBWHEEL_REDIS_URL", "redis://127.0.0.1:6379/15")
+}
+
+/// Drops what a workload stored under `prefix` (tables, or Redis keys `prefix*`).
+async fn cleanup(backend: &str, prefix: &str) {
+    cleanup::cleanup(backend, prefix, &pg_url(), &mysql_url(), &redis_url()).await;
+}
+
 fn env_url(var: &str, default: &str) -> String {
     std::env::var(var).unwrap_or_else(|_| default.into())
 }
@@ -57,13 +86,8 @@ fn env_url(var: &str, default: &str) -> String {
 async fn open(backend: &str, prefix: &str) -> Backend {
     static MEMORY: OnceLock<(jobwheel::memory::MemoryStore, jobwheel::memory::LocalLocks)> =
         OnceLock::new();
-    let pg = || {
-        env_url(
-            "JOBWHEEL_POSTGRES_URL",
-            "postgres://postgres@127.0.0.1:5432/test",
-        )
-    };
-    let redis = || env_url("JOBWHEEL_REDIS_URL", "redis://127.0.0.1:6379/15");
+    let pg = pg_url;
+    let redis = redis_url;
     match backend {
         "memory" => {
             let (s, l) = MEMORY.get_or_init(Default::default);
@@ -100,8 +124,7 @@ async fn open(backend: &str, prefix: &str) -> Backend {
             (Arc::new(store), locks)
         }
         "mysql" => {
-            let url = env_url("JOBWHEEL_MYSQL_URL", "mysql://root@127.0.0.1:3306/test");
-            let store = jobwheel::mysql::MySqlStore::builder(url)
+            let store = jobwheel::mysql::MySqlStore::builder(mysql_url())
                 .prefix(prefix)
                 .build()
                 .await
@@ -184,7 +207,7 @@ async fn physical_limit(backend: &str) -> Option<(String, f64)> {
 }
 
 async fn mysql_limit() -> (String, f64) {
-    let url = env_url("JOBWHEEL_MYSQL_URL", "mysql://root@127.0.0.1:3306/test");
+    let url = mysql_url();
     let pool = sqlx::mysql::MySqlPoolOptions::new()
         .max_connections(2)
         .connect(&url)
@@ -264,9 +287,9 @@ async fn schedulers(
             })
             .config(SchedulerConfig {
                 node_id: Some(format!("bench-{n}")),
-                concurrency: 2048,
-                claim_batch: 2000,
-                write_batch: 1000,
+                concurrency: num("--concurrency", 2048),
+                claim_batch: num("--claim-batch", 2000),
+                write_batch: num("--write-batch", 1000),
                 ..SchedulerConfig::default()
             })
             .build()
@@ -302,6 +325,9 @@ async fn drain(backend: &str, nodes: usize, jobs: usize) -> serde_json::Value {
     )
     .await;
     let seen = Arc::new(Mutex::new(Vec::with_capacity(jobs)));
+    let profiling = std::env::args()
+        .any(|a| a == "--profile")
+        .then(|| profile::Profile::start(backend));
     let started = Instant::now();
     let handles = schedulers(backend, &prefix, nodes, &seen, micros_now()).await;
     while handles.iter().map(|h| h.metrics().finished).sum::<u64>() < jobs as u64
@@ -311,9 +337,13 @@ async fn drain(backend: &str, nodes: usize, jobs: usize) -> serde_json::Value {
     }
     let took = started.elapsed().as_secs_f64();
     let finished: u64 = handles.iter().map(|h| h.metrics().finished).sum();
+    if let Some(p) = &profiling {
+        p.report(finished, took);
+    }
     for h in handles {
         h.shutdown().await;
     }
+    cleanup(backend, &prefix).await;
     let mut lags: Vec<u64> = seen
         .lock()
         .unwrap()
@@ -376,6 +406,7 @@ async fn lag(backend: &str, nodes: usize, rate: usize, seconds: u64) -> serde_js
     for h in handles {
         h.shutdown().await;
     }
+    cleanup(backend, &prefix).await;
     let seen = seen.lock().unwrap();
     let window: Vec<i64> = seen
         .iter()
@@ -415,7 +446,7 @@ async fn scan(store: &dyn JobStore) -> (f64, usize) {
     for _ in 0..21 {
         let until = store.now().await.unwrap();
         let t = Instant::now();
-        n = store.due(until, 1000).await.unwrap().len();
+        n = store.due(until, None, 1000).await.unwrap().len();
         times.push(t.elapsed().as_micros() as u64);
     }
     times.sort_unstable();
@@ -456,6 +487,7 @@ async fn poll(backend: &str, stored: usize) -> serde_json::Value {
         "poll  | {backend} | due scan of {n_small} due jobs: {small:.2} ms with 1,000 stored, {large:.2} ms with {stored} stored ({n_large} due) | ratio {:.2}x{mem}",
         large / small
     );
+    cleanup(backend, &prefix).await;
     json!({
         "workload": "poll", "backend": backend, "stored": stored,
         "scan_ms_1000_stored": small, "scan_ms_many_stored": large, "ratio": large / small,

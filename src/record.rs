@@ -171,6 +171,32 @@ pub struct DueFire {
     pub attempt: u32,
 }
 
+impl DueFire {
+    /// This fire's position in the due order, for [`JobStore::due`]'s `after`.
+    ///
+    /// [`JobStore::due`]: crate::JobStore::due
+    pub fn key(&self) -> DueKey {
+        DueKey {
+            fire_at: self.fire_at,
+            job_id: self.job_id.clone(),
+        }
+    }
+}
+
+/// A position in the due order, `(fire_at, job id)`: [`JobStore::due`] with
+/// `after = Some(key)` returns only fires that sort strictly after it. The key need not
+/// be a fire that is still due. Job ids compare as the store orders them (bytewise in
+/// every bundled store but PostgreSQL and MySQL, which use the id column's collation).
+///
+/// [`JobStore::due`]: crate::JobStore::due
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueKey {
+    /// The fire's instant.
+    pub fire_at: Timestamp,
+    /// The job.
+    pub job_id: JobId,
+}
+
 /// A request to record the start of a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartRun {

@@ -71,8 +71,16 @@ pub trait JobStore: Send + Sync + 'static {
     // ----- scheduling -----
 
     /// Fires with `next_fire_at <= until` of enabled jobs that have no run in
-    /// progress, ordered by `fire_at` (then job id), at most `limit`.
-    async fn due(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>>;
+    /// progress, ordered by `fire_at` (then job id), at most `limit`; with `after`, only
+    /// those that sort strictly after that key (a keyset page: the engine continues a
+    /// full poll where the last one stopped instead of reading the fires it already
+    /// holds again).
+    async fn due(
+        &self,
+        until: Timestamp,
+        after: Option<&DueKey>,
+        limit: usize,
+    ) -> Result<Vec<DueFire>>;
 
     /// Records runs as `Running`. Each item is written only when the job exists, is
     /// enabled, has `version == item.version`, `next_fire_at == item.fire_at`, no run
@@ -160,7 +168,7 @@ macro_rules! forward_store {
             async fn remove(&self, id: &JobId) -> Result<bool> { (**self).remove(id).await }
             async fn set_enabled(&self, id: &JobId, enabled: bool, next: Option<Timestamp>) -> Result<()> { (**self).set_enabled(id, enabled, next).await }
             async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> { (**self).trigger(id, at).await }
-            async fn due(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> { (**self).due(until, limit).await }
+            async fn due(&self, until: Timestamp, after: Option<&DueKey>, limit: usize) -> Result<Vec<DueFire>> { (**self).due(until, after, limit).await }
             async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> { (**self).start_runs(runs).await }
             async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> { (**self).finish_runs(runs).await }
             async fn runs(&self, q: &RunQuery) -> Result<Vec<RunRecord>> { (**self).runs(q).await }

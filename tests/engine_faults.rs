@@ -57,9 +57,14 @@ impl JobStore for FlakyStore {
     async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> {
         self.inner.trigger(id, at).await
     }
-    async fn due(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> {
+    async fn due(
+        &self,
+        until: Timestamp,
+        after: Option<&DueKey>,
+        limit: usize,
+    ) -> Result<Vec<DueFire>> {
         self.check("due")?;
-        self.inner.due(until, limit).await
+        self.inner.due(until, after, limit).await
     }
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
         self.check("start_runs")?;

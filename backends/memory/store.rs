@@ -317,11 +317,21 @@ impl JobStore for MemoryStore {
             .ok_or_else(|| Error::not_found("job", id))
     }
 
-    async fn due(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> {
+    async fn due(
+        &self,
+        until: Timestamp,
+        after: Option<&DueKey>,
+        limit: usize,
+    ) -> Result<Vec<DueFire>> {
+        use std::ops::Bound;
         let inner = self.inner();
+        let from = match after {
+            Some(k) => Bound::Excluded((k.fire_at, k.job_id.clone())),
+            None => Bound::Unbounded,
+        };
         Ok(inner
             .due
-            .iter()
+            .range((from, Bound::Unbounded))
             .take_while(|((at, _), _)| *at <= until)
             .take(limit)
             .map(|((at, id), (job, version, trigger, attempt))| DueFire {

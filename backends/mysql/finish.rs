@@ -1,7 +1,7 @@
 //! Batched finishes for [`MySqlStore`]: one transaction, a fixed number of statements.
 
 use super::store::MySqlStore;
-use super::{NAME, db_err, marks};
+use super::{NAME, db_err, marks, values};
 use crate::error::Result;
 use crate::record::*;
 use crate::time::Timestamp;
@@ -123,68 +123,43 @@ impl MySqlStore {
         }
 
         if !done.is_empty() {
-            let arms = " WHEN ? THEN ?".repeat(done.len());
             let sql = format!(
-                "UPDATE {runs_t} SET status = CASE id{arms} END, error = CASE id{arms} END,
-                 will_retry = CASE id{arms} END, ended_at = ? WHERE id IN ({})",
-                marks(done.len())
+                "UPDATE {runs_t} r JOIN {} ON r.id = v.id
+                 SET r.status = v.s, r.error = v.e, r.will_retry = v.w, r.ended_at = ?",
+                values(&["id", "s", "e", "w"], done.len())
             );
             let mut q = sqlx::query(AssertSqlSafe(sql));
             for f in &done {
-                q = q.bind(f.run_id.0).bind(f.status.as_str());
-            }
-            for f in &done {
-                q = q.bind(f.run_id.0).bind(f.error.clone());
-            }
-            for f in &done {
-                q = q.bind(f.run_id.0).bind(f.will_retry);
+                q = q
+                    .bind(f.run_id.0)
+                    .bind(f.status.as_str())
+                    .bind(f.error.clone())
+                    .bind(f.will_retry);
             }
             q = q.bind(now);
-            for f in &done {
-                q = q.bind(f.run_id.0);
-            }
             q.execute(&mut *tx).await.map_err(db_err(op))?;
         }
         if !job_writes.is_empty() {
-            let writes: Vec<_> = job_writes.iter().collect();
-            let resched: Vec<_> = writes
-                .iter()
-                .filter_map(|(id, (_, _, n))| n.map(|n| (**id, n)))
-                .collect();
-            let all = " WHEN ? THEN ?".repeat(writes.len());
-            let some = " WHEN ? THEN ?".repeat(resched.len());
-            let next_cols = if resched.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    ", next_fire_at = CASE id{some} ELSE next_fire_at END, next_trigger = CASE id{some} ELSE next_trigger END,
-                     attempt = CASE id{some} ELSE attempt END"
-                )
-            };
+            // `n` (rescheduled) picks the new next fire or keeps the stored one.
             let sql = format!(
-                "UPDATE {jobs} SET last_token = CASE id{all} END,
-                 running_run = CASE WHEN running_run = (CASE id{all} END) THEN NULL ELSE running_run END{next_cols}
-                 WHERE id IN ({})",
-                marks(writes.len())
+                "UPDATE {jobs} j JOIN {} ON j.id = v.id
+                 SET j.last_token = v.t,
+                     j.running_run = IF(j.running_run = v.r, NULL, j.running_run),
+                     j.next_fire_at = IF(v.n, v.at, j.next_fire_at),
+                     j.next_trigger = IF(v.n, v.tr, j.next_trigger),
+                     j.attempt = IF(v.n, v.a, j.attempt)",
+                values(&["id", "t", "r", "n", "at", "tr", "a"], job_writes.len())
             );
             let mut q = sqlx::query(AssertSqlSafe(sql));
-            for (id, (token, _, _)) in &writes {
-                q = q.bind(**id).bind(*token);
-            }
-            for (id, (_, run, _)) in &writes {
-                q = q.bind(**id).bind(*run);
-            }
-            for (id, n) in &resched {
-                q = q.bind(*id).bind(n.at.map(Timestamp::as_millis));
-            }
-            for (id, n) in &resched {
-                q = q.bind(*id).bind(n.trigger.as_str());
-            }
-            for (id, n) in &resched {
-                q = q.bind(*id).bind(n.attempt as i32);
-            }
-            for (id, _) in &writes {
-                q = q.bind(**id);
+            for (id, (token, run, next)) in &job_writes {
+                q = q
+                    .bind(*id)
+                    .bind(*token)
+                    .bind(*run)
+                    .bind(next.is_some())
+                    .bind(next.and_then(|n| n.at.map(Timestamp::as_millis)))
+                    .bind(next.map_or("", |n| n.trigger.as_str()))
+                    .bind(next.map_or(0, |n| n.attempt as i32));
             }
             q.execute(&mut *tx).await.map_err(db_err(op))?;
         }

@@ -1,4 +1,4 @@
-use super::{NOW_MS, check_prefix, db_err, marks, retrying};
+use super::{NOW_MS, check_prefix, db_err, marks, retrying, values};
 use crate::error::Result;
 use crate::lock::{Lease, LockProvider, LockRequest};
 use crate::time::{Timestamp, duration_ms};
@@ -76,25 +76,15 @@ impl MySqlLocks {
         if rows.is_empty() {
             return Ok(());
         }
-        let arms = " WHEN ? THEN ?".repeat(rows.len());
         let sql = format!(
-            "UPDATE {} SET owner = CASE lock_key{arms} END, token = CASE lock_key{arms} END,
-             expires_at = CASE lock_key{arms} END WHERE lock_key IN ({})",
+            "UPDATE {} l JOIN {} ON l.lock_key = v.k
+             SET l.owner = v.o, l.token = v.t, l.expires_at = v.e",
             self.table,
-            marks(rows.len())
+            values(&["k", "o", "t", "e"], rows.len())
         );
         let mut q = sqlx::query(AssertSqlSafe(sql));
-        for (k, o, _, _) in rows {
-            q = q.bind(k).bind(o.clone());
-        }
-        for (k, _, t, _) in rows {
-            q = q.bind(k).bind(*t);
-        }
-        for (k, _, _, e) in rows {
-            q = q.bind(k).bind(*e);
-        }
-        for (k, _, _, _) in rows {
-            q = q.bind(k);
+        for (k, o, t, e) in rows {
+            q = q.bind(k).bind(o.clone()).bind(*t).bind(*e);
         }
         q.execute(&mut **tx).await.map_err(db_err(op))?;
         Ok(())
@@ -112,42 +102,76 @@ impl LockProvider for MySqlLocks {
             return Ok(Vec::new());
         }
         let op = "acquire";
-        let mut q = sqlx::query(AssertSqlSafe(format!(
-            "INSERT IGNORE INTO {} (lock_key, owner, token, expires_at) VALUES {}",
-            self.table,
-            vec!["(?, NULL, 0, 0)"; requests.len()].join(", ")
-        )));
-        for r in requests {
-            q = q.bind(&r.key);
-        }
-        q.execute(&self.pool).await.map_err(db_err(op))?;
+        // One statement grants every free or expired key and creates missing ones, in
+        // key order (the same row-lock order on every node); a read in the same
+        // transaction tells which were granted. A key asked for twice is granted once.
+        let mut keys: Vec<&str> = requests.iter().map(|r| r.key.as_str()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let ttl: HashMap<&str, i64> = requests
+            .iter()
+            .rev()
+            .map(|r| (r.key.as_str(), duration_ms(r.ttl)))
+            .collect();
         retrying(|| async {
             let mut tx = self.pool.begin().await.map_err(db_err(op))?;
-            let keys: Vec<&str> = requests.iter().map(|r| r.key.as_str()).collect();
-            let (now, mut rows) = self.lock_rows(&mut tx, &keys, op).await?;
-            let mut writes = Vec::new();
-            let mut out = Vec::with_capacity(requests.len());
-            for r in requests {
-                let grant = match rows.get_mut(&r.key) {
-                    Some(row) if row.2 <= now => {
-                        row.1 += 1;
-                        row.2 = now + duration_ms(r.ttl);
-                        row.0 = Some(owner.to_string());
-                        writes.push((r.key.clone(), row.0.clone(), row.1, row.2));
-                        Some(Lease {
+            let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_err(op))?;
+            // The assignments run left to right: `expires_at` is the old value until
+            // the last one.
+            let sql = format!(
+                "INSERT INTO {t} (lock_key, owner, token, expires_at) VALUES {}
+                 ON DUPLICATE KEY UPDATE
+                   token = IF(expires_at <= ?, token + 1, token),
+                   owner = IF(expires_at <= ?, VALUES(owner), owner),
+                   expires_at = IF(expires_at <= ?, VALUES(expires_at), expires_at)",
+                vec!["(?, ?, 1, ?)"; keys.len()].join(", "),
+                t = self.table,
+            );
+            let mut q = sqlx::query(AssertSqlSafe(sql));
+            for k in &keys {
+                q = q.bind(*k).bind(owner).bind(now + ttl[k]);
+            }
+            q.bind(now)
+                .bind(now)
+                .bind(now)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_err(op))?;
+            let mut q =
+                sqlx::query_as::<_, (String, Option<String>, i64, i64)>(AssertSqlSafe(format!(
+                    "SELECT lock_key, owner, token, expires_at FROM {} WHERE lock_key IN ({})",
+                    self.table,
+                    marks(keys.len())
+                )));
+            for k in &keys {
+                q = q.bind(*k);
+            }
+            let mut rows: HashMap<String, (Option<String>, i64, i64)> = q
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(db_err(op))?
+                .into_iter()
+                .map(|(k, o, t, e)| (k, (o, t, e)))
+                .collect();
+            tx.commit().await.map_err(db_err(op))?;
+            // Granted now: ours, expiring exactly at this grant's instant.
+            Ok(requests
+                .iter()
+                .map(|r| {
+                    let (o, token, expires) = rows.remove(r.key.as_str())?;
+                    (o.as_deref() == Some(owner) && expires == now + ttl[r.key.as_str()]).then(
+                        || Lease {
                             key: r.key.clone(),
                             owner: owner.to_string(),
-                            token: row.1 as u64,
-                            expires_at: Timestamp::from_millis(row.2),
-                        })
-                    }
-                    _ => None,
-                };
-                out.push(grant);
-            }
-            self.write_rows(&mut tx, &writes, op).await?;
-            tx.commit().await.map_err(db_err(op))?;
-            Ok(out)
+                            token: token as u64,
+                            expires_at: Timestamp::from_millis(expires),
+                        },
+                    )
+                })
+                .collect())
         })
         .await
     }

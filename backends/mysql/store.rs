@@ -1,4 +1,4 @@
-use super::{NAME, NOW_MS, check_prefix, db_err, marks};
+use super::{NAME, NOW_MS, check_prefix, db_err, marks, values};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
@@ -270,17 +270,35 @@ impl MySqlStore {
         tx.commit().await.map_err(db_err("trigger"))
     }
 
-    pub(super) async fn due_fires(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
+    pub(super) async fn due_fires(
+        &self,
+        until: Timestamp,
+        after: Option<&DueKey>,
+        limit: usize,
+    ) -> Result<Vec<DueFire>> {
+        // Written as an OR (not a row comparison) so that MariaDB builds two index ranges.
+        let query = format!(
             "SELECT * FROM {} WHERE enabled = TRUE AND running_run IS NULL AND next_fire_at IS NOT NULL
-             AND next_fire_at <= ? ORDER BY next_fire_at, id LIMIT ?",
-            self.t("jobs")
-        )))
-        .bind(until.as_millis())
-        .bind(limit as i64)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err("due"))?;
+             AND next_fire_at <= ? {} ORDER BY next_fire_at, id LIMIT ?",
+            self.t("jobs"),
+            if after.is_some() {
+                "AND (next_fire_at > ? OR (next_fire_at = ? AND id > ?))"
+            } else {
+                ""
+            }
+        );
+        let mut rows = sqlx::query(AssertSqlSafe(query)).bind(until.as_millis());
+        if let Some(k) = after {
+            rows = rows
+                .bind(k.fire_at.as_millis())
+                .bind(k.fire_at.as_millis())
+                .bind(k.job_id.as_str());
+        }
+        let rows = rows
+            .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err("due"))?;
         rows.iter().map(|r| crate::sql::due_fire(NAME, r)).collect()
     }
 
@@ -353,15 +371,12 @@ impl MySqlStore {
                 .into_iter()
                 .map(|(id, j)| (j, id))
                 .collect();
-            let (mut token_case, mut run_case, mut binds) =
-                (String::new(), String::new(), Vec::new());
+            let mut binds = Vec::new();
             for &i in &accepted {
                 let r = &runs[i];
                 let run_id = *run_ids.get(r.job_id.as_str()).ok_or_else(|| {
                     Error::backend(NAME, op, true, "an inserted run was not found")
                 })?;
-                token_case.push_str(" WHEN ? THEN ?");
-                run_case.push_str(" WHEN ? THEN ?");
                 binds.push((r.job_id.as_str(), r.token as i64, run_id));
                 out[i] = StartOutcome::Started {
                     run_id: RunId(run_id),
@@ -369,18 +384,12 @@ impl MySqlStore {
                 };
             }
             let sql = format!(
-                "UPDATE {jobs} SET last_token = CASE id{token_case} END, running_run = CASE id{run_case} END WHERE id IN ({})",
-                marks(binds.len())
+                "UPDATE {jobs} j JOIN {} ON j.id = v.id SET j.last_token = v.t, j.running_run = v.r",
+                values(&["id", "t", "r"], binds.len())
             );
             let mut q = sqlx::query(AssertSqlSafe(sql));
-            for (id, token, _) in &binds {
-                q = q.bind(*id).bind(*token);
-            }
-            for (id, _, run) in &binds {
-                q = q.bind(*id).bind(*run);
-            }
-            for (id, _, _) in &binds {
-                q = q.bind(*id);
+            for (id, token, run) in &binds {
+                q = q.bind(*id).bind(*token).bind(*run);
             }
             q.execute(&mut *tx).await.map_err(db_err(op))?;
         }

@@ -31,6 +31,17 @@ impl PgLocks {
 
 type Granted = (String, i64, i64);
 
+/// A CTE `locked` that row-locks the lease rows of the keys in `$1` in key order
+/// (locking applies after the sort). Every lock call takes its rows in that order (the
+/// grant inserts in key order too), so concurrent batches from several nodes wait for
+/// each other instead of deadlocking, which costs PostgreSQL's `deadlock_timeout`
+/// (1 s by default) before one of them is cancelled.
+fn lock_in_key_order(table: &str) -> String {
+    format!(
+        "locked AS MATERIALIZED (SELECT key FROM {table} WHERE key = ANY($1) ORDER BY key FOR UPDATE)"
+    )
+}
+
 #[async_trait]
 impl LockProvider for PgLocks {
     fn name(&self) -> &'static str {
@@ -47,7 +58,7 @@ impl LockProvider for PgLocks {
         let t = &self.table;
         let rows: Vec<Granted> = sqlx::query_as(AssertSqlSafe(format!(
             "INSERT INTO {t} AS l (key, owner, token, expires_at)
-             SELECT k, $2, 1, {NOW_MS} + ttl FROM UNNEST($1::text[], $3::int8[]) AS r(k, ttl)
+             SELECT k, $2, 1, {NOW_MS} + ttl FROM UNNEST($1::text[], $3::int8[]) AS r(k, ttl) ORDER BY k
              ON CONFLICT (key) DO UPDATE SET owner = EXCLUDED.owner, token = l.token + 1, expires_at = EXCLUDED.expires_at
              WHERE l.expires_at <= {NOW_MS}
              RETURNING key, token, expires_at"
@@ -75,11 +86,15 @@ impl LockProvider for PgLocks {
 
     async fn renew(&self, leases: &[Lease], ttl: Duration) -> Result<Vec<Option<Lease>>> {
         let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(AssertSqlSafe(format!(
-            "UPDATE {} l SET expires_at = {NOW_MS} + $4
-             FROM UNNEST($1::text[], $2::text[], $3::int8[]) AS r(k, o, tok)
-             WHERE l.key = r.k AND l.owner = r.o AND l.token = r.tok AND l.expires_at > {NOW_MS}
+            "WITH r AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::int8[]) AS r(k, o, tok)),
+             {lock}
+             UPDATE {t} l SET expires_at = {NOW_MS} + $4
+             FROM r, locked
+             WHERE l.key = locked.key AND l.key = r.k AND l.owner = r.o AND l.token = r.tok
+               AND l.expires_at > {NOW_MS}
              RETURNING l.key, l.owner, l.token, l.expires_at",
-            self.table
+            t = self.table,
+            lock = lock_in_key_order(&self.table),
         )))
         .bind(leases.iter().map(|l| l.key.clone()).collect::<Vec<_>>())
         .bind(leases.iter().map(|l| l.owner.clone()).collect::<Vec<_>>())
@@ -108,10 +123,13 @@ impl LockProvider for PgLocks {
     async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         let rows: Vec<(String, String, i64)> = sqlx::query_as(AssertSqlSafe(format!(
             "WITH r AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::int8[]) AS r(k, o, tok)),
-             hit AS (SELECT l.key, l.owner, l.token FROM {t} l JOIN r ON l.key = r.k AND l.owner = r.o AND l.token = r.tok)
+             {lock},
+             hit AS (SELECT l.key, l.owner, l.token FROM {t} l JOIN locked ON l.key = locked.key
+                     JOIN r ON l.key = r.k AND l.owner = r.o AND l.token = r.tok)
              UPDATE {t} l SET owner = NULL, expires_at = 0 FROM hit WHERE l.key = hit.key
              RETURNING hit.key, hit.owner, hit.token",
-            t = self.table
+            t = self.table,
+            lock = lock_in_key_order(&self.table),
         )))
         .bind(leases.iter().map(|l| l.key.clone()).collect::<Vec<_>>())
         .bind(leases.iter().map(|l| l.owner.clone()).collect::<Vec<_>>())

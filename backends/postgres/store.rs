@@ -174,14 +174,29 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn due_fires(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> {
+    pub(super) async fn due_fires(
+        &self,
+        until: Timestamp,
+        after: Option<&DueKey>,
+        limit: usize,
+    ) -> Result<Vec<DueFire>> {
+        // A row comparison walks the partial due index from the key on.
         let rows = sqlx::query(AssertSqlSafe(format!(
             "SELECT * FROM {} WHERE enabled AND running_run IS NULL AND next_fire_at IS NOT NULL
-             AND next_fire_at <= $1 ORDER BY next_fire_at, id LIMIT $2",
-            self.t("jobs")
+             AND next_fire_at <= $1 {} ORDER BY next_fire_at, id LIMIT $2",
+            self.t("jobs"),
+            if after.is_some() {
+                "AND (next_fire_at, id) > ($3, $4)"
+            } else {
+                ""
+            }
         )))
         .bind(until.as_millis())
-        .bind(limit as i64)
+        .bind(limit as i64);
+        let rows = match after {
+            Some(k) => rows.bind(k.fire_at.as_millis()).bind(k.job_id.as_str()),
+            None => rows,
+        }
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("due"))?;

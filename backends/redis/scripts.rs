@@ -41,6 +41,13 @@ local function reindex(id)
     redis.call('ZREM', P .. 'due', id)
   end
 end
+-- One variadic command per 4,000 arguments (Lua's unpack limit is about 8,000); an
+-- even chunk keeps ZADD's score-member pairs together.
+local function bulk(cmd, key, items)
+  for s = 1, #items, 4000 do
+    redis.call(cmd, key, unpack(items, s, math.min(s + 3999, #items)))
+  end
+end
 local function day_of(ms) return fmt(math.floor(tonumber(ms) / 86400000)) end
 local function enqueue(ev, nows)
   local aid = redis.call('INCR', P .. 'seq:alarm')
@@ -115,15 +122,39 @@ reindex(id)
 return 1
 ";
 
-/// ARGV: P, until, limit. Returns id, next, def, version, trigger, attempt per fire.
+/// ARGV: P, until, limit[, after at, after id]. Returns id, next, def, version,
+/// trigger, attempt per fire, in due order; with the `after` key only fires after it.
+/// The key's place is its rank in the due index: the member's own when it is still
+/// there at that score, else that of the key added for a moment and taken out again
+/// (or put back at its own score) within the script, so no one sees it.
 pub(super) const DUE: &str = r"
-local ids = redis.call('ZRANGEBYSCORE', P .. 'due', '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local key, limit = P .. 'due', tonumber(ARGV[3])
+local ids = {}
+if ARGV[4] then
+  local at, after = ARGV[4], ARGV[5]
+  local own = redis.call('ZSCORE', key, after)
+  local moved = not (own and tonumber(own) == tonumber(at))
+  if moved then redis.call('ZADD', key, at, after) end
+  local rank = redis.call('ZRANK', key, after)
+  -- Read the page before the key goes back: taking it out would shift the ranks.
+  local page = redis.call('ZRANGE', key, rank + 1, rank + limit, 'WITHSCORES')
+  if moved then
+    if own then redis.call('ZADD', key, own, after) else redis.call('ZREM', key, after) end
+  end
+  local upto = tonumber(ARGV[2])
+  for k = 1, #page, 2 do
+    if tonumber(page[k + 1]) > upto then break end
+    ids[#ids + 1] = page[k]
+  end
+else
+  ids = redis.call('ZRANGEBYSCORE', key, '-inf', ARGV[2], 'LIMIT', 0, limit)
+end
 local out = {}
 for _, id in ipairs(ids) do
   local f = redis.call('HMGET', P .. 'job:' .. id, 'next', 'def', 'version', 'trigger', 'attempt')
   if f[1] and f[2] then
-    table.insert(out, id)
-    for j = 1, 5 do table.insert(out, f[j]) end
+    out[#out + 1] = id
+    for j = 1, 5 do out[#out + 1] = f[j] end
   end
 end
 return out
@@ -131,10 +162,14 @@ return out
 
 /// ARGV: P, n, then per item: job, fire, version, token, node, attempt, trigger.
 /// Returns per item a triple: (`ok`, run id, started) or (refusal, current token, '').
+/// Per started run it writes the run hash, its job's run index and the job; the global
+/// indexes, the run-id sequence and the day's counter are written once per batch.
 pub(super) const START: &str = r"
 local now = now_ms()
 local nows, day = fmt(now), day_of(now)
 local out = {}
+local seq = tonumber(redis.call('GET', P .. 'seq:run') or '0')
+local runs, running, undue = {}, {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
   local id, fire, ver, tok, node, att, trig =
@@ -151,21 +186,27 @@ for _ = 1, tonumber(ARGV[2]) do
   elseif tonumber(f[5]) > tonumber(tok) then code = 'fenced'; cur = f[5]
   end
   if code then
-    table.insert(out, code); table.insert(out, cur); table.insert(out, '')
+    out[#out + 1] = code; out[#out + 1] = cur; out[#out + 1] = ''
   else
-    local rid = redis.call('INCR', P .. 'seq:run')
+    seq = seq + 1
+    local rid = fmt(seq)
     redis.call('HSET', P .. 'run:' .. rid, 'job', id, 'fire', fire, 'trigger', trig,
       'node', node, 'attempt', att, 'token', tok, 'status', 'running', 'started', nows,
       'ended', '', 'error', '', 'retry', '0')
-    redis.call('ZADD', P .. 'runs', rid, rid)
     redis.call('ZADD', P .. 'runs:job:' .. id, rid, rid)
-    redis.call('ZADD', P .. 'running', rid, rid)
-    redis.call('HINCRBY', P .. 'stats:' .. day, 'running', 1)
-    redis.call('ZADD', P .. 'stats:days', day, day)
     redis.call('HSET', jk, 'token', tok, 'running', rid)
-    redis.call('ZREM', P .. 'due', id)
-    table.insert(out, 'ok'); table.insert(out, rid); table.insert(out, nows)
+    runs[#runs + 1] = rid; runs[#runs + 1] = rid
+    undue[#undue + 1] = id
+    out[#out + 1] = 'ok'; out[#out + 1] = rid; out[#out + 1] = nows
   end
+end
+if #undue > 0 then
+  redis.call('SET', P .. 'seq:run', fmt(seq))
+  bulk('ZADD', P .. 'runs', runs)
+  bulk('ZADD', P .. 'running', runs)
+  bulk('ZREM', P .. 'due', undue)
+  redis.call('HINCRBY', P .. 'stats:' .. day, 'running', #undue)
+  redis.call('ZADD', P .. 'stats:days', day, day)
 end
 return out
 ";
@@ -173,10 +214,14 @@ return out
 /// ARGV: P, n, then per item: run, job, token, takeover, status, has error, error,
 /// will retry, version, next at, next trigger, next attempt, alarm count, alarm JSON….
 /// Returns per item a triple: (`ok`, rescheduled, ended) or (refusal, current token, '').
+/// Per finished run it reads the run and its job and writes each once; the due index,
+/// the running and ended indexes and the day counters are written once per batch (the
+/// due index with the last decision per job, as if written item by item).
 pub(super) const FINISH: &str = r"
 local now = now_ms()
 local nows = fmt(now)
 local out = {}
+local ended, unrunning, due_of, counts = {}, {}, {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
   local rid, jid, tok, takeover, st, has_err, err, retry, ver, nat, ntrig, natt, na =
@@ -187,43 +232,63 @@ for _ = 1, tonumber(ARGV[2]) do
   local rk = P .. 'run:' .. rid
   local r = redis.call('HMGET', rk, 'status', 'token', 'fire', 'job', 'started')
   if not r[1] then
-    table.insert(out, 'not_found'); table.insert(out, ''); table.insert(out, '')
+    out[#out + 1] = 'not_found'; out[#out + 1] = ''; out[#out + 1] = ''
   elseif r[1] ~= 'running' then
-    table.insert(out, 'not_running'); table.insert(out, ''); table.insert(out, '')
+    out[#out + 1] = 'not_running'; out[#out + 1] = ''; out[#out + 1] = ''
   else
     local jk = P .. 'job:' .. jid
-    local jf = redis.call('HMGET', jk, 'token', 'running', 'version', 'next')
+    local jf = redis.call('HMGET', jk, 'token', 'running', 'version', 'next', 'enabled')
     local current = r[2]
     if jf[1] then current = jf[1] end
     local t, c, rt = tonumber(tok), tonumber(current), tonumber(r[2])
     local ok
     if takeover == '1' then ok = t >= c and t >= rt else ok = t == rt and t >= c end
     if not ok or r[4] ~= jid then
-      table.insert(out, 'fenced'); table.insert(out, current); table.insert(out, '')
+      out[#out + 1] = 'fenced'; out[#out + 1] = current; out[#out + 1] = ''
     else
       local resched = '0'
       if jf[1] then
-        redis.call('HSET', jk, 'token', tok)
-        if jf[2] == rid then redis.call('HSET', jk, 'running', '') end
-        if jf[3] == ver and jf[4] == r[3] then
-          redis.call('HSET', jk, 'next', nat, 'trigger', ntrig, 'attempt', natt)
+        local running, nxt = jf[2] or '', jf[4]
+        if running == rid then running = '' end
+        if jf[3] == ver and nxt == r[3] then
+          nxt = nat
           resched = '1'
+          redis.call('HSET', jk, 'token', tok, 'running', running, 'next', nat, 'trigger', ntrig,
+            'attempt', natt)
+        else
+          redis.call('HSET', jk, 'token', tok, 'running', running)
         end
-        reindex(jid)
+        if jf[5] == '1' and nxt and nxt ~= '' and running == '' then
+          due_of[jid] = nxt
+        else
+          due_of[jid] = false
+        end
       end
       local e = ''
       if has_err == '1' then e = err end
       redis.call('HSET', rk, 'status', st, 'ended', nows, 'error', e, 'has_error', has_err,
         'retry', retry)
-      redis.call('ZREM', P .. 'running', rid)
-      redis.call('ZADD', P .. 'ended', now, rid)
+      unrunning[#unrunning + 1] = rid
+      ended[#ended + 1] = nows; ended[#ended + 1] = rid
       local day = day_of(r[5])
-      redis.call('HINCRBY', P .. 'stats:' .. day, 'running', -1)
-      redis.call('HINCRBY', P .. 'stats:' .. day, st, 1)
+      counts[day .. ' running'] = (counts[day .. ' running'] or 0) - 1
+      counts[day .. ' ' .. st] = (counts[day .. ' ' .. st] or 0) + 1
       for k = alarms_at, alarms_at + na - 1 do enqueue(ARGV[k], nows) end
-      table.insert(out, 'ok'); table.insert(out, resched); table.insert(out, nows)
+      out[#out + 1] = 'ok'; out[#out + 1] = resched; out[#out + 1] = nows
     end
   end
+end
+local add, rem = {}, {}
+for jid, at in pairs(due_of) do
+  if at then add[#add + 1] = at; add[#add + 1] = jid else rem[#rem + 1] = jid end
+end
+bulk('ZADD', P .. 'due', add)
+bulk('ZREM', P .. 'due', rem)
+bulk('ZREM', P .. 'running', unrunning)
+bulk('ZADD', P .. 'ended', ended)
+for key, n in pairs(counts) do
+  local day, field = string.match(key, '^(%S+) (%S+)$')
+  if n ~= 0 then redis.call('HINCRBY', P .. 'stats:' .. day, field, n) end
 end
 return out
 ";

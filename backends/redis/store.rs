@@ -336,12 +336,20 @@ impl JobStore for RedisStore {
         }
     }
 
-    async fn due(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> {
+    async fn due(
+        &self,
+        until: Timestamp,
+        after: Option<&DueKey>,
+        limit: usize,
+    ) -> Result<Vec<DueFire>> {
         if limit == 0 {
             return Ok(Vec::new());
         }
         let mut call = self.call(&self.scripts.due);
         call.arg(until.as_millis()).arg(limit);
+        if let Some(k) = after {
+            call.arg(k.fire_at.as_millis()).arg(k.job_id.as_str());
+        }
         let out: Vec<String> = self.invoke(call, "due").await?;
         let w = "decode due";
         out.chunks_exact(6)

@@ -77,8 +77,13 @@ impl JobStore for SqliteStore {
         self.trigger_job(id, at).await
     }
 
-    async fn due(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> {
-        self.due_fires(until, limit).await
+    async fn due(
+        &self,
+        until: Timestamp,
+        after: Option<&DueKey>,
+        limit: usize,
+    ) -> Result<Vec<DueFire>> {
+        self.due_fires(until, after, limit).await
     }
 
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {

@@ -232,17 +232,31 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(super) async fn due_fires(&self, until: Timestamp, limit: usize) -> Result<Vec<DueFire>> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+    pub(super) async fn due_fires(
+        &self,
+        until: Timestamp,
+        after: Option<&DueKey>,
+        limit: usize,
+    ) -> Result<Vec<DueFire>> {
+        let query = format!(
             "SELECT * FROM {} WHERE enabled = 1 AND running_run IS NULL AND next_fire_at IS NOT NULL
-             AND next_fire_at <= ? ORDER BY next_fire_at, id LIMIT ?",
-            self.t("jobs")
-        )))
-        .bind(until.as_millis())
-        .bind(limit as i64)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err("due"))?;
+             AND next_fire_at <= ? {} ORDER BY next_fire_at, id LIMIT ?",
+            self.t("jobs"),
+            if after.is_some() {
+                "AND (next_fire_at, id) > (?, ?)"
+            } else {
+                ""
+            }
+        );
+        let mut rows = sqlx::query(sqlx::AssertSqlSafe(query)).bind(until.as_millis());
+        if let Some(k) = after {
+            rows = rows.bind(k.fire_at.as_millis()).bind(k.job_id.as_str());
+        }
+        let rows = rows
+            .bind(limit as i64)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err("due"))?;
         rows.iter().map(|r| crate::sql::due_fire(NAME, r)).collect()
     }
 

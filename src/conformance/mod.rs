@@ -21,10 +21,12 @@
 //! uses the same store, since `purge_runs`, `reap_nodes` and `claim_alarms` act on the
 //! whole store.
 
+mod due_pages;
 mod locks;
 mod store;
 mod store_log;
 
+pub use due_pages::due_pages;
 pub use locks::*;
 pub use store::{
     conditional_start, due_ordering_and_limits, fencing, finish_writes_state_run_and_alarms,
@@ -45,6 +47,7 @@ pub async fn store_suite(store: &dyn JobStore) {
     upsert_get_list_remove(store).await;
     refuses_missing_jobs(store).await;
     due_ordering_and_limits(store).await;
+    due_pages(store).await;
     conditional_start(store).await;
     finish_writes_state_run_and_alarms(store).await;
     finish_yields_to_changes_during_the_run(store).await;

@@ -230,20 +230,31 @@ pub async fn due_ordering_and_limits(store: &dyn JobStore) {
             .map(|o| (format!("{p}-{o}"), t0 + Duration::from_secs(*o)))
             .collect()
     };
-    let got = mine(store.due(t0 + Duration::from_secs(45), 1000).await.unwrap());
+    let got = mine(
+        store
+            .due(t0 + Duration::from_secs(45), None, 1000)
+            .await
+            .unwrap(),
+    );
     assert_eq!(
         got,
         want(&[10, 20, 30, 40]),
         "due is ordered by fire_at and stops at until"
     );
-    let got = store.due(t0 + Duration::from_secs(1000), 2).await.unwrap();
+    let got = store
+        .due(t0 + Duration::from_secs(1000), None, 2)
+        .await
+        .unwrap();
     assert_eq!(got.len(), 2, "due honours its limit");
     assert_eq!(
         mine(got),
         want(&[10, 20]),
         "the limit keeps the oldest fires"
     );
-    let first = store.due(t0 + Duration::from_secs(10), 10).await.unwrap();
+    let first = store
+        .due(t0 + Duration::from_secs(10), None, 10)
+        .await
+        .unwrap();
     let f = first
         .iter()
         .find(|f| f.job_id.as_str() == format!("{p}-10"))
@@ -264,7 +275,7 @@ pub async fn due_ordering_and_limits(store: &dyn JobStore) {
     .await;
     let got = mine(
         store
-            .due(t0 + Duration::from_secs(1000), 1000)
+            .due(t0 + Duration::from_secs(1000), None, 1000)
             .await
             .unwrap(),
     );
@@ -471,7 +482,7 @@ pub async fn finish_yields_to_changes_during_the_run(store: &dyn JobStore) {
     );
     assert!(
         store
-            .due(t0 + DAY * 2, 100_000)
+            .due(t0 + DAY * 2, None, 100_000)
             .await
             .unwrap()
             .iter()

@@ -130,7 +130,8 @@ async fn poll_loop(core: Arc<Core>) {
             Ok(polled) => {
                 backoff.reset();
                 if polled == Polled::Starved {
-                    core.starved.store(true, Ordering::SeqCst);
+                    let held = lock(&core.armed).len();
+                    core.starved.store((held / 8).max(1), Ordering::SeqCst);
                 }
                 core.config.poll_interval
             }
@@ -149,6 +150,10 @@ async fn poll_loop(core: Arc<Core>) {
     }
 }
 
+/// The smallest page a poll that continues from the cursor asks for (at most
+/// `claim_batch`).
+const MIN_PAGE: usize = 256;
+
 async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
     let now = core.store.now().await?;
     // The store read its clock at some point of the call; paired with the instant the
@@ -165,21 +170,50 @@ async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
         return Ok(Polled::Starved);
     }
     let armed = lock(&core.armed).len();
-    let due = core
-        .store
-        .due(now + core.config.lookahead, limit + armed)
-        .await?;
-    let full = due.len() >= limit + armed;
-    core.backlog.store(full, Ordering::SeqCst);
-    let fresh: Vec<DueFire> = {
-        let armed = lock(&core.armed);
-        due.into_iter()
-            .filter(|f| !armed.contains(&f.job_id) && core.handlers.contains_key(f.job.handler()))
-            .take(limit)
-            .collect()
+    // From the start of the due order the fires this node already holds come first, so
+    // ask for them too; a poll that continues a backlog from the cursor has them
+    // behind it and asks for one page (not a tiny one: a page lost to other nodes'
+    // leases is skipped, and skipping one row per round trip would be slow).
+    let after = lock(&core.cursor).clone();
+    let ask = match after {
+        Some(_) => limit.max(core.config.claim_batch.min(MIN_PAGE)),
+        None => limit + armed,
     };
+    let due = match core
+        .store
+        .due(now + core.config.lookahead, after.as_ref(), ask)
+        .await
+    {
+        Ok(due) => due,
+        Err(e) => {
+            *lock(&core.cursor) = None;
+            return Err(e);
+        }
+    };
+    // More may be due when the page was full, or when this node's free capacity ran out
+    // before the page did.
+    let mut full = due.len() >= ask;
+    let mut fresh: Vec<DueFire> = Vec::with_capacity(limit.min(due.len()));
+    let mut last = None;
+    {
+        let armed = lock(&core.armed);
+        for f in due {
+            if fresh.len() == limit {
+                full = true;
+                break;
+            }
+            last = Some(f.key());
+            if !armed.contains(&f.job_id) && core.handlers.contains_key(f.job.handler()) {
+                fresh.push(f);
+            }
+        }
+    }
+    core.backlog.store(full, Ordering::SeqCst);
+    // Then the next poll continues after the last fire looked at, at once. Otherwise
+    // every due fire was seen, and the next poll starts from the beginning.
+    *lock(&core.cursor) = if full { last } else { None };
     if fresh.is_empty() {
-        return Ok(Polled::Done);
+        return Ok(if full { Polled::More } else { Polled::Done });
     }
     let requests: Vec<LockRequest> = fresh
         .iter()
@@ -190,7 +224,6 @@ async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
         .collect();
     let asked = Instant::now();
     let leases = core.locks.acquire(&core.node_id, &requests).await?;
-    let mut claimed = 0;
     for ((fire, lease), req) in fresh.into_iter().zip(leases).zip(&requests) {
         let Some(lease) = lease else { continue };
         if !lock(&core.armed).insert(fire.job_id.clone()) {
@@ -198,18 +231,13 @@ async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
             continue;
         }
         bump(&core.counters.claimed);
-        claimed += 1;
         core.reserved.fetch_add(1, Ordering::SeqCst);
         debug!(job = %fire.job_id, fire_at = %fire.fire_at, token = lease.token, "claimed");
         let deadline = asked + req.ttl;
         core.fires
             .spawn(fire_task(core.clone(), fire, lease, deadline));
     }
-    Ok(if full && claimed > 0 {
-        Polled::More
-    } else {
-        Polled::Done
-    })
+    Ok(if full { Polled::More } else { Polled::Done })
 }
 
 /// Runs a claimed fire, then — while the job's next fire falls within the lookahead
@@ -225,7 +253,15 @@ async fn fire_task(core: Arc<Core>, fire: DueFire, lease: Lease, deadline: Insta
     }
     core.reserved.fetch_sub(1, Ordering::SeqCst);
     lock(&core.armed).remove(&id);
-    if core.starved.swap(false, Ordering::SeqCst) {
+    let need = core.starved.load(Ordering::SeqCst);
+    if need > 0
+        && core
+            .executor
+            .capacity()
+            .saturating_sub(core.reserved.load(Ordering::SeqCst))
+            >= need
+        && core.starved.swap(0, Ordering::SeqCst) > 0
+    {
         core.wake.notify_one();
     }
 }

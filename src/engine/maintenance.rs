@@ -205,6 +205,6 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
     cycle::finish(core, &fire, run.id, run.attempt, &lease, p, None, true).await;
     bump(&core.counters.lost_recovered);
     cycle::release(core, lease).await;
-    core.wake.notify_one();
+    core.rescan();
     Ok(())
 }

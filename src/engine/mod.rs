@@ -132,12 +132,17 @@ pub(crate) struct Core {
     pub(crate) armed: Mutex<HashSet<JobId>>,
     /// Claimed fires not holding an executor slot (armed, starting, or finishing).
     pub(crate) reserved: AtomicUsize,
-    /// Set when a poll found no free capacity; the next fire to end wakes the poller.
-    pub(crate) starved: std::sync::atomic::AtomicBool,
+    /// Set when a poll found no free capacity: the free slots that wake the poller
+    /// (an eighth of the fires the node held then, at least one), so that a saturated
+    /// node claims in batches rather than one slot per poll. 0: not starved.
+    pub(crate) starved: AtomicUsize,
     /// Set while the last poll saw more due fires than this node could claim; a job
     /// then gives its lease back after a run instead of keeping it for its next fire,
     /// so every due job gets its turn in fire order.
     pub(crate) backlog: std::sync::atomic::AtomicBool,
+    /// Where the next poll continues while a backlog is being paged through: the key of
+    /// the last due fire the previous full poll looked at. `None`: from the start.
+    pub(crate) cursor: Mutex<Option<crate::record::DueKey>>,
     pub(crate) running: Mutex<HashMap<RunId, RunningEntry>>,
     /// Stops claiming and arming.
     pub(crate) stop: CancellationToken,
@@ -153,6 +158,13 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    /// Wakes the poller to scan from the start of the due order: a job may have
+    /// become due before the cursor of a backlog being paged through.
+    pub(crate) fn rescan(&self) {
+        *lock(&self.cursor) = None;
+        self.wake.notify_one();
+    }
+
     /// The store's clock now, estimated from the last reading and the monotonic clock.
     pub(crate) fn store_now(&self) -> Timestamp {
         let (t, at) = *lock(&self.sync);
@@ -275,8 +287,9 @@ impl SchedulerBuilder {
                 sync: Mutex::new((Timestamp::now(), Instant::now())),
                 armed: Mutex::default(),
                 reserved: AtomicUsize::new(0),
-                starved: std::sync::atomic::AtomicBool::new(false),
+                starved: AtomicUsize::new(0),
                 backlog: std::sync::atomic::AtomicBool::new(false),
+                cursor: Mutex::default(),
                 running: Mutex::default(),
                 stop: CancellationToken::new(),
                 bg_stop: CancellationToken::new(),
@@ -406,7 +419,7 @@ impl Scheduler {
         let now = self.core.store.now().await?;
         let next = job.schedule().first_fire(now);
         let out = self.core.store.upsert(&job, next).await?;
-        self.core.wake.notify_one();
+        self.core.rescan();
         Ok(out)
     }
 
@@ -432,7 +445,7 @@ impl Scheduler {
         let now = self.core.store.now().await?;
         let next = rec.job.schedule().first_fire(now);
         self.core.store.set_enabled(&id, true, next).await?;
-        self.core.wake.notify_one();
+        self.core.rescan();
         Ok(())
     }
 
@@ -440,7 +453,7 @@ impl Scheduler {
     pub async fn trigger_now(&self, id: &str) -> Result<()> {
         let now = self.core.store.now().await?;
         self.core.store.trigger(&job_id(id)?, now).await?;
-        self.core.wake.notify_one();
+        self.core.rescan();
         Ok(())
     }
 

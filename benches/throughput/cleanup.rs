@@ -1,0 +1,76 @@
+//! Removes what a workload stored, so that runs do not slow each other down through a
+//! growing database (a Redis keyspace of half a million leftover keys rehashes during
+//! the next drain) and the servers are left as they were found.
+
+/// The tables `migrate()` creates under a prefix.
+const TABLES: [&str; 6] = ["alarms", "jobs", "locks", "nodes", "runs", "schema"];
+
+/// Drops the workload's tables or keys under `prefix`; failures are printed, not fatal.
+pub async fn cleanup(backend: &str, prefix: &str, pg: &str, mysql: &str, redis: &str) {
+    let drop = TABLES
+        .iter()
+        .map(|t| format!("{prefix}{t}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!("DROP TABLE IF EXISTS {drop}");
+    if backend.starts_with("postgres") {
+        let done = async {
+            let pool = sqlx::PgPool::connect(pg).await?;
+            sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .execute(&pool)
+                .await
+        };
+        if let Err(e) = done.await {
+            eprintln!("cleanup: postgres: {e}");
+        }
+    }
+    if backend == "mysql" {
+        let done = async {
+            let pool = sqlx::MySqlPool::connect(mysql).await?;
+            sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+                .execute(&pool)
+                .await
+        };
+        if let Err(e) = done.await {
+            eprintln!("cleanup: mysql: {e}");
+        }
+    }
+    if backend.contains("redis")
+        && let Err(e) = unlink_prefix(redis, prefix).await
+    {
+        eprintln!("cleanup: redis: {e}");
+    }
+    if backend == "sqlite" {
+        for end in ["", "-wal", "-shm"] {
+            let path = std::env::temp_dir().join(format!("{prefix}bench.db{end}"));
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// `SCAN MATCH prefix*` and `UNLINK`, a thousand keys at a time.
+async fn unlink_prefix(url: &str, prefix: &str) -> redis::RedisResult<()> {
+    let client = redis::Client::open(url)?;
+    let mut conn = redis::aio::ConnectionManager::new(client).await?;
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await?;
+        if !keys.is_empty() {
+            redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async::<()>(&mut conn)
+                .await?;
+        }
+        if next == 0 {
+            return Ok(());
+        }
+        cursor = next;
+    }
+}
