@@ -20,6 +20,14 @@ pub struct MySqlLocks {
     table: String,
 }
 
+/// The server's now, in epoch milliseconds.
+async fn now_in(tx: &mut Transaction<'static, MySql>, op: &'static str) -> Result<i64> {
+    sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(db_err(op))
+}
+
 /// A locked row: owner, token, expiry.
 type Row = (Option<String>, i64, i64);
 
@@ -43,13 +51,22 @@ impl MySqlLocks {
         keys: &[&str],
         op: &'static str,
     ) -> Result<(i64, HashMap<String, Row>)> {
-        let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
-            .fetch_one(&mut **tx)
-            .await
-            .map_err(db_err(op))?;
+        let now = now_in(tx, op).await?;
+        Ok((now, self.read_rows(tx, keys, "FOR UPDATE", op).await?))
+    }
+
+    /// The rows of `keys`, read with `lock` (`FOR UPDATE`, or empty for rows this
+    /// transaction has already written).
+    async fn read_rows(
+        &self,
+        tx: &mut Transaction<'static, MySql>,
+        keys: &[&str],
+        lock: &'static str,
+        op: &'static str,
+    ) -> Result<HashMap<String, Row>> {
         let mut q = sqlx::query_as::<_, (String, Option<String>, i64, i64)>(AssertSqlSafe(
             format!(
-                "SELECT lock_key, owner, token, expires_at FROM {} WHERE lock_key IN ({}) ORDER BY lock_key FOR UPDATE",
+                "SELECT lock_key, owner, token, expires_at FROM {} WHERE lock_key IN ({}) ORDER BY lock_key {lock}",
                 self.table,
                 marks(keys.len())
             ),
@@ -58,12 +75,10 @@ impl MySqlLocks {
             q = q.bind(*k);
         }
         let rows = q.fetch_all(&mut **tx).await.map_err(db_err(op))?;
-        Ok((
-            now,
-            rows.into_iter()
-                .map(|(k, o, t, e)| (k, (o, t, e)))
-                .collect(),
-        ))
+        Ok(rows
+            .into_iter()
+            .map(|(k, o, t, e)| (k, (o, t, e)))
+            .collect())
     }
 
     /// Writes `(key, owner, token, expires_at)` for each row in one statement.
@@ -115,10 +130,7 @@ impl LockProvider for MySqlLocks {
             .collect();
         retrying(|| async {
             let mut tx = self.pool.begin().await.map_err(db_err(op))?;
-            let now: i64 = sqlx::query_scalar(AssertSqlSafe(format!("SELECT {NOW_MS}")))
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(db_err(op))?;
+            let now = now_in(&mut tx, op).await?;
             // The assignments run left to right: `expires_at` is the old value until
             // the last one.
             let sql = format!(
@@ -140,22 +152,7 @@ impl LockProvider for MySqlLocks {
                 .execute(&mut *tx)
                 .await
                 .map_err(db_err(op))?;
-            let mut q =
-                sqlx::query_as::<_, (String, Option<String>, i64, i64)>(AssertSqlSafe(format!(
-                    "SELECT lock_key, owner, token, expires_at FROM {} WHERE lock_key IN ({})",
-                    self.table,
-                    marks(keys.len())
-                )));
-            for k in &keys {
-                q = q.bind(*k);
-            }
-            let mut rows: HashMap<String, (Option<String>, i64, i64)> = q
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(db_err(op))?
-                .into_iter()
-                .map(|(k, o, t, e)| (k, (o, t, e)))
-                .collect();
+            let mut rows = self.read_rows(&mut tx, &keys, "", op).await?;
             tx.commit().await.map_err(db_err(op))?;
             // Granted now: ours, expiring exactly at this grant's instant.
             Ok(requests

@@ -21,15 +21,15 @@
 //! uses the same store, since `purge_runs`, `reap_nodes` and `claim_alarms` act on the
 //! whole store.
 
-mod due_pages;
+mod due;
 mod locks;
 mod store;
 mod store_log;
 
-pub use due_pages::due_pages;
+pub use due::{due_ordering_and_limits, due_pages};
 pub use locks::*;
 pub use store::{
-    conditional_start, due_ordering_and_limits, fencing, finish_writes_state_run_and_alarms,
+    conditional_start, fencing, finish_writes_state_run_and_alarms,
     finish_yields_to_changes_during_the_run, refuses_missing_jobs, upsert_get_list_remove,
 };
 pub use store_log::*;

@@ -1,11 +1,102 @@
-//! The keyset pages of `due`.
+//! The due scan: order, limits and keyset pages.
 
-use super::store::{DAY, jid, job, long_ago};
+use super::store::{DAY, cleanup, finish_one, finish_req, jid, job, long_ago, start_req, started};
 use super::unique;
 use crate::record::*;
 use crate::store::JobStore;
 use crate::time::Timestamp;
 use std::time::Duration;
+
+/// `due` returns fires up to `until`, oldest first, at most `limit`, skipping paused
+/// and running jobs and jobs with nothing to fire.
+pub async fn due_ordering_and_limits(store: &dyn JobStore) {
+    let p = unique("due");
+    let t0 = long_ago(store).await;
+    let offsets = [30u64, 10, 50, 20, 40];
+    let ids: Vec<String> = offsets.iter().map(|o| format!("{p}-{o}")).collect();
+    for (id, o) in ids.iter().zip(offsets) {
+        store
+            .upsert(&job(id), Some(t0 + Duration::from_secs(o)))
+            .await
+            .unwrap();
+    }
+    let idle = format!("{p}-idle");
+    store.upsert(&job(&idle), None).await.unwrap();
+    let mine = |fires: Vec<DueFire>| -> Vec<(String, Timestamp)> {
+        fires
+            .into_iter()
+            .filter(|f| f.job_id.as_str().starts_with(&p))
+            .map(|f| (f.job_id.to_string(), f.fire_at))
+            .collect()
+    };
+    let want = |os: &[u64]| -> Vec<(String, Timestamp)> {
+        os.iter()
+            .map(|o| (format!("{p}-{o}"), t0 + Duration::from_secs(*o)))
+            .collect()
+    };
+    let got = mine(
+        store
+            .due(t0 + Duration::from_secs(45), None, 1000)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        got,
+        want(&[10, 20, 30, 40]),
+        "due is ordered by fire_at and stops at until"
+    );
+    let got = store
+        .due(t0 + Duration::from_secs(1000), None, 2)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 2, "due honours its limit");
+    assert_eq!(
+        mine(got),
+        want(&[10, 20]),
+        "the limit keeps the oldest fires"
+    );
+    let first = store
+        .due(t0 + Duration::from_secs(10), None, 10)
+        .await
+        .unwrap();
+    let f = first
+        .iter()
+        .find(|f| f.job_id.as_str() == format!("{p}-10"))
+        .expect("due fire");
+    assert_eq!(
+        (f.version, f.attempt, f.trigger),
+        (1, 0, TriggerKind::Schedule)
+    );
+
+    store
+        .set_enabled(&jid(&format!("{p}-10")), false, None)
+        .await
+        .unwrap();
+    let run = started(
+        store,
+        start_req(&format!("{p}-20"), t0 + Duration::from_secs(20), 1, 1),
+    )
+    .await;
+    let got = mine(
+        store
+            .due(t0 + Duration::from_secs(1000), None, 1000)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        got,
+        want(&[30, 40, 50]),
+        "paused and running jobs are not due"
+    );
+    finish_one(
+        store,
+        finish_req(run, &format!("{p}-20"), 1, RunStatus::Succeeded, None),
+    )
+    .await;
+    let mut all = ids.clone();
+    all.push(idle);
+    cleanup(store, &all).await;
+}
 
 /// `due` with `after` returns exactly the fires that sort after the key in the store's
 /// own due order: paging with a small limit yields the same sequence as one large

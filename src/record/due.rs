@@ -1,0 +1,50 @@
+//! What `JobStore::due` returns, and the key that pages through it.
+
+use super::TriggerKind;
+use crate::job::{Job, JobId};
+use crate::time::Timestamp;
+use std::sync::Arc;
+
+/// A due fire returned by `due`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DueFire {
+    /// The job.
+    pub job_id: JobId,
+    /// Its definition (read in the same step as the fire, so the engine needs no
+    /// further round trip).
+    pub job: Arc<Job>,
+    /// The fire's instant (the job's `next_fire_at`).
+    pub fire_at: Timestamp,
+    /// Definition version the fire belongs to.
+    pub version: u64,
+    /// Kind of fire.
+    pub trigger: TriggerKind,
+    /// Failed attempts so far; this run will be attempt `attempt + 1`.
+    pub attempt: u32,
+}
+
+impl DueFire {
+    /// This fire's position in the due order, for [`JobStore::due`]'s `after`.
+    ///
+    /// [`JobStore::due`]: crate::JobStore::due
+    pub fn key(&self) -> DueKey {
+        DueKey {
+            fire_at: self.fire_at,
+            job_id: self.job_id.clone(),
+        }
+    }
+}
+
+/// A position in the due order, `(fire_at, job id)`: [`JobStore::due`] with
+/// `after = Some(key)` returns only fires that sort strictly after it. The key need not
+/// be a fire that is still due. Job ids compare as the store orders them (bytewise in
+/// every bundled store but PostgreSQL, which uses the id column's collation).
+///
+/// [`JobStore::due`]: crate::JobStore::due
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueKey {
+    /// The fire's instant.
+    pub fire_at: Timestamp,
+    /// The job.
+    pub job_id: JobId,
+}
