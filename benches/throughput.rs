@@ -33,6 +33,8 @@
 mod cleanup;
 #[path = "throughput/profile.rs"]
 mod profile;
+#[path = "../tests/support/redis_keys.rs"]
+mod redis_keys;
 
 use futures::StreamExt;
 use jobwheel::{

@@ -34,31 +34,7 @@ fn pair(open: (RedisStore, RedisLocks)) -> (Arc<dyn JobStore>, Arc<dyn LockProvi
 
 /// Deletes every key under `prefix`.
 async fn drop_keys(url: &str, prefix: &str) {
-    let client = redis::Client::open(url).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let mut cursor = 0u64;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}*"))
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if !keys.is_empty() {
-            redis::cmd("DEL")
-                .arg(&keys)
-                .query_async::<()>(&mut conn)
-                .await
-                .unwrap();
-        }
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
+    support::redis_keys::drop_keys(url, prefix).await.unwrap();
 }
 
 #[tokio::test]

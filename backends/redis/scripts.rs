@@ -271,8 +271,10 @@ for _ = 1, tonumber(ARGV[2]) do
       unrunning[#unrunning + 1] = rid
       ended[#ended + 1] = nows; ended[#ended + 1] = rid
       local day = day_of(r[5])
-      counts[day .. ' running'] = (counts[day .. ' running'] or 0) - 1
-      counts[day .. ' ' .. st] = (counts[day .. ' ' .. st] or 0) + 1
+      local c = counts[day] or {}
+      counts[day] = c
+      c.running = (c.running or 0) - 1
+      c[st] = (c[st] or 0) + 1
       for k = alarms_at, alarms_at + na - 1 do enqueue(ARGV[k], nows) end
       out[#out + 1] = 'ok'; out[#out + 1] = resched; out[#out + 1] = nows
     end
@@ -286,9 +288,10 @@ bulk('ZADD', P .. 'due', add)
 bulk('ZREM', P .. 'due', rem)
 bulk('ZREM', P .. 'running', unrunning)
 bulk('ZADD', P .. 'ended', ended)
-for key, n in pairs(counts) do
-  local day, field = string.match(key, '^(%S+) (%S+)$')
-  if n ~= 0 then redis.call('HINCRBY', P .. 'stats:' .. day, field, n) end
+for day, c in pairs(counts) do
+  for field, n in pairs(c) do
+    if n ~= 0 then redis.call('HINCRBY', P .. 'stats:' .. day, field, n) end
+  end
 end
 return out
 ";

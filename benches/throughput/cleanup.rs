@@ -36,7 +36,7 @@ pub async fn cleanup(backend: &str, prefix: &str, pg: &str, mysql: &str, redis: 
         }
     }
     if backend.contains("redis")
-        && let Err(e) = unlink_prefix(redis, prefix).await
+        && let Err(e) = crate::redis_keys::drop_keys(redis, prefix).await
     {
         eprintln!("cleanup: redis: {e}");
     }
@@ -45,32 +45,5 @@ pub async fn cleanup(backend: &str, prefix: &str, pg: &str, mysql: &str, redis: 
             let path = std::env::temp_dir().join(format!("{prefix}bench.db{end}"));
             let _ = std::fs::remove_file(path);
         }
-    }
-}
-
-/// `SCAN MATCH prefix*` and `UNLINK`, a thousand keys at a time.
-async fn unlink_prefix(url: &str, prefix: &str) -> redis::RedisResult<()> {
-    let client = redis::Client::open(url)?;
-    let mut conn = redis::aio::ConnectionManager::new(client).await?;
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{prefix}*"))
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut conn)
-            .await?;
-        if !keys.is_empty() {
-            redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async::<()>(&mut conn)
-                .await?;
-        }
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
     }
 }

@@ -48,8 +48,8 @@ fn parse_stat(stat: &str, names: &[&str]) -> Option<u64> {
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let comm = &stat[open + 1..close];
+    // An empty list accepts any command: it is used for this process's own line.
     if !names.is_empty() && !names.contains(&comm) {
-        // An empty list is this process's own stat line.
         return None;
     }
     let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();

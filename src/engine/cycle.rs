@@ -160,11 +160,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
     // call returned, the estimate never runs ahead of the store's clock, so a timer
     // may wake up to one round trip late but never early.
     *lock(&core.sync) = (now, Instant::now());
-    let free = core
-        .executor
-        .capacity()
-        .saturating_sub(core.reserved.load(Ordering::SeqCst));
-    let limit = free.min(core.config.claim_batch);
+    let limit = core.free_slots().min(core.config.claim_batch);
     if limit == 0 {
         core.backlog.store(true, Ordering::SeqCst);
         return Ok(Polled::Starved);
@@ -194,7 +190,8 @@ async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
     // before the page did.
     let mut full = due.len() >= ask;
     let mut fresh: Vec<DueFire> = Vec::with_capacity(limit.min(due.len()));
-    let mut last = None;
+    // The last row looked at: the last one skipped, unless a fresh one came after it.
+    let mut skipped = None;
     {
         let armed = lock(&core.armed);
         for f in due {
@@ -202,16 +199,22 @@ async fn poll_once(core: &Arc<Core>) -> Result<Polled> {
                 full = true;
                 break;
             }
-            last = Some(f.key());
             if !armed.contains(&f.job_id) && core.handlers.contains_key(f.job.handler()) {
                 fresh.push(f);
+                skipped = None;
+            } else {
+                skipped = Some(f);
             }
         }
     }
     core.backlog.store(full, Ordering::SeqCst);
     // Then the next poll continues after the last fire looked at, at once. Otherwise
     // every due fire was seen, and the next poll starts from the beginning.
-    *lock(&core.cursor) = if full { last } else { None };
+    *lock(&core.cursor) = if full {
+        skipped.as_ref().or(fresh.last()).map(DueFire::key)
+    } else {
+        None
+    };
     if fresh.is_empty() {
         return Ok(if full { Polled::More } else { Polled::Done });
     }
@@ -254,14 +257,7 @@ async fn fire_task(core: Arc<Core>, fire: DueFire, lease: Lease, deadline: Insta
     core.reserved.fetch_sub(1, Ordering::SeqCst);
     lock(&core.armed).remove(&id);
     let need = core.starved.load(Ordering::SeqCst);
-    if need > 0
-        && core
-            .executor
-            .capacity()
-            .saturating_sub(core.reserved.load(Ordering::SeqCst))
-            >= need
-        && core.starved.swap(0, Ordering::SeqCst) > 0
-    {
+    if need > 0 && core.free_slots() >= need && core.starved.swap(0, Ordering::SeqCst) > 0 {
         core.wake.notify_one();
     }
 }

@@ -158,6 +158,14 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    /// Executor slots not spoken for: free capacity minus the claimed fires that do
+    /// not hold a slot yet.
+    pub(crate) fn free_slots(&self) -> usize {
+        self.executor
+            .capacity()
+            .saturating_sub(self.reserved.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
     /// Wakes the poller to scan from the start of the due order: a job may have
     /// become due before the cursor of a backlog being paged through.
     pub(crate) fn rescan(&self) {

@@ -4,6 +4,8 @@
 pub mod cluster;
 #[cfg(all(feature = "postgres", feature = "mysql", feature = "redis"))]
 pub mod faults;
+#[cfg(feature = "redis")]
+pub mod redis_keys;
 pub mod servers;
 
 use jobwheel::memory::{LocalLocks, MemoryStore};
