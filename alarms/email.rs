@@ -108,6 +108,9 @@ impl DefaultTemplate {
         if let Some(run) = e.run_id {
             rows.insert(3, ("Run", run.to_string()));
         }
+        if let Some(c) = e.covers_local() {
+            rows.push(("Missed fires", c));
+        }
         if e.suppressed > 0 {
             rows.push((
                 "Suppressed",

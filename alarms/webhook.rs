@@ -13,7 +13,7 @@
 //!     "attempt": 3, "max_attempts": 3, "node": "web-1-8d1f", "duration_ms": 1250,
 //!     "error": "timeout talking to db", "will_retry": false,
 //!     "next_fire_at": 1796717400000, "recipients": [], "occurred_at": 1796631001250,
-//!     "suppressed": 0
+//!     "suppressed": 0, "covers": null
 //!   },
 //!   "fire_at_utc": "2026-12-07T08:30:00.000Z",
 //!   "fire_at_local": "2026-12-07 09:30:00 CET (+01:00)",
@@ -22,7 +22,9 @@
 //! ```
 //!
 //! Instants in `event` are epoch milliseconds (UTC); `kind` is one of `final_failure`,
-//! `failure`, `lost`, `misfire`, `recovery`. New fields may be added within version 1;
+//! `failure`, `lost`, `misfire`, `recovery`. A `misfire` event's `covers` is the span
+//! of scheduled fires the misfire stood for (`{"fires": 12, "first": …, "through": …}`),
+//! `null` for other kinds. New fields may be added within version 1;
 //! a change of meaning bumps `version`. `Slack`, `DingTalk` and `Feishu` send those
 //! services' text-message shapes instead, with the same facts as text.
 //!
@@ -273,6 +275,9 @@ fn text(e: &AlarmEvent) -> String {
     });
     if let Some(n) = e.next_fire_local() {
         t.push_str(&format!("\nnext fire: {n}"));
+    }
+    if let Some(c) = e.covers_local() {
+        t.push_str(&format!("\nmisfire: {c}"));
     }
     if e.suppressed > 0 {
         t.push_str(&format!("\n({} similar alarms suppressed)", e.suppressed));

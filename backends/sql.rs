@@ -79,6 +79,7 @@ pub(crate) fn job_record(backend: &'static str, row: &impl SqlRow) -> Result<Job
         next_fire_at: col(backend, w, row.opt_int("next_fire_at"))?.map(Timestamp::from_millis),
         next_trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
         attempt: col(backend, w, row.int32("attempt"))? as u32,
+        resume_after: col(backend, w, row.opt_int("resume_after"))?.map(Timestamp::from_millis),
         last_token: col(backend, w, row.int("last_token"))? as u64,
         running: col(backend, w, row.opt_int("running_run"))?.map(RunId),
         created_at: Timestamp::from_millis(col(backend, w, row.int("created_at"))?),
@@ -95,6 +96,7 @@ pub(crate) fn due_fire(backend: &'static str, row: &impl SqlRow) -> Result<DueFi
         version: r.version,
         trigger: r.next_trigger,
         attempt: r.attempt,
+        resume_after: r.resume_after,
         job: r.job,
     })
 }
@@ -104,10 +106,22 @@ pub(crate) fn run_record(backend: &'static str, row: &impl SqlRow) -> Result<Run
     let w = "decode run";
     let status = col(backend, w, row.text("status"))?;
     let trigger = col(backend, w, row.text("trigger"))?;
+    let fire_at = Timestamp::from_millis(col(backend, w, row.int("fire_at"))?);
+    let covers = match (
+        col(backend, w, row.opt_int("covered_fires"))?,
+        col(backend, w, row.opt_int("covered_through"))?,
+    ) {
+        (Some(fires), Some(through)) => Some(FireSpan {
+            fires: fires.max(0) as u64,
+            first: fire_at,
+            through: Timestamp::from_millis(through),
+        }),
+        _ => None,
+    };
     Ok(RunRecord {
         id: RunId(col(backend, w, row.int("id"))?),
         job_id: JobId::new(col(backend, w, row.text("job_id"))?)?,
-        fire_at: Timestamp::from_millis(col(backend, w, row.int("fire_at"))?),
+        fire_at,
         trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
         node: col(backend, w, row.text("node"))?,
         attempt: col(backend, w, row.int32("attempt"))? as u32,
@@ -119,6 +133,7 @@ pub(crate) fn run_record(backend: &'static str, row: &impl SqlRow) -> Result<Run
         ended_at: col(backend, w, row.opt_int("ended_at"))?.map(Timestamp::from_millis),
         error: col(backend, w, row.opt_text("error"))?,
         will_retry: col(backend, w, row.flag("will_retry"))?,
+        covers,
     })
 }
 
@@ -178,4 +193,15 @@ pub(crate) fn daily_stats(backend: &'static str, rows: &[impl SqlRow]) -> Result
         }
     }
     Ok(out)
+}
+
+/// A span's two stored columns, `covered_fires` and `covered_through`.
+pub(crate) fn span_columns(covers: Option<FireSpan>) -> (Option<i64>, Option<i64>) {
+    match covers {
+        Some(c) => (
+            Some(i64::try_from(c.fires).unwrap_or(i64::MAX)),
+            Some(c.through.as_millis()),
+        ),
+        None => (None, None),
+    }
 }

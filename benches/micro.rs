@@ -112,6 +112,7 @@ fn memory_claim_path(c: &mut Criterion) {
                         node: "n".into(),
                         attempt: 1,
                         trigger: TriggerKind::Schedule,
+                        covers: None,
                     })
                     .collect();
                 let started = store.start_runs(&starts).await.unwrap();
@@ -132,6 +133,7 @@ fn memory_claim_path(c: &mut Criterion) {
                                 at: Some(at),
                                 trigger: TriggerKind::Schedule,
                                 attempt: 0,
+                                resume_after: None,
                             },
                             alarms: Vec::new(),
                         }),

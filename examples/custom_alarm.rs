@@ -84,6 +84,7 @@ async fn main() -> jobwheel::Result<()> {
     .alarm(AlarmPolicy {
         events: vec![AlarmKind::Failure, AlarmKind::FinalFailure],
         recipients: vec!["owner@example.com".into()],
+        ..AlarmPolicy::default()
     })
     .build()?;
     running.upsert(job).await?;

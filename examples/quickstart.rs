@@ -94,6 +94,7 @@ async fn main() -> jobwheel::Result<()> {
     let alarms = AlarmPolicy {
         events: vec![AlarmKind::Failure, AlarmKind::Recovery],
         recipients: vec![],
+        ..AlarmPolicy::default()
     };
     running
         .upsert(

@@ -45,7 +45,9 @@ impl std::fmt::Debug for Execution {
 /// # Contract
 ///
 /// * [`capacity`](Executor::capacity) is the number of executions it can start now
-///   without queueing. The engine never hands it more than that (backpressure).
+///   without queueing, and counts an execution from the first poll of its
+///   [`execute`](Executor::execute) future. The engine hands it no more than that
+///   (backpressure): due fires wait in the engine, in fire order, for a slot.
 /// * [`execute`](Executor::execute) runs the handler to its end and reports how it
 ///   ended. It never panics: a handler panic becomes [`Outcome::Panicked`]. It
 ///   enforces `timeout` and reports cancellation through the context.

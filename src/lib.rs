@@ -81,14 +81,14 @@ pub mod webhook;
 
 pub use alarm::{AlarmError, JobAlarm, Retrying, Throttled};
 pub use engine::{
-    EngineMetrics, Scheduler, SchedulerBuilder, SchedulerConfig, SchedulerHandle, ShutdownReport,
-    SlowLaneConfig,
+    EngineMetrics, MisfireCounts, Scheduler, SchedulerBuilder, SchedulerConfig, SchedulerHandle,
+    ShutdownReport,
 };
 pub use error::{Error, Result};
 pub use executor::{Execution, Executor, Outcome};
 pub use handler::{JobContext, JobError, JobHandler};
 pub use job::{Job, JobBuilder, JobId};
-pub use local_executor::LocalExecutor;
+pub use local_executor::{LocalExecutor, SlowLaneConfig};
 pub use lock::{Lease, LockProvider, LockRequest};
 pub use policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
 pub use record::*;

@@ -1,10 +1,10 @@
 //! [`LocalExecutor`]: runs handlers on the application's tokio runtime.
 
-use crate::engine::SlowLaneConfig;
 use crate::executor::{Execution, Executor, Outcome};
 use crate::job::JobId;
 use async_trait::async_trait;
 use futures::FutureExt;
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
@@ -12,14 +12,44 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+/// The slow lane: jobs whose runs were repeatedly slow run apart, so they cannot
+/// starve fast jobs (as XXL-JOB's fast and slow trigger pools).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SlowLaneConfig {
+    /// Slots of the slow lane (default 16), in addition to the fast lane's.
+    pub concurrency: usize,
+    /// A run longer than this is slow (default 500 ms).
+    #[serde(with = "humantime_serde")]
+    pub slow_run: Duration,
+    /// A job with more than this many slow runs within `window` moves to the slow
+    /// lane (default 10).
+    pub slow_runs: u32,
+    /// The window (default 1 min).
+    #[serde(with = "humantime_serde")]
+    pub window: Duration,
+}
+
+impl Default for SlowLaneConfig {
+    fn default() -> Self {
+        SlowLaneConfig {
+            concurrency: 16,
+            slow_run: Duration::from_millis(500),
+            slow_runs: 10,
+            window: Duration::from_secs(60),
+        }
+    }
+}
+
 /// Bounded local execution in two lanes.
 ///
 /// * The **fast lane** has `concurrency` slots, the **slow lane** its own
 ///   `slow_lane.concurrency`. A job with more than `slow_runs` runs longer than
 ///   `slow_run` within `window` runs in the slow lane until its recent runs are fast
 ///   again, so slow jobs cannot take every slot from fast ones.
-/// * [`capacity`](Executor::capacity) is the number of free fast-lane slots plus free
-///   slow-lane slots. A run waits for a slot of its own lane.
+/// * [`capacity`](Executor::capacity) is the number of free fast-lane slots: any job
+///   can start there at once. A job in the slow lane waits for a slow-lane slot and
+///   takes none of the fast lane's, so it never lowers the capacity the engine sees.
 /// * A run is cancelled (its future dropped) at its timeout ([`Outcome::TimedOut`]) or
 ///   when its context's token is cancelled ([`Outcome::Cancelled`]); a panic is caught
 ///   and reported as [`Outcome::Panicked`].
@@ -85,7 +115,7 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
 #[async_trait]
 impl Executor for LocalExecutor {
     fn capacity(&self) -> usize {
-        self.fast.available_permits() + self.slow.available_permits()
+        self.fast.available_permits()
     }
 
     async fn execute(&self, e: Execution) -> Outcome {

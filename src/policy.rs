@@ -250,8 +250,15 @@ impl AlarmKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AlarmPolicy {
-    /// Kinds that raise an alarm. Default: final failure and lost run.
+    /// Kinds that raise an alarm. Default: final failure, lost run, and misfires of
+    /// at least [`misfire_min_fires`](Self::misfire_min_fires) fires.
     pub events: Vec<AlarmKind>,
+    /// A misfire raises an alarm (when [`AlarmKind::Misfire`] is listed) only when it
+    /// stands for at least this many scheduled fires. Default 2: a misfire that
+    /// coalesced or skipped more than one fire, so some fire did not run on its own;
+    /// a single late fire that still ran does not page anyone. 1 alarms on every
+    /// misfire.
+    pub misfire_min_fires: u64,
     /// Extra recipients for this job (e-mail addresses for the e-mail alarm), as
     /// XXL-JOB's per-job alarm e-mail field.
     pub recipients: Vec<String>,
@@ -260,7 +267,8 @@ pub struct AlarmPolicy {
 impl Default for AlarmPolicy {
     fn default() -> Self {
         AlarmPolicy {
-            events: vec![AlarmKind::FinalFailure, AlarmKind::Lost],
+            events: vec![AlarmKind::FinalFailure, AlarmKind::Lost, AlarmKind::Misfire],
+            misfire_min_fires: 2,
             recipients: Vec::new(),
         }
     }
@@ -271,6 +279,7 @@ impl AlarmPolicy {
     pub fn silent() -> Self {
         AlarmPolicy {
             events: Vec::new(),
+            misfire_min_fires: 2,
             recipients: Vec::new(),
         }
     }
@@ -278,5 +287,10 @@ impl AlarmPolicy {
     /// Whether events of `kind` raise an alarm.
     pub fn wants(&self, kind: AlarmKind) -> bool {
         self.events.contains(&kind)
+    }
+
+    /// Whether a misfire that stands for `fires` scheduled fires raises an alarm.
+    pub fn wants_misfire(&self, fires: u64) -> bool {
+        self.wants(AlarmKind::Misfire) && fires >= self.misfire_min_fires
     }
 }

@@ -72,6 +72,7 @@ fn event(job: &str, kind: AlarmKind) -> AlarmEvent {
         recipients: vec![],
         occurred_at: support::at("2026-01-01T00:00:00Z"),
         suppressed: 0,
+        covers: None,
     }
 }
 
@@ -170,6 +171,7 @@ fn failing_job(id: &str) -> Job {
         .alarm(AlarmPolicy {
             events: vec![AlarmKind::FinalFailure],
             recipients: vec![],
+            ..AlarmPolicy::default()
         })
         .build()
         .unwrap()

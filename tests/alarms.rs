@@ -36,6 +36,7 @@ fn event() -> AlarmEvent {
         recipients: vec!["owner@example.com".into(), "not an address".into()],
         occurred_at: support::at("2026-12-07T08:30:01.250Z"),
         suppressed: 2,
+        covers: None,
     }
 }
 
@@ -402,6 +403,7 @@ async fn two_schedulers_on_one_store_deliver_each_alarm_exactly_once() {
                     .alarm(AlarmPolicy {
                         events: vec![AlarmKind::FinalFailure],
                         recipients: vec![],
+                        ..AlarmPolicy::default()
                     })
                     .build()
                     .unwrap(),

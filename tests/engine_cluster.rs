@@ -247,6 +247,7 @@ async fn two_schedulers_run_each_fire_once_and_deliver_each_alarm_once_to_every_
     let policy = AlarmPolicy {
         events: vec![AlarmKind::Failure, AlarmKind::FinalFailure],
         recipients: vec![],
+        ..AlarmPolicy::default()
     };
     let bad = Job::builder(
         "bad",
@@ -332,6 +333,7 @@ async fn a_slow_or_failing_alarm_never_delays_a_fire() {
     let all = AlarmPolicy {
         events: vec![AlarmKind::Failure],
         recipients: vec![],
+        ..AlarmPolicy::default()
     };
     h.upsert(
         Job::builder("bad", "bad", Schedule::every(S).unwrap())
@@ -420,9 +422,11 @@ async fn backpressure_never_claims_more_than_the_executor_can_run() {
     advance(Duration::from_secs(40)).await;
     h.shutdown().await;
     assert_eq!(max.load(Ordering::SeqCst), 4, "runs in flight");
+    // Four slots, plus a line of one fire (an eighth of the claims, at least one)
+    // waiting to take the next slot that frees up.
     assert!(
-        locks.max_held.load(Ordering::SeqCst) <= 4,
-        "claimed {} fires for 4 slots",
+        locks.max_held.load(Ordering::SeqCst) <= 5,
+        "claimed {} fires for 4 slots and a line of 1",
         locks.max_held.load(Ordering::SeqCst)
     );
     let done = store
@@ -470,6 +474,7 @@ async fn ghost_started(
         node: "ghost".into(),
         attempt: 1,
         trigger: TriggerKind::Schedule,
+        covers: None,
     };
     assert!(matches!(
         store.start_runs(&[start]).await.unwrap()[0],
@@ -591,6 +596,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
             at: None,
             trigger: TriggerKind::Schedule,
             attempt: 0,
+            resume_after: None,
         },
         alarms: vec![],
     };
@@ -654,7 +660,7 @@ async fn slow_jobs_move_to_the_slow_lane_and_leave_fast_slots_free() {
         exec.is_slow(&slow_id),
         "three slow runs (more than 2) in a minute"
     );
-    assert_eq!(exec.capacity(), 2);
+    assert_eq!(exec.capacity(), 1, "capacity is the fast lane's free slots");
     let e2 = exec.clone();
     let hog = tokio::spawn(async move {
         e2.execute(Execution {
@@ -668,7 +674,7 @@ async fn slow_jobs_move_to_the_slow_lane_and_leave_fast_slots_free() {
     assert_eq!(
         exec.capacity(),
         1,
-        "the slow run holds the slow lane's slot"
+        "the slow run holds the slow lane's slot, not a fast one"
     );
     let started = tokio::time::Instant::now();
     let fast = exec

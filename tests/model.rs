@@ -159,6 +159,7 @@ fn job_serde_round_trip_covers_every_field() {
     .timeout(Duration::from_secs(90))
     .alarm(AlarmPolicy {
         events: vec![AlarmKind::Failure, AlarmKind::Recovery],
+        misfire_min_fires: 5,
         recipients: vec!["ops@example.com".into()],
     })
     .enabled(false)

@@ -109,10 +109,10 @@ async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_on
                 )
             }
         },
-        3,
-        300,
-        20,
-        5000,
+        support::cluster::Fleet {
+            p99_bound: None,
+            ..support::cluster::Fleet::three_nodes(100)
+        },
     )
     .await;
     drop_tables(&url, &p).await;

@@ -91,10 +91,7 @@ async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_on
             let (url, p) = (url.clone(), p.clone());
             async move { pair(open(&url, &p).await) }
         },
-        3,
-        300,
-        20,
-        5000,
+        support::cluster::Fleet::three_nodes(200),
     )
     .await;
     drop_keys(&url, &p).await;

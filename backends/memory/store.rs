@@ -9,8 +9,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// What a due-index entry keeps of its job: definition, version, trigger, attempt.
-type DueEntry = (Arc<Job>, u64, TriggerKind, u32);
+/// What a due-index entry keeps of its job, so a due scan never touches the job map.
+#[derive(Debug)]
+struct DueEntry {
+    job: Arc<Job>,
+    version: u64,
+    trigger: TriggerKind,
+    attempt: u32,
+    resume_after: Option<Timestamp>,
+}
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -37,7 +44,13 @@ impl Inner {
 
     fn index(&mut self, rec: &JobRecord) {
         if let (Some(at), true, None) = (rec.next_fire_at, rec.job.enabled(), rec.running) {
-            let fire = (rec.job.clone(), rec.version, rec.next_trigger, rec.attempt);
+            let fire = DueEntry {
+                job: rec.job.clone(),
+                version: rec.version,
+                trigger: rec.next_trigger,
+                attempt: rec.attempt,
+                resume_after: rec.resume_after,
+            };
             self.due.insert((at, rec.job.id().clone()), fire);
         }
     }
@@ -114,6 +127,7 @@ impl Inner {
                 ended_at: None,
                 error: None,
                 will_retry: false,
+                covers: r.covers,
             },
         );
         StartOutcome::Started {
@@ -150,6 +164,7 @@ impl Inner {
                     j.next_fire_at = f.next.at;
                     j.next_trigger = f.next.trigger;
                     j.attempt = f.next.attempt;
+                    j.resume_after = f.next.resume_after;
                 }
                 apply
             })
@@ -232,6 +247,7 @@ impl JobStore for MemoryStore {
             j.next_fire_at = next_fire_at;
             j.next_trigger = TriggerKind::Schedule;
             j.attempt = 0;
+            j.resume_after = None;
             j.updated_at = now;
             UpsertOutcome::Updated
         });
@@ -244,6 +260,7 @@ impl JobStore for MemoryStore {
             next_fire_at,
             next_trigger: TriggerKind::Schedule,
             attempt: 0,
+            resume_after: None,
             last_token: 0,
             running: None,
             created_at: now,
@@ -302,6 +319,7 @@ impl JobStore for MemoryStore {
                     j.next_fire_at = next_fire_at;
                     j.next_trigger = TriggerKind::Schedule;
                     j.attempt = 0;
+                    j.resume_after = None;
                 }
             })
             .ok_or_else(|| Error::not_found("job", id))
@@ -313,6 +331,7 @@ impl JobStore for MemoryStore {
                 j.next_fire_at = Some(at);
                 j.next_trigger = TriggerKind::Manual;
                 j.attempt = 0;
+                j.resume_after = None;
             })
             .ok_or_else(|| Error::not_found("job", id))
     }
@@ -334,13 +353,14 @@ impl JobStore for MemoryStore {
             .range((from, Bound::Unbounded))
             .take_while(|((at, _), _)| *at <= until)
             .take(limit)
-            .map(|((at, id), (job, version, trigger, attempt))| DueFire {
+            .map(|((at, id), e)| DueFire {
                 job_id: id.clone(),
-                job: job.clone(),
+                job: e.job.clone(),
                 fire_at: *at,
-                version: *version,
-                trigger: *trigger,
-                attempt: *attempt,
+                version: e.version,
+                trigger: e.trigger,
+                attempt: e.attempt,
+                resume_after: e.resume_after,
             })
             .collect())
     }

@@ -147,8 +147,12 @@ impl MySqlStore {
                      j.running_run = IF(j.running_run = v.r, NULL, j.running_run),
                      j.next_fire_at = IF(v.n, v.at, j.next_fire_at),
                      j.next_trigger = IF(v.n, v.tr, j.next_trigger),
-                     j.attempt = IF(v.n, v.a, j.attempt)",
-                values(&["id", "t", "r", "n", "at", "tr", "a"], job_writes.len())
+                     j.attempt = IF(v.n, v.a, j.attempt),
+                     j.resume_after = IF(v.n, v.ra, j.resume_after)",
+                values(
+                    &["id", "t", "r", "n", "at", "tr", "a", "ra"],
+                    job_writes.len()
+                )
             );
             let mut q = sqlx::query(AssertSqlSafe(sql));
             for (id, (token, run, next)) in &job_writes {
@@ -159,7 +163,8 @@ impl MySqlStore {
                     .bind(next.is_some())
                     .bind(next.and_then(|n| n.at.map(Timestamp::as_millis)))
                     .bind(next.map_or("", |n| n.trigger.as_str()))
-                    .bind(next.map_or(0, |n| n.attempt as i32));
+                    .bind(next.map_or(0, |n| n.attempt as i32))
+                    .bind(next.and_then(|n| n.resume_after.map(Timestamp::as_millis)));
             }
             q.execute(&mut *tx).await.map_err(db_err(op))?;
         }

@@ -34,7 +34,10 @@ use crate::error::{Error, Result};
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
 
 const NAME: &str = "mysql";
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/0001_init.sql")),
+    (2, include_str!("migrations/0002_misfire_spans.sql")),
+];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =
     "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)";

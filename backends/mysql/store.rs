@@ -122,7 +122,7 @@ impl MySqlStore {
             Some(_) => {
                 sqlx::query(AssertSqlSafe(format!(
                     "UPDATE {jobs} SET definition = ?, enabled = ?, version = version + 1, next_fire_at = ?,
-                     next_trigger = 'schedule', attempt = 0, updated_at = ? WHERE id = ?"
+                     next_trigger = 'schedule', attempt = 0, resume_after = NULL, updated_at = ? WHERE id = ?"
                 )))
                 .bind(&def)
                 .bind(job.enabled())
@@ -224,7 +224,7 @@ impl MySqlStore {
         )?;
         if job.enabled() != enabled {
             let resume = if enabled {
-                ", next_fire_at = ?, next_trigger = 'schedule', attempt = 0"
+                ", next_fire_at = ?, next_trigger = 'schedule', attempt = 0, resume_after = NULL"
             } else {
                 ""
             };
@@ -260,7 +260,7 @@ impl MySqlStore {
             return Err(Error::not_found("job", id));
         }
         sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {jobs} SET next_fire_at = ?, next_trigger = 'manual', attempt = 0 WHERE id = ?"
+            "UPDATE {jobs} SET next_fire_at = ?, next_trigger = 'manual', attempt = 0, resume_after = NULL WHERE id = ?"
         )))
         .bind(at.as_millis())
         .bind(id.as_str())
@@ -336,8 +336,9 @@ impl MySqlStore {
         }
         if !accepted.is_empty() {
             let sql = format!(
-                "INSERT INTO {runs_t} (job_id, fire_at, `trigger`, node, attempt, token, status, started_at, will_retry) VALUES {}",
-                vec!["(?, ?, ?, ?, ?, ?, 'running', ?, FALSE)"; accepted.len()].join(", ")
+                "INSERT INTO {runs_t} (job_id, fire_at, `trigger`, node, attempt, token, status, started_at, will_retry,
+                 covered_fires, covered_through) VALUES {}",
+                vec!["(?, ?, ?, ?, ?, ?, 'running', ?, FALSE, ?, ?)"; accepted.len()].join(", ")
             );
             let mut q = sqlx::query(AssertSqlSafe(sql));
             for &i in &accepted {
@@ -349,7 +350,9 @@ impl MySqlStore {
                     .bind(&r.node)
                     .bind(r.attempt as i32)
                     .bind(r.token as i64)
-                    .bind(now);
+                    .bind(now)
+                    .bind(crate::sql::span_columns(r.covers).0)
+                    .bind(crate::sql::span_columns(r.covers).1);
             }
             let first = q
                 .execute(&mut *tx)

@@ -52,7 +52,7 @@ impl PgStore {
              VALUES ($1, $2, 1, $3, $4, 'schedule', 0, 0, NULL, {NOW_MS}, {NOW_MS})
              ON CONFLICT (id) DO UPDATE SET definition = EXCLUDED.definition, enabled = EXCLUDED.enabled,
                  version = j.version + 1, next_fire_at = EXCLUDED.next_fire_at, next_trigger = 'schedule',
-                 attempt = 0, updated_at = EXCLUDED.updated_at
+                 attempt = 0, resume_after = NULL, updated_at = EXCLUDED.updated_at
              WHERE j.definition <> EXCLUDED.definition
              RETURNING (xmax = 0)"
         )))
@@ -138,7 +138,7 @@ impl PgStore {
         )?;
         if job.enabled() != enabled {
             let resume = if enabled {
-                ", next_fire_at = $4, next_trigger = 'schedule', attempt = 0"
+                ", next_fire_at = $4, next_trigger = 'schedule', attempt = 0, resume_after = NULL"
             } else {
                 ""
             };
@@ -160,7 +160,7 @@ impl PgStore {
 
     pub(super) async fn trigger_job(&self, id: &JobId, at: Timestamp) -> Result<()> {
         let r = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {} SET next_fire_at = $1, next_trigger = 'manual', attempt = 0 WHERE id = $2",
+            "UPDATE {} SET next_fire_at = $1, next_trigger = 'manual', attempt = 0, resume_after = NULL WHERE id = $2",
             self.t("jobs")
         )))
         .bind(at.as_millis())
@@ -210,8 +210,9 @@ impl PgStore {
         let col = |f: fn(&StartRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
         let rows = sqlx::query(AssertSqlSafe(format!(
             "WITH req AS (
-                 SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::int8[], $7::text[])
-                     WITH ORDINALITY AS r(job_id, fire_at, version, token, node, attempt, trig, ord)
+                 SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::int8[], $7::text[],
+                                      $8::int8[], $9::int8[])
+                     WITH ORDINALITY AS r(job_id, fire_at, version, token, node, attempt, trig, cfires, cthrough, ord)
              ), locked AS (
                  SELECT j.id, r.ord FROM {jobs} j JOIN req r ON j.id = r.job_id
                  WHERE j.enabled AND j.version = r.version AND j.running_run IS NULL
@@ -220,8 +221,9 @@ impl PgStore {
              ), ok AS (
                  SELECT DISTINCT ON (r.job_id) r.* FROM req r JOIN locked l ON l.ord = r.ord ORDER BY r.job_id, r.ord
              ), ins AS (
-                 INSERT INTO {runs_t} (job_id, fire_at, trigger, node, attempt, token, status, started_at, will_retry)
-                 SELECT job_id, fire_at, trig, node, attempt::int4, token, 'running', {NOW_MS}, false FROM ok
+                 INSERT INTO {runs_t} (job_id, fire_at, trigger, node, attempt, token, status, started_at, will_retry,
+                     covered_fires, covered_through)
+                 SELECT job_id, fire_at, trig, node, attempt::int4, token, 'running', {NOW_MS}, false, cfires, cthrough FROM ok
                  RETURNING id, job_id, token, started_at
              ), upd AS (
                  UPDATE {jobs} j SET last_token = ins.token, running_run = ins.id FROM ins WHERE j.id = ins.job_id
@@ -241,6 +243,8 @@ impl PgStore {
         .bind(runs.iter().map(|r| r.node.clone()).collect::<Vec<_>>())
         .bind(col(|r| i64::from(r.attempt)))
         .bind(runs.iter().map(|r| r.trigger.as_str().to_string()).collect::<Vec<_>>())
+        .bind(runs.iter().map(|r| crate::sql::span_columns(r.covers).0).collect::<Vec<_>>())
+        .bind(runs.iter().map(|r| crate::sql::span_columns(r.covers).1).collect::<Vec<_>>())
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("start_runs"))?;
@@ -302,8 +306,9 @@ impl PgStore {
         let rows: Vec<(i64, i64, Option<bool>)> = sqlx::query_as(AssertSqlSafe(format!(
             "WITH req AS (
                  SELECT * FROM UNNEST($1::int8[], $2::text[], $3::int8[], $4::bool[], $5::text[], $6::text[], $7::bool[],
-                                      $8::int8[], $9::int8[], $10::text[], $11::int8[])
-                     AS r(run_id, job_id, token, takeover, status, error, will_retry, version, next_at, next_trigger, next_attempt)
+                                      $8::int8[], $9::int8[], $10::text[], $11::int8[], $14::int8[])
+                     AS r(run_id, job_id, token, takeover, status, error, will_retry, version, next_at, next_trigger, next_attempt,
+                          next_resume)
              ), jl AS (
                  SELECT id, last_token, version, next_fire_at FROM {jobs}
                  WHERE id IN (SELECT job_id FROM req) ORDER BY id FOR UPDATE
@@ -323,7 +328,8 @@ impl PgStore {
                      running_run = CASE WHEN j.running_run = ok.run_id THEN NULL ELSE j.running_run END,
                      next_fire_at = CASE WHEN ok.resched THEN ok.next_at ELSE j.next_fire_at END,
                      next_trigger = CASE WHEN ok.resched THEN ok.next_trigger ELSE j.next_trigger END,
-                     attempt = CASE WHEN ok.resched THEN ok.next_attempt::int4 ELSE j.attempt END
+                     attempt = CASE WHEN ok.resched THEN ok.next_attempt::int4 ELSE j.attempt END,
+                     resume_after = CASE WHEN ok.resched THEN ok.next_resume ELSE j.resume_after END
                  FROM ok WHERE j.id = ok.job_id
              ), ur AS (
                  UPDATE {runs_t} ru SET status = ok.status, ended_at = {NOW_MS}, error = ok.error, will_retry = ok.will_retry
@@ -350,6 +356,7 @@ impl PgStore {
         .bind(i64s(|f| i64::from(f.next.attempt)))
         .bind(alarm_runs)
         .bind(alarm_events)
+        .bind(runs.iter().map(|f| f.next.resume_after.map(Timestamp::as_millis)).collect::<Vec<_>>())
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("finish_runs"))?;

@@ -59,6 +59,7 @@ pub(super) fn job_record(h: &Fields) -> Result<JobRecord> {
         next_fire_at: opt_int(h, "next", w)?.map(Timestamp::from_millis),
         next_trigger: TriggerKind::parse(field(h, "trigger", w)?).unwrap_or_default(),
         attempt: int(h, "attempt", w)? as u32,
+        resume_after: opt_int(h, "resume", w)?.map(Timestamp::from_millis),
         last_token: int(h, "token", w)? as u64,
         running: opt_int(h, "running", w)?.map(RunId),
         created_at: Timestamp::from_millis(int(h, "created", w)?),
@@ -69,10 +70,19 @@ pub(super) fn job_record(h: &Fields) -> Result<JobRecord> {
 pub(super) fn run_record(id: &str, h: &Fields) -> Result<RunRecord> {
     let w = "decode run";
     let status = field(h, "status", w)?;
+    let fire_at = Timestamp::from_millis(int(h, "fire", w)?);
+    let covers = match (opt_int(h, "cfires", w)?, opt_int(h, "cthrough", w)?) {
+        (Some(fires), Some(through)) => Some(FireSpan {
+            fires: fires.max(0) as u64,
+            first: fire_at,
+            through: Timestamp::from_millis(through),
+        }),
+        _ => None,
+    };
     Ok(RunRecord {
         id: RunId(parse_int(id, w)?),
         job_id: JobId::new(field(h, "job", w)?)?,
-        fire_at: Timestamp::from_millis(int(h, "fire", w)?),
+        fire_at,
         trigger: TriggerKind::parse(field(h, "trigger", w)?).unwrap_or_default(),
         node: field(h, "node", w)?.to_string(),
         attempt: int(h, "attempt", w)? as u32,
@@ -84,6 +94,7 @@ pub(super) fn run_record(id: &str, h: &Fields) -> Result<RunRecord> {
         error: (h.get("has_error").map(String::as_str) == Some("1"))
             .then(|| h.get("error").cloned().unwrap_or_default()),
         will_retry: h.get("retry").map(String::as_str) == Some("1"),
+        covers,
     })
 }
 

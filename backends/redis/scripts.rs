@@ -11,10 +11,10 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `P job:<id>` | hash | `def` (JSON), `enabled`, `version`, `next`, `trigger`, `attempt`, `token`, `running`, `created`, `updated` |
+//! | `P job:<id>` | hash | `def` (JSON), `enabled`, `version`, `next`, `trigger`, `attempt`, `resume` (where the schedule resumes after a retry, or empty), `token`, `running`, `created`, `updated` |
 //! | `P jobs` | sorted set | every job id (score 0, lexical order) |
 //! | `P due` | sorted set | enabled, idle jobs with a next fire; score `next` |
-//! | `P run:<id>` | hash | `job`, `fire`, `trigger`, `node`, `attempt`, `token`, `status`, `started`, `ended`, `error`, `retry` |
+//! | `P run:<id>` | hash | `job`, `fire`, `trigger`, `node`, `attempt`, `token`, `status`, `started`, `ended`, `error`, `retry`, `cfires` and `cthrough` (a misfire record's span, or empty) |
 //! | `P runs`, `P runs:job:<id>` | sorted sets | run ids (score = id), for the run log |
 //! | `P running` | sorted set | runs in `running` state |
 //! | `P ended` | sorted set | finished runs, score `ended` (for purges) |
@@ -74,12 +74,12 @@ if cur == def then return 'unchanged' end
 if cur then
   redis.call('HINCRBY', jk, 'version', 1)
   redis.call('HSET', jk, 'def', def, 'enabled', en, 'next', nxt, 'trigger', 'schedule',
-    'attempt', '0', 'updated', nows)
+    'attempt', '0', 'resume', '', 'updated', nows)
   reindex(id)
   return 'updated'
 end
 redis.call('HSET', jk, 'def', def, 'enabled', en, 'version', '1', 'next', nxt,
-  'trigger', 'schedule', 'attempt', '0', 'token', '0', 'running', '', 'created', nows,
+  'trigger', 'schedule', 'attempt', '0', 'resume', '', 'token', '0', 'running', '', 'created', nows,
   'updated', nows)
 redis.call('ZADD', P .. 'jobs', 0, id)
 reindex(id)
@@ -106,7 +106,7 @@ if f[2] == en then return 1 end
 redis.call('HINCRBY', jk, 'version', 1)
 redis.call('HSET', jk, 'def', def, 'enabled', en, 'updated', fmt(now_ms()))
 if en == '1' then
-  redis.call('HSET', jk, 'next', nxt, 'trigger', 'schedule', 'attempt', '0')
+  redis.call('HSET', jk, 'next', nxt, 'trigger', 'schedule', 'attempt', '0', 'resume', '')
 end
 reindex(id)
 return 1
@@ -117,13 +117,13 @@ pub(super) const TRIGGER: &str = r"
 local id = ARGV[2]
 local jk = P .. 'job:' .. id
 if redis.call('EXISTS', jk) == 0 then return 0 end
-redis.call('HSET', jk, 'next', ARGV[3], 'trigger', 'manual', 'attempt', '0')
+redis.call('HSET', jk, 'next', ARGV[3], 'trigger', 'manual', 'attempt', '0', 'resume', '')
 reindex(id)
 return 1
 ";
 
 /// ARGV: P, until, limit[, after at, after id]. Returns id, next, def, version,
-/// trigger, attempt per fire, in due order; with the `after` key only fires after it.
+/// trigger, attempt, resume per fire, in due order; with the `after` key only fires after it.
 /// The key's place is its rank in the due index: the member's own when it is still
 /// there at that score, else that of the key added for a moment and taken out again
 /// (or put back at its own score) within the script, so no one sees it.
@@ -151,16 +151,19 @@ else
 end
 local out = {}
 for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', P .. 'job:' .. id, 'next', 'def', 'version', 'trigger', 'attempt')
+  local f = redis.call('HMGET', P .. 'job:' .. id, 'next', 'def', 'version', 'trigger', 'attempt',
+    'resume')
   if f[1] and f[2] then
     out[#out + 1] = id
     for j = 1, 5 do out[#out + 1] = f[j] end
+    out[#out + 1] = f[6] or ''
   end
 end
 return out
 ";
 
-/// ARGV: P, n, then per item: job, fire, version, token, node, attempt, trigger.
+/// ARGV: P, n, then per item: job, fire, version, token, node, attempt, trigger, covered
+/// fires, covered through (both empty without a span).
 /// Returns per item a triple: (`ok`, run id, started) or (refusal, current token, '').
 /// Per started run it writes the run hash, its job's run index and the job; the global
 /// indexes, the run-id sequence and the day's counter are written once per batch.
@@ -172,9 +175,10 @@ local seq = tonumber(redis.call('GET', P .. 'seq:run') or '0')
 local runs, running, undue = {}, {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
-  local id, fire, ver, tok, node, att, trig =
-    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  i = i + 7
+  local id, fire, ver, tok, node, att, trig, cfires, cthrough =
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
+    ARGV[i + 7], ARGV[i + 8]
+  i = i + 9
   local jk = P .. 'job:' .. id
   local f = redis.call('HMGET', jk, 'enabled', 'version', 'running', 'next', 'token')
   local code, cur = nil, ''
@@ -192,7 +196,7 @@ for _ = 1, tonumber(ARGV[2]) do
     local rid = fmt(seq)
     redis.call('HSET', P .. 'run:' .. rid, 'job', id, 'fire', fire, 'trigger', trig,
       'node', node, 'attempt', att, 'token', tok, 'status', 'running', 'started', nows,
-      'ended', '', 'error', '', 'retry', '0')
+      'ended', '', 'error', '', 'retry', '0', 'cfires', cfires, 'cthrough', cthrough)
     redis.call('ZADD', P .. 'runs:job:' .. id, rid, rid)
     redis.call('HSET', jk, 'token', tok, 'running', rid)
     runs[#runs + 1] = rid; runs[#runs + 1] = rid
@@ -212,7 +216,8 @@ return out
 ";
 
 /// ARGV: P, n, then per item: run, job, token, takeover, status, has error, error,
-/// will retry, version, next at, next trigger, next attempt, alarm count, alarm JSON….
+/// will retry, version, next at, next trigger, next attempt, next resume, alarm count,
+/// alarm JSON….
 /// Returns per item a triple: (`ok`, rescheduled, ended) or (refusal, current token, '').
 /// Per finished run it reads the run and its job and writes each once; the due index,
 /// the running and ended indexes and the day counters are written once per batch (the
@@ -224,10 +229,11 @@ local out = {}
 local ended, unrunning, due_of, counts = {}, {}, {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
-  local rid, jid, tok, takeover, st, has_err, err, retry, ver, nat, ntrig, natt, na =
+  local rid, jid, tok, takeover, st, has_err, err, retry, ver, nat, ntrig, natt, nres, na =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
-    ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11], tonumber(ARGV[i + 12])
-  local alarms_at = i + 13
+    ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11], ARGV[i + 12],
+    tonumber(ARGV[i + 13])
+  local alarms_at = i + 14
   i = alarms_at + na
   local rk = P .. 'run:' .. rid
   local r = redis.call('HMGET', rk, 'status', 'token', 'fire', 'job', 'started')
@@ -254,7 +260,7 @@ for _ = 1, tonumber(ARGV[2]) do
           nxt = nat
           resched = '1'
           redis.call('HSET', jk, 'token', tok, 'running', running, 'next', nat, 'trigger', ntrig,
-            'attempt', natt)
+            'attempt', natt, 'resume', nres)
         else
           redis.call('HSET', jk, 'token', tok, 'running', running)
         end

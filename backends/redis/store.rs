@@ -352,7 +352,7 @@ impl JobStore for RedisStore {
         }
         let out: Vec<String> = self.invoke(call, "due").await?;
         let w = "decode due";
-        out.chunks_exact(6)
+        out.chunks_exact(7)
             .map(|f| {
                 let job: Job = decode(&f[2], w)?;
                 Ok(DueFire {
@@ -362,6 +362,10 @@ impl JobStore for RedisStore {
                     version: parse_int(&f[3], w)? as u64,
                     trigger: TriggerKind::parse(&f[4]).unwrap_or_default(),
                     attempt: parse_int(&f[5], w)? as u32,
+                    resume_after: match f[6].as_str() {
+                        "" => None,
+                        s => Some(Timestamp::from_millis(parse_int(s, w)?)),
+                    },
                 })
             })
             .collect()
@@ -380,7 +384,12 @@ impl JobStore for RedisStore {
                 .arg(r.token)
                 .arg(&r.node)
                 .arg(r.attempt)
-                .arg(r.trigger.as_str());
+                .arg(r.trigger.as_str())
+                .arg(r.covers.map_or(String::new(), |c| c.fires.to_string()))
+                .arg(
+                    r.covers
+                        .map_or(String::new(), |c| c.through.as_millis().to_string()),
+                );
         }
         let out: Vec<String> = self.invoke(call, "start_runs").await?;
         let w = "decode start";
@@ -425,6 +434,7 @@ impl JobStore for RedisStore {
                 .arg(ms(f.next.at))
                 .arg(f.next.trigger.as_str())
                 .arg(f.next.attempt)
+                .arg(ms(f.next.resume_after))
                 .arg(f.alarms.len());
             for a in &f.alarms {
                 call.arg(encode(a)?);

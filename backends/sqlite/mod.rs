@@ -33,7 +33,10 @@ use std::str::FromStr;
 use std::time::Duration;
 
 const NAME: &str = "sqlite";
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/0001_init.sql")),
+    (2, include_str!("migrations/0002_misfire_spans.sql")),
+];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
 

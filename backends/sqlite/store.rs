@@ -91,7 +91,7 @@ impl SqliteStore {
             Some(_) => {
                 sqlx::query(sqlx::AssertSqlSafe(format!(
                     "UPDATE {jobs} SET definition = ?, enabled = ?, version = version + 1, next_fire_at = ?,
-                     next_trigger = 'schedule', attempt = 0, updated_at = ? WHERE id = ?"
+                     next_trigger = 'schedule', attempt = 0, resume_after = NULL, updated_at = ? WHERE id = ?"
                 )))
                 .bind(&def)
                 .bind(job.enabled())
@@ -194,7 +194,7 @@ impl SqliteStore {
         if job.enabled() != enabled {
             let def = crate::sql::encode(NAME, &job.with_enabled(enabled))?;
             let resume = if enabled {
-                ", next_fire_at = ?, next_trigger = 'schedule', attempt = 0"
+                ", next_fire_at = ?, next_trigger = 'schedule', attempt = 0, resume_after = NULL"
             } else {
                 ""
             };
@@ -218,7 +218,7 @@ impl SqliteStore {
 
     pub(super) async fn trigger_job(&self, id: &JobId, at: Timestamp) -> Result<()> {
         let r = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE {} SET next_fire_at = ?, next_trigger = 'manual', attempt = 0 WHERE id = ?",
+            "UPDATE {} SET next_fire_at = ?, next_trigger = 'manual', attempt = 0, resume_after = NULL WHERE id = ?",
             self.t("jobs")
         )))
         .bind(at.as_millis())
@@ -299,8 +299,9 @@ impl SqliteStore {
                 continue;
             }
             let id: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO {runs_t} (job_id, fire_at, trigger, node, attempt, token, status, started_at, will_retry)
-                 VALUES (?, ?, ?, ?, ?, ?, 'running', ?, 0) RETURNING id"
+                "INSERT INTO {runs_t} (job_id, fire_at, trigger, node, attempt, token, status, started_at, will_retry,
+                 covered_fires, covered_through)
+                 VALUES (?, ?, ?, ?, ?, ?, 'running', ?, 0, ?, ?) RETURNING id"
             )))
             .bind(r.job_id.as_str())
             .bind(r.fire_at.as_millis())
@@ -309,6 +310,8 @@ impl SqliteStore {
             .bind(i64::from(r.attempt))
             .bind(r.token as i64)
             .bind(now)
+            .bind(crate::sql::span_columns(r.covers).0)
+            .bind(crate::sql::span_columns(r.covers).1)
             .fetch_one(&mut *tx)
             .await
             .map_err(db_err(op))?;
@@ -383,7 +386,7 @@ impl SqliteStore {
                 let next = j.try_get::<Option<i64>, _>("next_fire_at").map_err(&get)?;
                 rescheduled = version == f.version as i64 && next == Some(fire_at);
                 let next_state = if rescheduled {
-                    ", next_fire_at = ?, next_trigger = ?, attempt = ?"
+                    ", next_fire_at = ?, next_trigger = ?, attempt = ?, resume_after = ?"
                 } else {
                     ""
                 };
@@ -398,7 +401,8 @@ impl SqliteStore {
                     q = q
                         .bind(f.next.at.map(Timestamp::as_millis))
                         .bind(f.next.trigger.as_str())
-                        .bind(i64::from(f.next.attempt));
+                        .bind(i64::from(f.next.attempt))
+                        .bind(f.next.resume_after.map(Timestamp::as_millis));
                 }
                 q.bind(f.job_id.as_str())
                     .execute(&mut *tx)

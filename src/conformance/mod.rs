@@ -23,11 +23,13 @@
 
 mod due;
 mod locks;
+mod spans;
 mod store;
 mod store_log;
 
 pub use due::{due_ordering_and_limits, due_pages};
 pub use locks::*;
+pub use spans::{jobs_keep_where_their_schedule_resumes, runs_keep_their_misfire_span};
 pub use store::{
     conditional_start, fencing, finish_writes_state_run_and_alarms,
     finish_yields_to_changes_during_the_run, refuses_missing_jobs, upsert_get_list_remove,
@@ -52,6 +54,8 @@ pub async fn store_suite(store: &dyn JobStore) {
     finish_writes_state_run_and_alarms(store).await;
     finish_yields_to_changes_during_the_run(store).await;
     fencing(store).await;
+    runs_keep_their_misfire_span(store).await;
+    jobs_keep_where_their_schedule_resumes(store).await;
     run_log_queries(store).await;
     purge_runs(store).await;
     daily_stats(store).await;

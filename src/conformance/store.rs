@@ -38,6 +38,7 @@ pub(super) fn start_req(id: &str, fire_at: Timestamp, version: u64, token: u64) 
         node: "node-a".into(),
         attempt: 1,
         trigger: TriggerKind::Schedule,
+        covers: None,
     }
 }
 
@@ -61,6 +62,7 @@ pub(super) fn finish_req(
             at: next,
             trigger: TriggerKind::Schedule,
             attempt: 0,
+            resume_after: None,
         },
         alarms: Vec::new(),
     }
@@ -304,6 +306,7 @@ pub async fn finish_writes_state_run_and_alarms(store: &dyn JobStore) {
         recipients: vec!["ops@example.com".into()],
         occurred_at: t0,
         suppressed: 0,
+        covers: None,
     };
     let mut req = finish_req(
         run,

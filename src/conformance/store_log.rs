@@ -311,6 +311,7 @@ fn alarm(job: &str, i: u32) -> AlarmEvent {
         recipients: Vec::new(),
         occurred_at: Timestamp::from_millis(i64::from(i)),
         suppressed: 0,
+        covers: None,
     }
 }
 

@@ -14,7 +14,7 @@
 //!   window is recorded `not_needed`, and the next delivered one says how many were
 //!   suppressed.
 
-use super::cycle::Backoff;
+use super::backoff::Backoff;
 use super::{Core, bump, lock};
 use crate::alarm::{AlarmError, ThrottleDecision};
 use crate::error::Result;

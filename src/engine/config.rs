@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::job::DEFAULT_MAX_PAYLOAD_BYTES;
+use crate::local_executor::SlowLaneConfig;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -72,35 +73,6 @@ pub struct SchedulerConfig {
     /// (default): every event is delivered.
     #[serde(with = "humantime_serde")]
     pub alarm_throttle: Option<Duration>,
-}
-
-/// The slow lane: jobs whose runs were repeatedly slow run apart, so they cannot
-/// starve fast jobs (as XXL-JOB's fast and slow trigger pools).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SlowLaneConfig {
-    /// Slots of the slow lane (default 16), in addition to the fast lane's.
-    pub concurrency: usize,
-    /// A run longer than this is slow (default 500 ms).
-    #[serde(with = "humantime_serde")]
-    pub slow_run: Duration,
-    /// A job with more than this many slow runs within `window` moves to the slow
-    /// lane (default 10).
-    pub slow_runs: u32,
-    /// The window (default 1 min).
-    #[serde(with = "humantime_serde")]
-    pub window: Duration,
-}
-
-impl Default for SlowLaneConfig {
-    fn default() -> Self {
-        SlowLaneConfig {
-            concurrency: 16,
-            slow_run: Duration::from_millis(500),
-            slow_runs: 10,
-            window: Duration::from_secs(60),
-        }
-    }
 }
 
 impl Default for SchedulerConfig {

@@ -1,7 +1,8 @@
 //! Background loops: lease renewal, heartbeats and lost-run recovery, run retention.
 //! None of them is on the path of a fire (alarm delivery is in `alarms.rs`).
 
-use super::cycle::{self, Backoff};
+use super::backoff::Backoff;
+use super::fire;
 use super::plan;
 use super::{Core, bump, lock};
 use crate::error::Result;
@@ -142,7 +143,8 @@ async fn maintain(
 }
 
 /// Takes over the run of a dead node: records it `lost` (a failed attempt) under a
-/// newer lease, which fences the old holder out.
+/// newer lease, which fences the old holder out. Another node may record it first;
+/// that is counted apart (`lost_already_recorded`), not as a recovery.
 async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
     let req = LockRequest {
         key: run.job_id.to_string(),
@@ -173,14 +175,17 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
                 at: None,
                 trigger: TriggerKind::Schedule,
                 attempt: 0,
+                resume_after: None,
             },
             alarms: Vec::new(),
         };
-        core.store.finish_runs(&[close]).await?;
-        bump(&core.counters.lost_recovered);
-        cycle::release(core, lease).await;
+        let out = core.store.finish_runs(&[close]).await?;
+        count_recovery(core, out.first());
+        fire::release(core, lease).await;
         return Ok(());
     };
+    // The job still describes the fire the run belonged to unless it changed since.
+    let same_fire = rec.next_fire_at == Some(run.fire_at);
     let fire = DueFire {
         job_id: run.job_id.clone(),
         job: rec.job.clone(),
@@ -188,23 +193,49 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
         version: rec.version,
         trigger: run.trigger,
         attempt: run.attempt.saturating_sub(1),
+        resume_after: rec.resume_after.filter(|_| same_fire),
     };
-    let now = core.store_now();
+    // A coalescing run stood for fires up to the end of its span; a retry continues
+    // its fire's base.
+    let base = match run.covers {
+        Some(c) if run.trigger == TriggerKind::Misfire => c.through,
+        _ => fire.resume_after.unwrap_or(run.fire_at),
+    };
+    let attempt = plan::Attempt {
+        fire_at: run.fire_at,
+        attempt: run.attempt,
+        trigger: run.trigger,
+        base,
+        covers: run.covers,
+    };
     let p = plan::plan_finish(
         &rec.job,
-        run.fire_at,
-        run.attempt,
-        run.trigger,
-        false,
+        &attempt,
         RunStatus::Lost,
         error,
-        now,
+        core.store_now(),
         fastrand::f64(),
     );
     warn!(job = %run.job_id, run = %run.id, node = %run.node, "recording a lost run");
-    cycle::finish(core, &fire, run.id, run.attempt, &lease, p, None, true).await;
-    bump(&core.counters.lost_recovered);
-    cycle::release(core, lease).await;
+    let recorded = fire::RunAt {
+        fire: &fire,
+        attempt: &attempt,
+        run_id: run.id,
+        lease: &lease,
+    };
+    let out = fire::finish(core, recorded, p, None, true).await;
+    count_recovery(core, out.as_ref());
+    fire::release(core, lease).await;
     core.rescan();
     Ok(())
+}
+
+fn count_recovery(core: &Core, out: Option<&FinishOutcome>) {
+    match out {
+        Some(FinishOutcome::Finished { .. }) => bump(&core.counters.lost_recovered),
+        Some(FinishOutcome::Refused(FinishRefusal::NotRunning)) => {
+            bump(&core.counters.lost_already_recorded);
+        }
+        _ => {}
+    }
 }

@@ -19,13 +19,20 @@
 //! ```
 
 mod alarms;
+mod backoff;
 mod batch;
 mod config;
 mod cycle;
+mod fire;
 mod maintenance;
+mod metrics;
 mod plan;
+mod poll;
+mod slots;
 
-pub use config::{SchedulerConfig, SlowLaneConfig};
+pub use config::SchedulerConfig;
+pub(crate) use metrics::{Counters, bump};
+pub use metrics::{EngineMetrics, MisfireCounts};
 
 use crate::alarm::JobAlarm;
 use crate::error::{Error, Result};
@@ -42,7 +49,7 @@ use batch::Batcher;
 use chrono::NaiveDate;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -53,44 +60,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Counters of one scheduler since it started.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct EngineMetrics {
-    /// Fires claimed (leases granted).
-    pub claimed: u64,
-    /// Runs recorded as started.
-    pub started: u64,
-    /// Starts the store refused (already handled, changed, fenced).
-    pub start_refused: u64,
-    /// Runs whose finish was written.
-    pub finished: u64,
-    /// Finishes the store refused because a newer lease holder fenced this node out.
-    pub finish_refused: u64,
-    /// Leases lost while running (renewal refused or expired).
-    pub leases_lost: u64,
-    /// Runs of dead nodes recorded as lost by this node.
-    pub lost_recovered: u64,
-    /// Store or lock calls that failed and were retried.
-    pub backend_errors: u64,
-    /// Alarm events this node delivered (or recorded as not needed / failed).
-    pub alarms_handled: u64,
-}
-
+/// Where a sweep through a backlog of due fires stands.
 #[derive(Default)]
-pub(crate) struct Counters {
-    claimed: AtomicU64,
-    started: AtomicU64,
-    start_refused: AtomicU64,
-    finished: AtomicU64,
-    finish_refused: AtomicU64,
-    leases_lost: AtomicU64,
-    lost_recovered: AtomicU64,
-    backend_errors: AtomicU64,
-    alarms_handled: AtomicU64,
-}
-
-pub(crate) fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+pub(crate) struct Sweep {
+    /// The key of the last due fire the previous full poll looked at; the next poll
+    /// continues after it. `None`: from the start.
+    pub(crate) cursor: Option<crate::record::DueKey>,
+    /// When the sweep started from the beginning of the due order.
+    pub(crate) since: Option<Instant>,
 }
 
 /// A run in progress on this node, watched by the lease renewer.
@@ -130,19 +107,24 @@ pub(crate) struct Core {
     pub(crate) sync: Mutex<(Timestamp, Instant)>,
     /// Jobs claimed by this node and not yet done.
     pub(crate) armed: Mutex<HashSet<JobId>>,
-    /// Claimed fires not holding an executor slot (armed, starting, or finishing).
-    pub(crate) reserved: AtomicUsize,
-    /// Set when a poll found no free capacity: the free slots that wake the poller
-    /// (an eighth of the fires the node held then, at least one), so that a saturated
-    /// node claims in batches rather than one slot per poll. 0: not starved.
+    /// Executor slots, handed to due fires in fire order.
+    pub(crate) slots: Arc<slots::Slots>,
+    /// Fires whose handler has ended and whose finish is being written: they hold
+    /// their lease but no slot, and a poll counts them as busy so that a node never
+    /// holds more leases than it has slots.
+    pub(crate) finishing: AtomicUsize,
+    /// Claimed fires waiting for their instant. They hold no slot; a poll arms no
+    /// more of them than the node has free slots.
+    pub(crate) ahead: AtomicUsize,
+    /// Set (to the line, nonzero) when a poll left claimable fires for lack of free
+    /// slots; the poller is woken once the line is empty. 0: not starved.
     pub(crate) starved: AtomicUsize,
-    /// Set while the last poll saw more due fires than this node could claim; a job
+    /// Set while the last poll saw due fires this node had no free slot for; a job
     /// then gives its lease back after a run instead of keeping it for its next fire,
-    /// so every due job gets its turn in fire order.
+    /// so every due job gets its turn in fire order and other nodes can take the rest.
     pub(crate) backlog: std::sync::atomic::AtomicBool,
-    /// Where the next poll continues while a backlog is being paged through: the key of
-    /// the last due fire the previous full poll looked at. `None`: from the start.
-    pub(crate) cursor: Mutex<Option<crate::record::DueKey>>,
+    /// Where the next poll continues while due fires are paged through.
+    pub(crate) sweep: Mutex<Sweep>,
     pub(crate) running: Mutex<HashMap<RunId, RunningEntry>>,
     /// Stops claiming and arming.
     pub(crate) stop: CancellationToken,
@@ -158,19 +140,47 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    /// Executor slots not spoken for: free capacity minus the claimed fires that do
-    /// not hold a slot yet.
+    /// Executor slots not promised to a due fire of this node, less the fires still
+    /// writing their finish.
     pub(crate) fn free_slots(&self) -> usize {
-        self.executor
-            .capacity()
-            .saturating_sub(self.reserved.load(std::sync::atomic::Ordering::SeqCst))
+        self.slots
+            .free()
+            .saturating_sub(self.finishing.load(Ordering::SeqCst))
+    }
+
+    /// Due fires this node may still claim with a line of `line` fires waiting for
+    /// slots: its free slots plus the line, less the due fires already waiting.
+    pub(crate) fn line_room(&self, line: usize) -> usize {
+        (self.executor.capacity() + line)
+            .saturating_sub(self.slots.pending() + self.finishing.load(Ordering::SeqCst))
+    }
+
+    /// Wakes the poller when a poll was starved and every due fire it claimed has a
+    /// slot now (the line is empty).
+    pub(crate) fn wake_if_starved(&self) {
+        if self.starved.load(Ordering::SeqCst) > 0
+            && self.line_room(1) > 0
+            && self.starved.swap(0, Ordering::SeqCst) > 0
+        {
+            self.wake.notify_one();
+        }
     }
 
     /// Wakes the poller to scan from the start of the due order: a job may have
-    /// become due before the cursor of a backlog being paged through.
+    /// become due before the cursor of a sweep in progress.
     pub(crate) fn rescan(&self) {
-        *lock(&self.cursor) = None;
+        *lock(&self.sweep) = Sweep::default();
         self.wake.notify_one();
+    }
+
+    /// Restarts the sweep from the beginning when `at` sorts at or before its
+    /// cursor: this node just made a job due there (a rescheduled job whose lease it
+    /// gave back), and the next poll must see it.
+    pub(crate) fn rescan_before(&self, at: crate::time::Timestamp) {
+        let mut sweep = lock(&self.sweep);
+        if sweep.cursor.as_ref().is_some_and(|c| at <= c.fire_at) {
+            *sweep = Sweep::default();
+        }
     }
 
     /// The store's clock now, estimated from the last reading and the monotonic clock.
@@ -272,7 +282,7 @@ impl SchedulerBuilder {
             .clone()
             .unwrap_or_else(default_node_id)
             .into();
-        let executor = self.executor.unwrap_or_else(|| {
+        let executor: Arc<dyn Executor> = self.executor.unwrap_or_else(|| {
             Arc::new(LocalExecutor::new(
                 config.concurrency,
                 config.slow_lane.clone(),
@@ -282,6 +292,7 @@ impl SchedulerBuilder {
             core: Arc::new(Core {
                 store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
                 locks: self.locks.unwrap_or_else(|| Arc::new(LocalLocks::new())),
+                slots: Arc::new(slots::Slots::new(executor.clone())),
                 executor,
                 alarms: self.alarms,
                 handlers: self.handlers,
@@ -294,10 +305,11 @@ impl SchedulerBuilder {
                 alarm_progress: Mutex::default(),
                 sync: Mutex::new((Timestamp::now(), Instant::now())),
                 armed: Mutex::default(),
-                reserved: AtomicUsize::new(0),
+                ahead: AtomicUsize::new(0),
+                finishing: AtomicUsize::new(0),
                 starved: AtomicUsize::new(0),
                 backlog: std::sync::atomic::AtomicBool::new(false),
-                cursor: Mutex::default(),
+                sweep: Mutex::default(),
                 running: Mutex::default(),
                 stop: CancellationToken::new(),
                 bg_stop: CancellationToken::new(),
@@ -378,19 +390,7 @@ impl Scheduler {
 
     /// Counters since start.
     pub fn metrics(&self) -> EngineMetrics {
-        let c = &self.core.counters;
-        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        EngineMetrics {
-            claimed: r(&c.claimed),
-            started: r(&c.started),
-            start_refused: r(&c.start_refused),
-            finished: r(&c.finished),
-            finish_refused: r(&c.finish_refused),
-            leases_lost: r(&c.leases_lost),
-            lost_recovered: r(&c.lost_recovered),
-            backend_errors: r(&c.backend_errors),
-            alarms_handled: r(&c.alarms_handled),
-        }
+        self.core.counters.snapshot()
     }
 
     /// Registers the node, then starts polling, the lease renewer, heartbeats, the

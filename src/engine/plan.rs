@@ -4,28 +4,52 @@
 use crate::executor::Outcome;
 use crate::job::Job;
 use crate::policy::{AlarmKind, MisfirePolicy};
-use crate::record::{AlarmEvent, DueFire, NextFire, RunId, RunStatus, TriggerKind};
+use crate::record::{AlarmEvent, DueFire, FireSpan, NextFire, RunId, RunStatus, TriggerKind};
 use crate::schedule::Schedule;
 use crate::time::Timestamp;
 use std::time::Duration;
 
-/// Most missed fires counted for `CatchUp`; beyond it the oldest are skipped anyway.
-const CATCH_UP_SCAN: usize = 100_000;
-
 /// What to do with a fire at its start.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum StartPlan {
-    /// Execute it. `coalesce`: it stands for every missed fire, so the next fire is
-    /// the first after *now* rather than after `fire_at`.
-    Run {
-        trigger: TriggerKind,
-        coalesce: bool,
-    },
-    /// Record a `misfired` run without executing and continue at `next`.
+    /// Execute it.
+    Run(Attempt),
+    /// Record a `misfired` run that stands for `attempt.covers` without executing,
+    /// and continue at `next`.
     Skip {
+        /// The record's attempt (trigger `Misfire`, `covers` set).
+        attempt: Attempt,
+        /// The job's next fire.
         next: Option<Timestamp>,
+        /// Why it was skipped, for the run log.
         message: String,
     },
+}
+
+/// One attempt at a fire, as its start and finish need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Attempt {
+    /// The fire's instant (the job's `next_fire_at` when it was claimed).
+    pub(crate) fire_at: Timestamp,
+    /// 1-based.
+    pub(crate) attempt: u32,
+    /// Why it runs; a late scheduled fire becomes `Misfire`.
+    pub(crate) trigger: TriggerKind,
+    /// The instant after which the job's schedule continues once this fire is done:
+    /// the fire itself, the end of the span a coalescing run stands for, or for a
+    /// retry the base of the fire it retries.
+    pub(crate) base: Timestamp,
+    /// The scheduled fires a misfire record stands for.
+    pub(crate) covers: Option<FireSpan>,
+}
+
+/// Counts the scheduled fires in `[first, through]`, `first` being one of them.
+fn span(schedule: &Schedule, first: Timestamp, through: Timestamp) -> FireSpan {
+    FireSpan {
+        fires: 1 + schedule.count_between(first, through, FireSpan::MAX_COUNTED - 1),
+        first,
+        through,
+    }
 }
 
 /// Applies the misfire policy to a fire starting at store time `now`.
@@ -37,37 +61,58 @@ pub(crate) fn plan_start(
 ) -> StartPlan {
     let threshold = job.misfire_threshold().unwrap_or(default_threshold);
     let late = now.duration_since(fire.fire_at);
+    let mut attempt = Attempt {
+        fire_at: fire.fire_at,
+        attempt: fire.attempt + 1,
+        trigger: fire.trigger,
+        base: fire.resume_after.unwrap_or(fire.fire_at),
+        covers: None,
+    };
     if fire.trigger != TriggerKind::Schedule || late <= threshold {
-        return StartPlan::Run {
-            trigger: fire.trigger,
-            coalesce: false,
-        };
+        return StartPlan::Run(attempt);
     }
+    attempt.trigger = TriggerKind::Misfire;
     let schedule = job.schedule();
+    let missed = span(schedule, fire.fire_at, now);
     match job.misfire() {
-        MisfirePolicy::FireOnce => StartPlan::Run {
-            trigger: TriggerKind::Misfire,
-            coalesce: true,
-        },
-        MisfirePolicy::Skip => StartPlan::Skip {
-            next: schedule.next_after(now),
-            message: format!("started {late:?} late (threshold {threshold:?}); skipped"),
-        },
+        MisfirePolicy::FireOnce => {
+            attempt.base = now;
+            attempt.covers = Some(missed);
+            StartPlan::Run(attempt)
+        }
+        MisfirePolicy::Skip => {
+            attempt.base = now;
+            attempt.covers = Some(missed);
+            StartPlan::Skip {
+                next: schedule.next_after(now),
+                message: format!(
+                    "started {late:?} late (threshold {threshold:?}); {} fire(s) skipped",
+                    missed.fires
+                ),
+                attempt,
+            }
+        }
         MisfirePolicy::CatchUp { max } => {
-            let mut missed = vec![fire.fire_at];
-            missed.extend(schedule.fires_between(fire.fire_at, now, CATCH_UP_SCAN));
-            let max = max as usize;
-            if missed.len() <= max {
-                StartPlan::Run {
-                    trigger: TriggerKind::Misfire,
-                    coalesce: false,
-                }
-            } else {
-                let skipped = missed.len() - max;
-                StartPlan::Skip {
-                    next: Some(missed[skipped]),
-                    message: format!("{skipped} missed fires skipped; catching up the last {max}"),
-                }
+            let max = u64::from(max);
+            if missed.fires <= max {
+                attempt.covers = Some(span(schedule, fire.fire_at, fire.fire_at));
+                return StartPlan::Run(attempt);
+            }
+            // Skip the oldest: the record stands for them, the last `max` run in order.
+            let skipped = missed.fires - max;
+            let last_skipped = schedule
+                .nth_after(fire.fire_at, skipped - 1)
+                .unwrap_or(fire.fire_at);
+            attempt.base = last_skipped;
+            attempt.covers = Some(FireSpan {
+                fires: skipped,
+                first: fire.fire_at,
+                through: last_skipped,
+            });
+            StartPlan::Skip {
+                next: schedule.next_after(last_skipped),
+                message: format!("{skipped} missed fires skipped; catching up the last {max}"),
+                attempt,
             }
         }
     }
@@ -88,6 +133,7 @@ fn next_scheduled(schedule: &Schedule, after: Timestamp) -> NextFire {
         at: schedule.next_after(after),
         trigger: TriggerKind::Schedule,
         attempt: 0,
+        resume_after: None,
     }
 }
 
@@ -102,36 +148,56 @@ pub(crate) fn status_of(outcome: &Outcome) -> (RunStatus, Option<String>) {
     }
 }
 
+/// Whether a misfire record of `a` raises an alarm under the job's policy.
+fn misfire_alarm(job: &Job, a: &Attempt) -> Option<AlarmKind> {
+    let fires = a.covers.map(|c| c.fires)?;
+    (a.trigger == TriggerKind::Misfire && job.alarm().wants_misfire(fires))
+        .then_some(AlarmKind::Misfire)
+}
+
+/// What a `misfired` record writes: no retry, the schedule continues at `next`.
+pub(crate) fn plan_skip(
+    job: &Job,
+    a: &Attempt,
+    next: Option<Timestamp>,
+    message: String,
+) -> FinishPlan {
+    FinishPlan {
+        status: RunStatus::Misfired,
+        error: Some(message),
+        will_retry: false,
+        next: NextFire {
+            at: next,
+            trigger: TriggerKind::Schedule,
+            attempt: 0,
+            resume_after: None,
+        },
+        alarms: misfire_alarm(job, a).into_iter().collect(),
+    }
+}
+
 /// Applies the retry policy to a run's final status.
 ///
-/// `attempt` is 1-based; `unit` is a random number in `[0, 1)` for jitter.
-#[allow(clippy::too_many_arguments)]
+/// `unit` is a random number in `[0, 1)` for jitter.
 pub(crate) fn plan_finish(
     job: &Job,
-    fire_at: Timestamp,
-    attempt: u32,
-    trigger: TriggerKind,
-    coalesce: bool,
+    a: &Attempt,
     status: RunStatus,
     error: Option<String>,
     now: Timestamp,
     unit: f64,
 ) -> FinishPlan {
     let policy = job.alarm();
-    let mut alarms = Vec::new();
-    if trigger == TriggerKind::Misfire && policy.wants(AlarmKind::Misfire) {
-        alarms.push(AlarmKind::Misfire);
-    }
-    let base = if coalesce { now.max(fire_at) } else { fire_at };
+    let mut alarms: Vec<AlarmKind> = misfire_alarm(job, a).into_iter().collect();
     if !status.is_failure() {
-        if status == RunStatus::Succeeded && attempt > 1 && policy.wants(AlarmKind::Recovery) {
+        if status == RunStatus::Succeeded && a.attempt > 1 && policy.wants(AlarmKind::Recovery) {
             alarms.push(AlarmKind::Recovery);
         }
         return FinishPlan {
             status,
             error,
             will_retry: false,
-            next: next_scheduled(job.schedule(), base),
+            next: next_scheduled(job.schedule(), a.base),
             alarms,
         };
     }
@@ -142,15 +208,16 @@ pub(crate) fn plan_finish(
         alarms.push(AlarmKind::Failure);
     }
     let retry = job.retry();
-    if retry.should_retry(attempt) {
+    if retry.should_retry(a.attempt) {
         // An interrupted run (its node died, its lease was lost, shutdown cancelled
         // it) did not fail on its own: the same fire runs again at once, keeping its
-        // instant, so fires that came due meanwhile follow under the misfire policy.
-        // A failure of the handler waits out the backoff.
+        // instant. A failure of the handler waits out the backoff. Either way the
+        // schedule resumes after the fire's base once the retries end, so fires that
+        // came due meanwhile follow under the misfire policy.
         let at = if matches!(status, RunStatus::Lost | RunStatus::Cancelled) {
-            fire_at
+            a.fire_at
         } else {
-            now + retry.delay_jittered(attempt, unit)
+            now + retry.delay_jittered(a.attempt, unit)
         };
         FinishPlan {
             status,
@@ -159,7 +226,8 @@ pub(crate) fn plan_finish(
             next: NextFire {
                 at: Some(at),
                 trigger: TriggerKind::Retry,
-                attempt,
+                attempt: a.attempt,
+                resume_after: Some(a.base),
             },
             alarms,
         }
@@ -171,7 +239,7 @@ pub(crate) fn plan_finish(
             status,
             error,
             will_retry: false,
-            next: next_scheduled(job.schedule(), base),
+            next: next_scheduled(job.schedule(), a.base),
             alarms,
         }
     }
@@ -185,17 +253,21 @@ pub(crate) fn zone_of(job: &Job) -> String {
     }
 }
 
+/// Who recorded a run, and when, for its alarm events.
+pub(crate) struct Recorder<'a> {
+    pub(crate) node: &'a str,
+    pub(crate) run_id: RunId,
+    pub(crate) duration: Option<Duration>,
+    pub(crate) now: Timestamp,
+}
+
 /// Builds the alarm events of a finish.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn events(
     job: &Job,
     fire: &DueFire,
-    run_id: RunId,
-    attempt: u32,
-    node: &str,
-    duration: Option<Duration>,
+    a: &Attempt,
+    by: &Recorder<'_>,
     plan: &FinishPlan,
-    now: Timestamp,
 ) -> Vec<AlarmEvent> {
     plan.alarms
         .iter()
@@ -203,19 +275,20 @@ pub(crate) fn events(
             kind: *kind,
             job_id: fire.job_id.clone(),
             handler: job.handler().to_string(),
-            run_id: Some(run_id),
+            run_id: Some(by.run_id),
             fire_at: fire.fire_at,
             zone: zone_of(job),
-            attempt,
+            attempt: a.attempt,
             max_attempts: job.retry().max_attempts(),
-            node: node.to_string(),
-            duration_ms: duration.map(|d| d.as_millis() as u64),
+            node: by.node.to_string(),
+            duration_ms: by.duration.map(|d| d.as_millis() as u64),
             error: plan.error.clone(),
             will_retry: plan.will_retry,
             next_fire_at: plan.next.at,
             recipients: job.alarm().recipients.clone(),
-            occurred_at: now,
+            occurred_at: by.now,
             suppressed: 0,
+            covers: (*kind == AlarmKind::Misfire).then_some(a.covers).flatten(),
         })
         .collect()
 }

@@ -21,6 +21,9 @@ pub struct DueFire {
     pub trigger: TriggerKind,
     /// Failed attempts so far; this run will be attempt `attempt + 1`.
     pub attempt: u32,
+    /// For a retry, where the schedule resumes once the retries end (the job's
+    /// [`resume_after`](super::JobRecord::resume_after)).
+    pub resume_after: Option<Timestamp>,
 }
 
 impl DueFire {

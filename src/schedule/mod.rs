@@ -177,6 +177,65 @@ impl Schedule {
         }
     }
 
+    /// How many fires fall in `(after, through]`, counting at most `cap`. Exact
+    /// arithmetic for intervals and one-shots; cron fires are walked one by one, which
+    /// is why the count is capped.
+    pub fn count_between(&self, after: Timestamp, through: Timestamp, cap: u64) -> u64 {
+        if through <= after {
+            return 0;
+        }
+        match self {
+            Schedule::Interval { every, anchor } => {
+                let p = duration_ms(*every);
+                let k = |t: Timestamp| (t.as_millis() - anchor.as_millis()).div_euclid(p);
+                ((k(through) - k(after)).max(0) as u64).min(cap)
+            }
+            Schedule::Once { at } => u64::from(*at > after && *at <= through).min(cap),
+            Schedule::Cron(c) => {
+                let mut n = 0;
+                let mut t = after;
+                while n < cap {
+                    match c.next_after(t) {
+                        Some(f) if f <= through => {
+                            n += 1;
+                            t = f;
+                        }
+                        _ => break,
+                    }
+                }
+                n
+            }
+        }
+    }
+
+    /// The `n`-th fire after `after` (`n = 1` is [`next_after`](Self::next_after)),
+    /// or `None` when the schedule has fewer. Arithmetic for intervals; cron fires are
+    /// walked one by one.
+    pub fn nth_after(&self, after: Timestamp, n: u64) -> Option<Timestamp> {
+        if n == 0 {
+            return Some(after);
+        }
+        match self {
+            Schedule::Interval { every, anchor } => {
+                let p = duration_ms(*every);
+                let k = (after.as_millis() - anchor.as_millis()).div_euclid(p);
+                let n = i64::try_from(n).ok()?;
+                let ms = k
+                    .checked_add(n)?
+                    .checked_mul(p)?
+                    .checked_add(anchor.as_millis())?;
+                Some(Timestamp::from_millis(ms))
+            }
+            _ => {
+                let mut t = after;
+                for _ in 0..n {
+                    t = self.next_after(t)?;
+                }
+                Some(t)
+            }
+        }
+    }
+
     /// Fires in `(after, until]`, oldest first, at most `limit`.
     pub fn fires_between(
         &self,

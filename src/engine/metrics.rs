@@ -1,0 +1,115 @@
+//! The engine's counters: what [`Scheduler::metrics`](super::Scheduler::metrics) returns.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters of one scheduler since it started.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct EngineMetrics {
+    /// Fires claimed (leases granted).
+    pub claimed: u64,
+    /// Runs recorded as started.
+    pub started: u64,
+    /// Starts the store refused (already handled, changed, fenced).
+    pub start_refused: u64,
+    /// Claimed fires given back unstarted because no executor slot freed up within
+    /// half a poll interval of their instant (another node, or this one later, takes
+    /// them).
+    pub handed_back: u64,
+    /// Runs whose finish was written.
+    pub finished: u64,
+    /// Finishes the store refused because a newer lease holder fenced this node out.
+    pub finish_refused: u64,
+    /// Leases lost while running (renewal refused or expired).
+    pub leases_lost: u64,
+    /// Runs of dead nodes recorded as lost by this node.
+    pub lost_recovered: u64,
+    /// Lost runs this node set out to record that another node had recorded first
+    /// (not a fence: both nodes saw the same dead node).
+    pub lost_already_recorded: u64,
+    /// Scheduled fires the misfire policy handled, per policy (see [`MisfireCounts`]).
+    pub misfired: MisfireCounts,
+    /// Store or lock calls that failed and were retried.
+    pub backend_errors: u64,
+    /// Alarm events this node delivered (or recorded as not needed / failed).
+    pub alarms_handled: u64,
+}
+
+/// Scheduled fires that started later than their misfire threshold, per policy,
+/// counted as the fires each misfire record stands for
+/// ([`RunRecord::covers`](crate::RunRecord::covers)): a late run under `FireOnce`
+/// counts itself and every fire it coalesced, a `misfired` record every fire it
+/// skipped, a late run under `CatchUp` itself.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct MisfireCounts {
+    /// Under [`MisfirePolicy::FireOnce`](crate::MisfirePolicy::FireOnce).
+    pub fire_once: u64,
+    /// Under [`MisfirePolicy::Skip`](crate::MisfirePolicy::Skip).
+    pub skip: u64,
+    /// Under [`MisfirePolicy::CatchUp`](crate::MisfirePolicy::CatchUp).
+    pub catch_up: u64,
+}
+
+impl MisfireCounts {
+    /// Every misfired fire, whatever the policy.
+    pub fn total(&self) -> u64 {
+        self.fire_once + self.skip + self.catch_up
+    }
+}
+
+/// The live counters behind [`EngineMetrics`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) claimed: AtomicU64,
+    pub(crate) started: AtomicU64,
+    pub(crate) start_refused: AtomicU64,
+    pub(crate) handed_back: AtomicU64,
+    pub(crate) finished: AtomicU64,
+    pub(crate) finish_refused: AtomicU64,
+    pub(crate) leases_lost: AtomicU64,
+    pub(crate) lost_recovered: AtomicU64,
+    pub(crate) lost_already_recorded: AtomicU64,
+    pub(crate) misfired_fire_once: AtomicU64,
+    pub(crate) misfired_skip: AtomicU64,
+    pub(crate) misfired_catch_up: AtomicU64,
+    pub(crate) backend_errors: AtomicU64,
+    pub(crate) alarms_handled: AtomicU64,
+}
+
+pub(crate) fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Counters {
+    /// Counts `fires` scheduled fires handled by `policy`.
+    pub(crate) fn misfired(&self, policy: crate::MisfirePolicy, fires: u64) {
+        let c = match policy {
+            crate::MisfirePolicy::FireOnce => &self.misfired_fire_once,
+            crate::MisfirePolicy::Skip => &self.misfired_skip,
+            crate::MisfirePolicy::CatchUp { .. } => &self.misfired_catch_up,
+        };
+        c.fetch_add(fires, Ordering::Relaxed);
+    }
+
+    /// The counters' values now.
+    pub(crate) fn snapshot(&self) -> EngineMetrics {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        EngineMetrics {
+            claimed: r(&self.claimed),
+            started: r(&self.started),
+            start_refused: r(&self.start_refused),
+            handed_back: r(&self.handed_back),
+            finished: r(&self.finished),
+            finish_refused: r(&self.finish_refused),
+            leases_lost: r(&self.leases_lost),
+            lost_recovered: r(&self.lost_recovered),
+            lost_already_recorded: r(&self.lost_already_recorded),
+            misfired: MisfireCounts {
+                fire_once: r(&self.misfired_fire_once),
+                skip: r(&self.misfired_skip),
+                catch_up: r(&self.misfired_catch_up),
+            },
+            backend_errors: r(&self.backend_errors),
+            alarms_handled: r(&self.alarms_handled),
+        }
+    }
+}

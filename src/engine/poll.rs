@@ -1,0 +1,261 @@
+//! Poll and claim: read the due fires, take the ones this node has room for, lease
+//! them, and hand each to a fire task.
+//!
+//! Room is counted in executor slots. A fire already due needs a free slot now; a
+//! fire due later (inside the lookahead) is armed on a timer and holds no slot until
+//! its instant, but a poll arms no more of them than the node has free slots, so a
+//! busy node does not hoard future work. Due fires come first: a fire armed ahead
+//! never keeps a due fire from being claimed.
+
+use super::fire::{self, Claim};
+use super::{Core, Sweep, bump, lock};
+use crate::error::Result;
+use crate::lock::LockRequest;
+use crate::record::*;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::time::{Instant, sleep};
+use tracing::{debug, warn};
+
+/// What a poll found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polled {
+    /// Everything due within the lookahead was seen.
+    Done,
+    /// The page was full: more may be due, poll again at once from the cursor.
+    More,
+    /// Claimable fires were left for lack of free slots: poll again once the fires
+    /// waiting for a slot have one (or after the poll interval).
+    Starved,
+}
+
+/// A poll's verdict and, when it left a future fire unarmed although due fires could
+/// still be claimed, that fire's instant: the next poll comes no later.
+type Verdict = (Polled, Option<crate::time::Timestamp>);
+
+pub(super) async fn poll_loop(core: Arc<Core>) {
+    let mut backoff = super::backoff::Backoff::default();
+    loop {
+        let wait = match poll_once(&core).await {
+            Ok((Polled::More, _)) => {
+                backoff.reset();
+                tokio::task::yield_now().await;
+                continue;
+            }
+            Ok((polled, until)) => {
+                backoff.reset();
+                if polled == Polled::Starved {
+                    core.starved.store(line(&core), Ordering::SeqCst);
+                }
+                let wait = core.config.poll_interval;
+                match until {
+                    Some(t) => core
+                        .local_instant(t)
+                        .saturating_duration_since(Instant::now())
+                        .min(wait),
+                    None => wait,
+                }
+            }
+            Err(e) => {
+                bump(&core.counters.backend_errors);
+                let d = backoff.next_delay();
+                warn!(node = %core.node_id, error = %e, retry_in = ?d, "poll failed");
+                d
+            }
+        };
+        tokio::select! {
+            _ = core.stop.cancelled() => return,
+            _ = sleep(wait) => {}
+            _ = core.wake.notified() => {}
+        }
+    }
+}
+
+/// The line: how many due fires a node claims beyond its free slots, to wait for the
+/// next slots to free up — an eighth of the fires it holds, at least one. Slots that
+/// free up go to the line at once, and the poller, woken only when the line is
+/// empty, claims in batches rather than one slot per poll.
+fn line(core: &Core) -> usize {
+    (lock(&core.armed).len() / 8).max(1)
+}
+
+/// The smallest page a poll that continues from the cursor asks for (at most
+/// `claim_batch`).
+const MIN_PAGE: usize = 256;
+
+/// The cursor to continue from, or `None` to start from the beginning of the due
+/// order: no sweep is in progress, or it has run for a poll interval already (fires
+/// that became due behind its cursor — given back by another node, retried at their
+/// own instant — are then found within one poll interval).
+fn continue_from(core: &Core) -> Option<DueKey> {
+    let mut sweep = lock(&core.sweep);
+    match (&sweep.cursor, sweep.since) {
+        (Some(_), Some(since)) if since.elapsed() < core.config.poll_interval => {
+            sweep.cursor.clone()
+        }
+        _ => {
+            *sweep = Sweep {
+                cursor: None,
+                since: Some(Instant::now()),
+            };
+            None
+        }
+    }
+}
+
+/// Why a poll stopped taking fires before the end of its page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// A due fire found no free slot.
+    Due,
+    /// A future fire found no free slot to arm against.
+    Ahead,
+}
+
+async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
+    let now = core.store.now().await?;
+    // The store read its clock at some point of the call; paired with the instant the
+    // call returned, the estimate never runs ahead of the store's clock, so a timer
+    // may wake up to one round trip late but never early.
+    *lock(&core.sync) = (now, Instant::now());
+    core.slots.pump();
+    let line = line(core);
+    let mut due_room = core.line_room(line).min(core.config.claim_batch);
+    let mut ahead_room = core
+        .free_slots()
+        .saturating_sub(core.ahead.load(Ordering::SeqCst))
+        .min(due_room);
+    if due_room == 0 {
+        core.backlog.store(true, Ordering::SeqCst);
+        return Ok((Polled::Starved, None));
+    }
+    let held = lock(&core.armed).len();
+    // From the start of the due order the fires this node already holds come first,
+    // so ask for them too; a poll that continues from the cursor has them behind it
+    // and asks for one page (not a tiny one: a page lost to other nodes' leases is
+    // skipped, and skipping one row per round trip would be slow).
+    let after = continue_from(core);
+    let ask = match after {
+        Some(_) => due_room.max(core.config.claim_batch.min(MIN_PAGE)),
+        None => due_room + held,
+    };
+    let due = match core
+        .store
+        .due(now + core.config.lookahead, after.as_ref(), ask)
+        .await
+    {
+        Ok(due) => due,
+        Err(e) => {
+            *lock(&core.sweep) = Sweep::default();
+            return Err(e);
+        }
+    };
+    let page_full = due.len() >= ask;
+    let mut fresh: Vec<DueFire> = Vec::with_capacity(due_room.min(due.len()));
+    // The last row looked at: the last one skipped, unless a fresh one came after it.
+    let mut skipped = None;
+    let mut stop = None;
+    let mut unarmed = None;
+    {
+        let armed = lock(&core.armed);
+        for f in due {
+            if armed.contains(&f.job_id) || !core.handlers.contains_key(f.job.handler()) {
+                skipped = Some(f);
+                continue;
+            }
+            if f.fire_at <= now {
+                if due_room == 0 {
+                    stop = Some(Stop::Due);
+                    break;
+                }
+                due_room -= 1;
+                ahead_room = ahead_room.saturating_sub(1);
+            } else {
+                if ahead_room == 0 {
+                    stop = Some(Stop::Ahead);
+                    // Claimable with a free slot once due: poll again by then.
+                    unarmed = (due_room > 0).then_some(f.fire_at);
+                    break;
+                }
+                ahead_room -= 1;
+            }
+            fresh.push(f);
+            skipped = None;
+        }
+    }
+    let last = skipped.as_ref().or(fresh.last()).map(DueFire::key);
+    let polled = match stop {
+        Some(Stop::Due) => {
+            core.backlog.store(true, Ordering::SeqCst);
+            Polled::Starved
+        }
+        // Every due fire was taken; the next poll comes by the instant of the first
+        // future fire left unarmed, when it can be claimed as due.
+        // (Or, with no room left at all, once slots free up.)
+        Some(Stop::Ahead) => {
+            core.backlog.store(false, Ordering::SeqCst);
+            if unarmed.is_some() {
+                Polled::Done
+            } else {
+                Polled::Starved
+            }
+        }
+        None if page_full => Polled::More,
+        None => {
+            core.backlog.store(false, Ordering::SeqCst);
+            Polled::Done
+        }
+    };
+    // A poll that left fires behind continues after the last one it looked at;
+    // otherwise every due fire was seen and the next poll starts from the beginning.
+    {
+        let mut sweep = lock(&core.sweep);
+        if polled == Polled::Done {
+            *sweep = Sweep::default();
+        } else {
+            sweep.cursor = last;
+        }
+    }
+    if fresh.is_empty() {
+        return Ok((polled, unarmed));
+    }
+    claim(core, now, fresh).await?;
+    Ok((polled, unarmed))
+}
+
+/// Leases `fresh` in one call and spawns a fire task for each fire granted.
+async fn claim(core: &Arc<Core>, now: crate::time::Timestamp, fresh: Vec<DueFire>) -> Result<()> {
+    let requests: Vec<LockRequest> = fresh
+        .iter()
+        .map(|f| LockRequest {
+            key: f.job_id.to_string(),
+            ttl: f.fire_at.duration_since(now) + core.config.lease_ttl,
+        })
+        .collect();
+    let asked = Instant::now();
+    let leases = core.locks.acquire(&core.node_id, &requests).await?;
+    for ((fire, lease), req) in fresh.into_iter().zip(leases).zip(&requests) {
+        let Some(lease) = lease else { continue };
+        if !lock(&core.armed).insert(fire.job_id.clone()) {
+            fire::release(core, lease).await;
+            continue;
+        }
+        bump(&core.counters.claimed);
+        debug!(job = %fire.job_id, fire_at = %fire.fire_at, token = lease.token, "claimed");
+        // A fire already due takes its place in line for a slot now, so the next
+        // poll counts it; one due later holds no slot until its instant.
+        let slot = if fire.fire_at <= now {
+            Some(core.slots.request(fire.fire_at))
+        } else {
+            core.ahead.fetch_add(1, Ordering::SeqCst);
+            None
+        };
+        let claim = Claim {
+            fire,
+            lease,
+            deadline: asked + req.ttl,
+        };
+        core.fires.spawn(fire::fire_task(core.clone(), claim, slot));
+    }
+    Ok(())
+}

@@ -1,0 +1,388 @@
+//! Runs: the requests that start and finish them, their records, and the run log.
+
+use crate::job::JobId;
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+use super::AlarmEvent;
+
+/// Id of a run, unique within one store.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RunId(pub i64);
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl fmt::Debug for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "run#{}", self.0)
+    }
+}
+
+/// Why a fire happens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerKind {
+    /// The job's schedule.
+    #[default]
+    Schedule,
+    /// A retry of a failed attempt.
+    Retry,
+    /// `trigger_now` by an operator or program.
+    Manual,
+    /// A late fire run under the misfire policy.
+    Misfire,
+}
+
+impl TriggerKind {
+    /// Stable lower-case name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TriggerKind::Schedule => "schedule",
+            TriggerKind::Retry => "retry",
+            TriggerKind::Manual => "manual",
+            TriggerKind::Misfire => "misfire",
+        }
+    }
+
+    /// Inverse of [`as_str`](Self::as_str).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Schedule, Self::Retry, Self::Manual, Self::Misfire]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// State of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Started and not finished.
+    Running,
+    /// The handler returned `Ok`.
+    Succeeded,
+    /// The handler returned an error or panicked.
+    Failed,
+    /// The handler ran past the job's timeout and was cancelled.
+    TimedOut,
+    /// The run was cancelled (shutdown, lost lease).
+    Cancelled,
+    /// The run's node died or its lease expired; recorded by another node.
+    Lost,
+    /// The fire was late and the misfire policy skipped it.
+    Misfired,
+}
+
+impl RunStatus {
+    /// Every status.
+    pub const ALL: [RunStatus; 7] = [
+        RunStatus::Running,
+        RunStatus::Succeeded,
+        RunStatus::Failed,
+        RunStatus::TimedOut,
+        RunStatus::Cancelled,
+        RunStatus::Lost,
+        RunStatus::Misfired,
+    ];
+
+    /// Stable lower-case name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Lost => "lost",
+            RunStatus::Misfired => "misfired",
+        }
+    }
+
+    /// Inverse of [`as_str`](Self::as_str).
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// True for outcomes that count as a failed attempt.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Failed | RunStatus::TimedOut | RunStatus::Cancelled | RunStatus::Lost
+        )
+    }
+}
+
+/// A request to record the start of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartRun {
+    /// The job.
+    pub job_id: JobId,
+    /// Must equal the job's `next_fire_at`.
+    pub fire_at: Timestamp,
+    /// Must equal the job's `version`.
+    pub version: u64,
+    /// Fencing token of the caller's lease; must be ≥ the job's `last_token`.
+    pub token: u64,
+    /// The node that runs it.
+    pub node: String,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// Kind of fire (the engine may turn a late fire into `Misfire`).
+    pub trigger: TriggerKind,
+    /// For a run the misfire policy decided on, the scheduled fires it stands for;
+    /// stored with the run ([`RunRecord::covers`]).
+    pub covers: Option<FireSpan>,
+}
+
+/// Why a start was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartRefusal {
+    /// The job does not exist (removed).
+    NotFound,
+    /// The job is paused.
+    Disabled,
+    /// The definition changed since the fire was read.
+    Changed,
+    /// `next_fire_at` differs: the fire was already handled or moved.
+    NotDue,
+    /// Another run of the job is in progress.
+    Running,
+    /// The token is older than the job's last token.
+    Fenced {
+        /// The job's last token.
+        current: u64,
+    },
+}
+
+/// Result of one [`StartRun`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StartOutcome {
+    /// Recorded as `Running`.
+    Started {
+        /// The new run.
+        run_id: RunId,
+        /// Start instant (store clock).
+        started_at: Timestamp,
+    },
+    /// Nothing was written.
+    Refused(StartRefusal),
+}
+
+/// The scheduling state a finish writes into its job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NextFire {
+    /// New `next_fire_at`.
+    pub at: Option<Timestamp>,
+    /// Kind of that fire.
+    pub trigger: TriggerKind,
+    /// New failed-attempt count.
+    pub attempt: u32,
+    /// For a retry: the instant after which the job's schedule resumes once the
+    /// retries end (the retried fire, or the end of the span a coalesced fire stood
+    /// for), so the fires that come due during the backoff are handled by the misfire
+    /// policy instead of disappearing. `None` for a scheduled or manual fire.
+    pub resume_after: Option<Timestamp>,
+}
+
+/// A request to record the end of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FinishRun {
+    /// The run.
+    pub run_id: RunId,
+    /// Its job.
+    pub job_id: JobId,
+    /// Fencing token. Normally the run's own token, which must still be the job's
+    /// last token. With `takeover` (recording a lost run from another node) a newer
+    /// token that is ≥ the job's last token; it becomes the last token.
+    pub token: u64,
+    /// See `token`.
+    pub takeover: bool,
+    /// Final status (not `Running`).
+    pub status: RunStatus,
+    /// Error message for failures.
+    pub error: Option<String>,
+    /// Whether the engine scheduled a retry.
+    pub will_retry: bool,
+    /// Definition version the run belonged to.
+    pub version: u64,
+    /// Written into the job only when its version and `next_fire_at` are unchanged
+    /// since the start (an upsert or `trigger_now` during the run wins).
+    pub next: NextFire,
+    /// Alarm events to put in the outbox in the same atomic step.
+    pub alarms: Vec<AlarmEvent>,
+}
+
+/// Why a finish was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishRefusal {
+    /// No such run.
+    NotFound,
+    /// The run is no longer `Running` (already finished or marked lost).
+    NotRunning,
+    /// The token is stale or does not belong to the run.
+    Fenced {
+        /// The job's last token.
+        current: u64,
+    },
+}
+
+/// Result of one [`FinishRun`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishOutcome {
+    /// The run record, the job's state and the alarms were written.
+    Finished {
+        /// End instant (store clock).
+        ended_at: Timestamp,
+        /// Whether `next` was applied to the job (false when the job was removed or
+        /// changed during the run).
+        rescheduled: bool,
+    },
+    /// Nothing was written.
+    Refused(FinishRefusal),
+}
+
+/// One run in the run log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Id.
+    pub id: RunId,
+    /// Job.
+    pub job_id: JobId,
+    /// The fire this run belongs to.
+    pub fire_at: Timestamp,
+    /// Why it ran.
+    pub trigger: TriggerKind,
+    /// Node that ran it.
+    pub node: String,
+    /// 1-based attempt.
+    pub attempt: u32,
+    /// Fencing token it ran under.
+    pub token: u64,
+    /// State.
+    pub status: RunStatus,
+    /// Start (store clock).
+    pub started_at: Timestamp,
+    /// End (store clock), once finished.
+    pub ended_at: Option<Timestamp>,
+    /// Error message of a failure.
+    pub error: Option<String>,
+    /// Whether a retry was scheduled.
+    pub will_retry: bool,
+    /// For a record of the misfire policy (a late run under `FireOnce` or `CatchUp`,
+    /// or a `misfired` record), the scheduled fires it stands for.
+    #[serde(default)]
+    pub covers: Option<FireSpan>,
+}
+
+impl RunRecord {
+    /// `ended_at - started_at`, once finished.
+    pub fn duration(&self) -> Option<Duration> {
+        self.ended_at.map(|e| e.duration_since(self.started_at))
+    }
+}
+
+/// A run-log query. Results are newest first (by run id, descending).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunQuery {
+    /// Only this job.
+    pub job_id: Option<JobId>,
+    /// Only this status.
+    pub status: Option<RunStatus>,
+    /// Only runs started at or after this.
+    pub since: Option<Timestamp>,
+    /// Only runs started before this.
+    pub until: Option<Timestamp>,
+    /// Only runs with an id below this (paging).
+    pub before: Option<RunId>,
+    /// At most this many (0 means 100).
+    pub limit: usize,
+}
+
+impl RunQuery {
+    /// The effective limit.
+    pub fn effective_limit(&self) -> usize {
+        if self.limit == 0 { 100 } else { self.limit }
+    }
+
+    /// Whether `r` passes every filter.
+    pub fn matches(&self, r: &RunRecord) -> bool {
+        self.job_id.as_ref().is_none_or(|j| *j == r.job_id)
+            && self.status.is_none_or(|s| s == r.status)
+            && self.since.is_none_or(|s| r.started_at >= s)
+            && self.until.is_none_or(|u| r.started_at < u)
+            && self.before.is_none_or(|b| r.id < b)
+    }
+}
+
+/// Run counts of one UTC day (by start time), over the runs still in the log.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DailyStats {
+    /// The day, UTC.
+    pub day: chrono::NaiveDate,
+    /// All runs.
+    pub total: u64,
+    /// Still running.
+    pub running: u64,
+    /// Succeeded.
+    pub succeeded: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Timed out.
+    pub timed_out: u64,
+    /// Cancelled.
+    pub cancelled: u64,
+    /// Lost.
+    pub lost: u64,
+    /// Misfired.
+    pub misfired: u64,
+}
+
+impl DailyStats {
+    /// Counts one run of `status`.
+    pub fn count(&mut self, status: RunStatus) {
+        self.add(status, 1);
+    }
+
+    /// Counts `n` runs of `status`.
+    pub fn add(&mut self, status: RunStatus, n: u64) {
+        self.total += n;
+        *match status {
+            RunStatus::Running => &mut self.running,
+            RunStatus::Succeeded => &mut self.succeeded,
+            RunStatus::Failed => &mut self.failed,
+            RunStatus::TimedOut => &mut self.timed_out,
+            RunStatus::Cancelled => &mut self.cancelled,
+            RunStatus::Lost => &mut self.lost,
+            RunStatus::Misfired => &mut self.misfired,
+        } += n;
+    }
+}
+
+/// The scheduled fires one misfire record stands for: every fire of the job's
+/// schedule in `[first, through]`.
+///
+/// A late run under `FireOnce` covers the fire it runs for and every fire it
+/// coalesces (`through` is the instant it started); a `misfired` record covers the
+/// fires it skipped; a late run under `CatchUp` covers itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FireSpan {
+    /// How many scheduled fires the span holds. Exact for intervals and one-shots;
+    /// for cron, counted up to [`FireSpan::MAX_COUNTED`].
+    pub fires: u64,
+    /// The first fire: the record's own `fire_at`.
+    pub first: Timestamp,
+    /// The end of the span, inclusive.
+    pub through: Timestamp,
+}
+
+impl FireSpan {
+    /// The most cron fires counted for one span (a per-second expression reaches it
+    /// after about 11.5 days of missed fires).
+    pub const MAX_COUNTED: u64 = 1_000_000;
+}

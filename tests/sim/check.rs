@@ -1,0 +1,373 @@
+//! The checker: derives every job's fires from its schedule (interval arithmetic,
+//! the `cron` crate, the one-shot's instant) and holds the run log and the handler
+//! executions against them.
+
+use super::workload::{Life, Sched, Workload};
+use super::{Exec, Played};
+use jobwheel::{RunRecord, RunStatus, Timestamp, TriggerKind};
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The lag a due fire may have while some node has a free slot: two poll intervals
+/// (a fire armed on a node that filled up goes back after half of one; another node
+/// claims it at its next poll), plus a little for the start itself.
+pub const LAG_BOUND: Duration = Duration::from_millis(2_050);
+
+/// The fires of `sched` in `[from, to)`.
+pub fn fires(sched: &Sched, from: Timestamp, to: Timestamp) -> Vec<Timestamp> {
+    match sched {
+        Sched::Every(p) => {
+            let p = *p as i64;
+            let mut k = from.as_millis().div_euclid(p);
+            if k * p < from.as_millis() {
+                k += 1;
+            }
+            let mut out = Vec::new();
+            while k * p < to.as_millis() {
+                out.push(Timestamp::from_millis(k * p));
+                k += 1;
+            }
+            out
+        }
+        Sched::Cron(expr) => {
+            let s = cron::Schedule::from_str(expr).unwrap();
+            let start = Timestamp::from_millis(from.as_millis() - 1).to_datetime();
+            s.after(&start)
+                .map(|t| Timestamp::from_datetime(&t))
+                .take_while(|t| *t < to)
+                .collect()
+        }
+        Sched::Once(at) => {
+            if *at >= from && *at < to {
+                vec![*at]
+            } else {
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// Every violation found, at most `limit` of them.
+pub fn check(w: &Workload, played: &Played, limit: usize) -> Vec<String> {
+    let mut bad = Vec::new();
+    let base = w.base;
+    if played.stuck > 0 {
+        bad.push(format!(
+            "{} runs still running after shutdown",
+            played.stuck
+        ));
+    }
+    let mut runs_of: HashMap<&str, Vec<&RunRecord>> = HashMap::new();
+    for r in &played.runs {
+        runs_of.entry(r.job_id.as_str()).or_default().push(r);
+    }
+    for runs in runs_of.values_mut() {
+        runs.sort_by_key(|r| r.id);
+    }
+    let mut exec_of: HashMap<(&str, Timestamp, u32), &Exec> = HashMap::new();
+    for e in &played.execs {
+        // (d) never early.
+        if e.start < e.fire_at {
+            bad.push(format!(
+                "{} fire {} started early at {}",
+                e.job, e.fire_at, e.start
+            ));
+        }
+        if (e.attempt > 1) != (e.trigger == TriggerKind::Retry) {
+            bad.push(format!(
+                "{} fire {}: attempt {} ran as {:?}",
+                e.job, e.fire_at, e.attempt, e.trigger
+            ));
+        }
+        // (b) no attempt ran twice.
+        if let Some(other) = exec_of.insert((e.job.as_str(), e.fire_at, e.attempt), e) {
+            bad.push(format!(
+                "{} fire {} attempt {} ran twice: on {} at {} and on {} at {}",
+                e.job, e.fire_at, e.attempt, other.node, other.start, e.node, e.start
+            ));
+        }
+    }
+    let counted: u64 = played.metrics.iter().map(|m| m.misfired.total()).sum();
+    let recorded: u64 = played
+        .runs
+        .iter()
+        .filter_map(|r| r.covers.map(|c| c.fires))
+        .sum();
+    if counted != recorded {
+        bad.push(format!(
+            "metrics count {counted} misfired fires, the run log {recorded}"
+        ));
+    }
+    let busy = Busy::new(w, played);
+    for life in &w.lives {
+        let runs = runs_of.remove(life.spec.id.as_str()).unwrap_or_default();
+        check_job(base, life, &runs, &exec_of, &busy, &mut bad);
+        if bad.len() >= limit {
+            break;
+        }
+    }
+    bad.truncate(limit);
+    if !bad.is_empty() {
+        bad.insert(
+            0,
+            format!("seed {}: {} violations (first {limit}):", w.seed, bad.len()),
+        );
+    }
+    bad
+}
+
+fn check_job(
+    base: Timestamp,
+    life: &Life,
+    runs: &[&RunRecord],
+    exec_of: &HashMap<(&str, Timestamp, u32), &Exec>,
+    busy: &Busy,
+    bad: &mut Vec<String>,
+) {
+    let spec = &life.spec;
+    let id = spec.id.as_str();
+    // How far behind its schedule a job can legitimately be when it stops: one busy
+    // fire (every attempt and backoff), or under `CatchUp { max }` up to `max` more
+    // fires queued behind it.
+    let queued = match spec.misfire {
+        jobwheel::MisfirePolicy::CatchUp { max } => max + 1,
+        _ => 1,
+    };
+    let grace =
+        (spec.busy_bound() + LAG_BOUND * (spec.attempts + 1)) * queued + Duration::from_secs(2);
+    let mut expected: Vec<Timestamp> = Vec::new();
+    let mut owed: Vec<Timestamp> = Vec::new();
+    for (from, to) in &life.active {
+        let (from, to) = (base + *from, base + *to);
+        for f in fires(&spec.sched, from, to) {
+            expected.push(f);
+            if f + grace < to {
+                owed.push(f);
+            }
+        }
+    }
+    // Which fire each record accounts for.
+    let mut seen: HashMap<Timestamp, u32> = HashMap::new();
+    for r in runs {
+        if r.started_at < r.fire_at {
+            bad.push(format!("{id}: record {:?} started before its fire", r.id));
+        }
+        let first_attempt = r.attempt == 1 && r.trigger != TriggerKind::Retry;
+        if !first_attempt {
+            continue;
+        }
+        let covered: Vec<Timestamp> = match r.covers {
+            Some(c) => {
+                if c.first != r.fire_at {
+                    bad.push(format!(
+                        "{id}: span of {:?} does not start at its fire",
+                        r.id
+                    ));
+                }
+                let end = Timestamp::from_millis(c.through.as_millis() + 1);
+                let inside: Vec<Timestamp> = expected
+                    .iter()
+                    .copied()
+                    .filter(|f| *f >= c.first && *f < end)
+                    .collect();
+                // The engine's count against the checker's own.
+                let all = fires(&spec.sched, c.first, end);
+                if all.len() as u64 != c.fires {
+                    bad.push(format!(
+                        "{id}: record {:?} says it covers {} fires, the schedule has {} in [{}, {}]",
+                        r.id,
+                        c.fires,
+                        all.len(),
+                        c.first,
+                        c.through
+                    ));
+                }
+                inside
+            }
+            None if r.trigger == TriggerKind::Schedule => vec![r.fire_at],
+            None => {
+                bad.push(format!(
+                    "{id}: record {:?} ({:?}) has no span",
+                    r.id, r.trigger
+                ));
+                Vec::new()
+            }
+        };
+        for f in covered {
+            *seen.entry(f).or_default() += 1;
+        }
+        check_lag(base, life, r, runs, exec_of, busy, bad);
+    }
+    // (b) no fire accounted for twice.
+    for (f, n) in &seen {
+        if *n > 1 {
+            bad.push(format!("{id}: fire {f} accounted for {n} times"));
+        }
+    }
+    // (a) every owed fire ran or is accounted for by its misfire policy.
+    let missing: Vec<&Timestamp> = owed.iter().filter(|f| !seen.contains_key(*f)).collect();
+    if !missing.is_empty() && std::env::var("JOBWHEEL_SIM_DEBUG").is_ok() {
+        let first = *missing[0];
+        for r in runs {
+            if r.fire_at + Duration::from_secs(120) >= first
+                && r.fire_at <= first + Duration::from_secs(120)
+            {
+                eprintln!(
+                    "  {id} run {:?} fire {} {:?} attempt {} {:?} started {} ended {:?} covers {:?} node {}",
+                    r.id,
+                    r.fire_at,
+                    r.trigger,
+                    r.attempt,
+                    r.status,
+                    r.started_at,
+                    r.ended_at,
+                    r.covers,
+                    r.node
+                );
+            }
+        }
+        for (from, to) in &life.active {
+            eprintln!("  {id} active {} .. {}", base + *from, base + *to);
+        }
+        eprintln!("  missing {missing:?}");
+    }
+    if !missing.is_empty() {
+        bad.push(format!(
+            "{id} ({:?}, {:?}): {} of {} owed fires neither ran nor were recorded, first {}",
+            spec.sched,
+            spec.misfire,
+            missing.len(),
+            owed.len(),
+            missing[0]
+        ));
+    }
+    // Nothing outside the schedule.
+    for f in seen.keys() {
+        if !expected.contains(f) {
+            bad.push(format!("{id}: fire {f} is not a fire of its schedule"));
+        }
+    }
+}
+
+/// (c): a first attempt starts within [`LAG_BOUND`] of when it could start (its
+/// instant, the end of the job's previous run, the job's activation) whenever a slot
+/// is free: a fire that waited longer must not have waited while some node kept a
+/// slot free for longer than the bound. (A burst that fills every slot makes its
+/// last fires late; a node idling beside due work is what this catches.)
+fn check_lag(
+    base: Timestamp,
+    life: &Life,
+    r: &RunRecord,
+    runs: &[&RunRecord],
+    exec_of: &HashMap<(&str, Timestamp, u32), &Exec>,
+    busy: &Busy,
+    bad: &mut Vec<String>,
+) {
+    let id = life.spec.id.as_str();
+    let start = match exec_of.get(&(id, r.fire_at, 1)) {
+        Some(e) => e.start,
+        None if r.status == RunStatus::Misfired => r.started_at,
+        None => {
+            bad.push(format!("{id}: record {:?} ran no handler", r.id));
+            return;
+        }
+    };
+    let mut ready = r.fire_at;
+    for (from, _) in &life.active {
+        let from = base + *from;
+        if from <= start {
+            ready = ready.max(from);
+        }
+    }
+    for p in runs.iter().filter(|p| p.id < r.id) {
+        if let Some(end) = p.ended_at {
+            ready = ready.max(end);
+        }
+    }
+    let lag = start.duration_since(ready);
+    if lag <= LAG_BOUND {
+        return;
+    }
+    if let Some((node, from, to)) = busy.idle_slot(ready, start, LAG_BOUND) {
+        if std::env::var("JOBWHEEL_SIM_DEBUG").is_ok() {
+            for &(s, e) in &busy.runs[node] {
+                if e >= ready && s <= start {
+                    eprintln!("  node {node}: run {s} .. {e}");
+                }
+            }
+        }
+        bad.push(format!(
+            "{id}: fire {} started {lag:?} after it could ({ready}), while node {node} kept a slot free from {from} to {to}",
+            r.fire_at
+        ));
+    }
+}
+
+/// Handler executions per node, to tell whether a node had a free slot.
+struct Busy {
+    slots: Vec<usize>,
+    /// Per node, `(start, end)` of every execution.
+    runs: Vec<Vec<(Timestamp, Timestamp)>>,
+}
+
+impl Busy {
+    fn new(w: &Workload, played: &Played) -> Busy {
+        let mut runs = vec![Vec::new(); w.nodes.len()];
+        for e in &played.execs {
+            let n: usize = e.node.trim_start_matches('n').parse().unwrap();
+            runs[n].push((e.start, e.end));
+        }
+        Busy {
+            slots: w.nodes.clone(),
+            runs,
+        }
+    }
+
+    /// A node that kept a slot free for longer than `longer_than` within
+    /// `[from, to]`, and that stretch.
+    fn idle_slot(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+        longer_than: Duration,
+    ) -> Option<(usize, Timestamp, Timestamp)> {
+        (0..self.slots.len()).find_map(|n| {
+            let mut edges: Vec<(Timestamp, i32)> = Vec::new();
+            let mut running = 0i32;
+            for &(s, e) in &self.runs[n] {
+                if e <= from || s > to || e == s {
+                    continue;
+                }
+                if s <= from {
+                    running += 1;
+                } else {
+                    edges.push((s, 1));
+                }
+                if e <= to {
+                    edges.push((e, -1));
+                }
+            }
+            // Starts before ends at one instant: a slot handed straight on is not free.
+            edges.sort_by_key(|&(t, d)| (t, -d));
+            let slots = self.slots[n] as i32;
+            let mut free_since = (running < slots).then_some(from);
+            for (t, d) in edges {
+                running += d;
+                match (free_since, running < slots) {
+                    (Some(since), false) => {
+                        if t.duration_since(since) > longer_than {
+                            return Some((n, since, t));
+                        }
+                        free_since = None;
+                    }
+                    (None, true) => free_since = Some(t),
+                    _ => {}
+                }
+            }
+            free_since
+                .filter(|since| to.duration_since(*since) > longer_than)
+                .map(|since| (n, since, to))
+        })
+    }
+}

@@ -1,0 +1,188 @@
+//! The randomized scheduling simulation: one seed drives a workload (recurring jobs,
+//! one-shot streams and bursts, slow and failing handlers, pauses and removals, 1-3
+//! nodes), [`run`] plays it on tokio's paused clock against the memory store, and
+//! [`check`] compares what ran with what the schedules say should have, without
+//! using the engine's own scheduling code.
+
+pub mod check;
+pub mod workload;
+
+use jobwheel::memory::{LocalLocks, MemoryStore};
+use jobwheel::{
+    Clock, EngineMetrics, Job, JobContext, JobError, LocalExecutor, RunQuery, RunRecord, Scheduler,
+    SchedulerConfig, SlowLaneConfig, Timestamp, TokioClock, TriggerKind,
+};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use workload::{Op, Workload};
+
+/// One handler execution, as the handler saw it.
+#[derive(Debug, Clone)]
+pub struct Exec {
+    pub job: String,
+    pub fire_at: Timestamp,
+    pub attempt: u32,
+    pub trigger: TriggerKind,
+    pub node: String,
+    pub start: Timestamp,
+    /// When the handler returned or was dropped.
+    pub end: Timestamp,
+}
+
+/// What a played workload left behind.
+#[derive(Debug)]
+pub struct Played {
+    pub execs: Vec<Exec>,
+    pub runs: Vec<RunRecord>,
+    pub metrics: Vec<EngineMetrics>,
+    /// Runs still `running` after every node shut down.
+    pub stuck: usize,
+}
+
+/// A deterministic hash for "does this attempt fail" (not HashMap's random one).
+fn fnv(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in *p {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Whether attempt `attempt` of the fire at `fire_at` of `job` fails, at `fail_pct`
+/// percent.
+pub fn fails(job: &str, fire_at: Timestamp, attempt: u32, fail_pct: u64) -> bool {
+    let h = fnv(&[
+        job.as_bytes(),
+        &fire_at.as_millis().to_le_bytes(),
+        &attempt.to_le_bytes(),
+    ]);
+    h % 100 < fail_pct
+}
+
+/// Records `end` when the handler's future finishes or is dropped.
+struct EndGuard {
+    execs: Arc<Mutex<Vec<Exec>>>,
+    index: usize,
+    clock: Arc<TokioClock>,
+}
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        self.execs.lock().unwrap()[self.index].end = self.clock.now();
+    }
+}
+
+/// The configuration every simulated node shares: the defaults, a fixed node id.
+pub fn node_config(node: &str) -> SchedulerConfig {
+    SchedulerConfig {
+        node_id: Some(node.into()),
+        shutdown_grace: Duration::from_secs(60),
+        ..SchedulerConfig::default()
+    }
+}
+
+/// Plays `w` and collects what ran.
+pub async fn run(w: &Workload) -> Played {
+    let clock = Arc::new(TokioClock::starting_at(w.base));
+    let store = MemoryStore::with_clock(clock.clone());
+    let locks = LocalLocks::with_clock(clock.clone());
+    let execs: Arc<Mutex<Vec<Exec>>> = Arc::default();
+    let mut handles = Vec::new();
+    for (n, &slots) in w.nodes.iter().enumerate() {
+        let (execs, clock) = (execs.clone(), clock.clone());
+        let node = format!("n{n}");
+        let handler = move |ctx: JobContext| {
+            let ms = ctx.payload()["ms"].as_u64().unwrap_or(0);
+            let fail_pct = ctx.payload()["fail_pct"].as_u64().unwrap_or(0);
+            let now = clock.now();
+            let index = {
+                let mut e = execs.lock().unwrap();
+                e.push(Exec {
+                    job: ctx.job.id().to_string(),
+                    fire_at: ctx.fire_at,
+                    attempt: ctx.attempt,
+                    trigger: ctx.trigger,
+                    node: ctx.node_id.to_string(),
+                    start: now,
+                    end: now,
+                });
+                e.len() - 1
+            };
+            let guard = EndGuard {
+                execs: execs.clone(),
+                index,
+                clock: clock.clone(),
+            };
+            let fail = fails(ctx.job.id().as_str(), ctx.fire_at, ctx.attempt, fail_pct);
+            async move {
+                let _guard = guard;
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                if fail {
+                    Err(JobError::msg("simulated failure"))
+                } else {
+                    Ok(())
+                }
+            }
+        };
+        // One lane, so "a slot is free" means exactly `slots` minus the runs in flight.
+        let executor = LocalExecutor::new(
+            slots,
+            SlowLaneConfig {
+                concurrency: 0,
+                slow_run: Duration::from_secs(24 * 3600),
+                ..SlowLaneConfig::default()
+            },
+        );
+        let s = Scheduler::builder()
+            .store(store.clone())
+            .locks(locks.clone())
+            .executor(executor)
+            .handler("h", handler)
+            .config(node_config(&node))
+            .build()
+            .unwrap();
+        handles.push(s.start().await.unwrap());
+    }
+    let start = tokio::time::Instant::now();
+    for (at, op) in &w.ops {
+        tokio::time::sleep_until(start + *at).await;
+        let h = &handles[op.node() % handles.len()];
+        match op {
+            Op::Upsert { job, .. } => {
+                h.upsert(Job::clone(job)).await.unwrap();
+            }
+            Op::Pause { id, .. } => h.pause(id).await.unwrap(),
+            Op::Resume { id, .. } => h.resume(id).await.unwrap(),
+            Op::Remove { id, .. } => {
+                h.remove(id).await.unwrap();
+            }
+        }
+    }
+    tokio::time::sleep_until(start + w.length + w.tail).await;
+    let metrics = handles.iter().map(|h| h.metrics()).collect();
+    // All at once, so no node keeps firing while another waits for its handlers.
+    futures::future::join_all(handles.into_iter().map(|h| h.shutdown())).await;
+    let runs = jobwheel::JobStore::runs(
+        &store,
+        &RunQuery {
+            limit: usize::MAX,
+            ..RunQuery::default()
+        },
+    )
+    .await
+    .unwrap();
+    let stuck = runs
+        .iter()
+        .filter(|r| r.status == jobwheel::RunStatus::Running)
+        .count();
+    let execs = execs.lock().unwrap().clone();
+    Played {
+        execs,
+        runs,
+        metrics,
+        stuck,
+    }
+}
