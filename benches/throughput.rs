@@ -3,8 +3,8 @@
 //!
 //! ```sh
 //! cargo bench --bench throughput --all-features -- --backend postgres \
-//!     [--workload all|drain|lag|poll] [--nodes 2] [--jobs 20000] \
-//!     [--rate 1000] [--seconds 10] [--stored 1000000] [--json] \
+//!     [--workload all|drain|lag|mixed|poll] [--nodes 2] [--jobs 20000] \
+//!     [--rate 1000] [--seconds 10] [--stream 300] [--lead 2000] [--stored 1000000] [--json] \
 //!     [--concurrency 2048] [--claim-batch 2000] [--write-batch 1000]
 //! ```
 //!
@@ -19,6 +19,9 @@
 //! * **lag**: `--rate` jobs firing every second, spread over the second, for
 //!   `--seconds` on `--nodes` schedulers: lag p50/p99/max from the scheduled instant to
 //!   the handler's start, and fires missed.
+//! * **mixed**: `--rate` jobs firing every second beside a stream of `--stream`
+//!   one-shots a second (handlers of 50-500 ms), on the default configuration: the
+//!   recurring jobs' lag with the stream beside them (see `throughput/mixed.rs`).
 //! * **poll**: one `due` scan of 1,000 due jobs with 1,000 jobs stored, then with
 //!   `--stored` jobs stored (the rest far in the future): the scan's median time, and for
 //!   the memory backend the resident memory per stored job.
@@ -31,6 +34,8 @@
 
 #[path = "throughput/cleanup.rs"]
 mod cleanup;
+#[path = "throughput/mixed.rs"]
+mod mixed;
 #[path = "throughput/profile.rs"]
 mod profile;
 #[path = "../tests/support/redis_keys.rs"]
@@ -379,23 +384,31 @@ async fn drain(backend: &str, nodes: usize, jobs: usize) -> serde_json::Value {
     })
 }
 
-async fn lag(backend: &str, nodes: usize, rate: usize, seconds: u64) -> serde_json::Value {
-    let prefix = format!("b{:06x}_", fastrand::u32(..0xffffff));
-    let (store, _) = open(backend, &prefix).await;
+/// Stores `rate` jobs (`<prefix><i>`, handler `handler`) firing every second, spread
+/// evenly over the second.
+async fn store_spread(store: &dyn JobStore, rate: usize, prefix: &str, handler: &str) {
     let now = store.now().await.unwrap();
     store_all(
-        &*store,
+        store,
         (0..rate).map(|i| {
             let anchor = Timestamp::from_millis((i * 1000 / rate) as i64);
             let s = Schedule::interval(Duration::from_secs(1), anchor).unwrap();
             let first = s.first_fire(now).unwrap();
             (
-                Job::builder(format!("l{i}"), "noop", s).build().unwrap(),
+                Job::builder(format!("{prefix}{i}"), handler, s)
+                    .build()
+                    .unwrap(),
                 first,
             )
         }),
     )
     .await;
+}
+
+async fn lag(backend: &str, nodes: usize, rate: usize, seconds: u64) -> serde_json::Value {
+    let prefix = format!("b{:06x}_", fastrand::u32(..0xffffff));
+    let (store, _) = open(backend, &prefix).await;
+    store_spread(&*store, rate, "l", "noop").await;
     let seen = Arc::new(Mutex::new(Vec::new()));
     let handles = schedulers(backend, &prefix, nodes, &seen, 0).await;
     // Whole seconds that start after every node is up.
@@ -521,6 +534,19 @@ fn main() {
                     &backend,
                     nodes,
                     num("--rate", 1000),
+                    num("--seconds", 10) as u64,
+                )
+                .await,
+            );
+        }
+        if matches!(workload.as_str(), "all" | "mixed") {
+            rows.push(
+                mixed::mixed(
+                    &backend,
+                    nodes,
+                    num("--rate", 200),
+                    num("--stream", 300),
+                    num("--lead", 2000) as u64,
                     num("--seconds", 10) as u64,
                 )
                 .await,
