@@ -67,7 +67,7 @@ fn backoff(c: &mut Criterion) {
 fn memory_claim_path(c: &mut Criterion) {
     use jobwheel::memory::{LocalLocks, MemoryStore};
     use jobwheel::{
-        FinishOutcome, FinishRun, Job, JobStore, LockProvider, LockRequest, NextFire, RunStatus,
+        FinishOutcome, FinishRun, Job, Jobs, LockProvider, LockRequest, NextFire, RunStatus,
         Schedule, StartOutcome, StartRun, TriggerKind,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -86,7 +86,11 @@ fn memory_claim_path(c: &mut Criterion) {
     c.bench_function("memory_claim_path_100_fires", |b| {
         b.iter(|| {
             rt.block_on(async {
-                let due = store.due(at, None, 100).await.unwrap();
+                let due = store
+                    .due(&jobwheel::DueQuery::new(at, 100))
+                    .await
+                    .unwrap()
+                    .items;
                 let reqs: Vec<LockRequest> = due
                     .iter()
                     .map(|f| LockRequest {

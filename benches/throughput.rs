@@ -108,7 +108,8 @@ async fn open(backend: &str, prefix: &str) -> Backend {
                     .await
                     .unwrap();
             store.migrate().await.unwrap();
-            let locks = jobwheel::sqlite::SqliteLocks::new(store.pool().clone(), store.prefix());
+            let locks =
+                jobwheel::sqlite::SqliteLocks::new(store.pool().clone(), store.prefix()).unwrap();
             (Arc::new(store), Arc::new(locks))
         }
         "postgres" | "postgres+redis" => {
@@ -137,7 +138,8 @@ async fn open(backend: &str, prefix: &str) -> Backend {
                 .await
                 .unwrap();
             store.migrate().await.unwrap();
-            let locks = jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix());
+            let locks =
+                jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap();
             (Arc::new(store), Arc::new(locks))
         }
         "redis" => {
@@ -461,7 +463,12 @@ async fn scan(store: &dyn JobStore) -> (f64, usize) {
     for _ in 0..21 {
         let until = store.now().await.unwrap();
         let t = Instant::now();
-        n = store.due(until, None, 1000).await.unwrap().len();
+        n = store
+            .due(&jobwheel::DueQuery::new(until, 1000))
+            .await
+            .unwrap()
+            .items
+            .len();
         times.push(t.elapsed().as_micros() as u64);
     }
     times.sort_unstable();

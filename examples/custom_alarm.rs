@@ -99,7 +99,7 @@ async fn main() -> jobwheel::Result<()> {
     {
         println!("  {line}");
     }
-    for a in scheduler.alarms(None, 6).await? {
+    for a in scheduler.alarms(&jobwheel::AlarmQuery::new(6)).await? {
         println!(
             "  outbox #{} {} {} attempts={} {:?}",
             a.id.0,

@@ -114,7 +114,8 @@ async fn main() -> jobwheel::Result<()> {
                     .build()
                     .await?;
                 store.migrate().await?;
-                let locks = jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix());
+                let locks =
+                    jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap();
                 let results = Results::My(store.pool().clone(), table);
                 (Arc::new(store), Arc::new(locks), results)
             }

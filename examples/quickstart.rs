@@ -113,12 +113,7 @@ async fn main() -> jobwheel::Result<()> {
     let report = running.shutdown().await;
     println!("stopped (drained: {})\n", report.drained);
 
-    let mut runs = scheduler
-        .runs(&RunQuery {
-            limit: 1000,
-            ..RunQuery::default()
-        })
-        .await?;
+    let mut runs = scheduler.runs(&RunQuery::new().limit(1000)).await?;
     runs.reverse();
     println!(
         "{:<10} {:<24} {:<9} {:>7} {:<10} {:>8}  error",

@@ -19,7 +19,7 @@ async fn main() -> jobwheel::Result<()> {
         .build()
         .await?;
     store.migrate().await?;
-    let locks = SqliteLocks::new(store.pool().clone(), store.prefix());
+    let locks = SqliteLocks::new(store.pool().clone(), store.prefix()).unwrap();
     let scheduler = Scheduler::builder()
         .store(store)
         .locks(locks)
@@ -47,12 +47,7 @@ async fn main() -> jobwheel::Result<()> {
         .await?;
     tokio::time::sleep(Duration::from_secs(5)).await;
     running.shutdown().await;
-    let runs = scheduler
-        .runs(&RunQuery {
-            limit: 5,
-            ..RunQuery::default()
-        })
-        .await?;
+    let runs = scheduler.runs(&RunQuery::new().limit(5)).await?;
     println!("last {} runs in the file:", runs.len());
     for r in runs {
         println!(

@@ -59,6 +59,31 @@ pub enum Error {
         /// Operation name.
         operation: &'static str,
     },
+    /// A stored row could not be decoded. Calls that read many rows skip such rows
+    /// and report them instead ([`Page::corrupt`](crate::store::Page::corrupt)); a
+    /// call for that one row fails with this.
+    #[error("stored {what} {id:?} cannot be read: {reason}")]
+    Corrupt {
+        /// Kind of row, e.g. `job`.
+        what: &'static str,
+        /// Its id, as stored.
+        id: String,
+        /// What failed to decode.
+        reason: String,
+    },
+    /// The store's schema was migrated by a newer version of jobwheel than this one:
+    /// running against it could misread or damage what that version wrote.
+    #[error(
+        "{backend} schema is at version {found}, newer than this jobwheel knows ({known}); upgrade jobwheel"
+    )]
+    SchemaTooNew {
+        /// Backend name.
+        backend: &'static str,
+        /// The newest migration recorded in the store.
+        found: i64,
+        /// The newest migration this code has.
+        known: i64,
+    },
     /// The backend's server or driver failed. When `temporary` is true the same call
     /// may succeed later (connection loss, timeout, deadlock); the engine retries it
     /// with backoff.

@@ -97,8 +97,8 @@ impl From<JobId> for String {
 ///
 /// Two jobs are equal when every field is equal; the store uses that to make
 /// `upsert` idempotent.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "JobRepr", into = "JobRepr")]
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(into = "JobRepr")]
 pub struct Job {
     id: JobId,
     handler: String,
@@ -283,7 +283,6 @@ impl JobBuilder {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct JobRepr {
     id: String,
     handler: String,
@@ -323,12 +322,39 @@ fn positive(field: &'static str, d: Option<Duration>) -> Result<()> {
     }
 }
 
-impl TryFrom<JobRepr> for Job {
-    type Error = Error;
-    /// Deserialized jobs are held to the default payload limit.
-    fn try_from(r: JobRepr) -> Result<Self> {
-        Job::from_repr(r, DEFAULT_MAX_PAYLOAD_BYTES)
+/// Deserializing a job is strict, as at any edge where a person or another program
+/// supplies one: an unknown field anywhere in it is refused (naming its path), and the
+/// payload is held to the default limit. Rows a store reads back use
+/// [`Job::from_stored`] instead.
+impl<'de> Deserialize<'de> for Job {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let mut unknown: Option<String> = None;
+        let repr: JobRepr = serde_ignored::deserialize(d, |path| {
+            unknown.get_or_insert_with(|| path.to_string());
+        })?;
+        if let Some(path) = unknown {
+            return Err(D::Error::custom(format!("unknown field `{path}`")));
+        }
+        Job::from_repr(repr, DEFAULT_MAX_PAYLOAD_BYTES).map_err(D::Error::custom)
     }
+}
+
+impl Job {
+    /// Reads a job definition as a store wrote it (JSON), leniently: fields it does not
+    /// know (written by a newer version) are ignored, and no payload limit applies —
+    /// limits are enforced when a job is stored through the API, so a job accepted with
+    /// a larger `max_payload_bytes` reads back. Everything that makes a job runnable
+    /// (id, handler, schedule, policies) is still checked.
+    pub fn from_stored(text: &str) -> Result<Job> {
+        let repr: JobRepr = serde_json::from_str(text)
+            .map_err(|e| Error::invalid("job.definition", truncate(text), e.to_string()))?;
+        Job::from_repr(repr, usize::MAX)
+    }
+}
+
+fn truncate(text: &str) -> String {
+    text.chars().take(80).collect()
 }
 
 impl Job {

@@ -52,7 +52,7 @@ pub mod time;
 pub mod memory;
 
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
-#[path = "../backends/sql.rs"]
+#[path = "../backends/sql/mod.rs"]
 mod sql;
 
 #[cfg(feature = "sqlite")]
@@ -81,8 +81,8 @@ pub mod webhook;
 
 pub use alarm::{AlarmError, JobAlarm, Retrying, Throttled};
 pub use engine::{
-    EngineMetrics, MisfireCounts, Scheduler, SchedulerBuilder, SchedulerConfig, SchedulerHandle,
-    ShutdownReport,
+    Doctor, EngineMetrics, MisfireCounts, Scheduler, SchedulerBuilder, SchedulerConfig,
+    SchedulerHandle, ShutdownReport,
 };
 pub use error::{Error, Result};
 pub use executor::{Execution, Executor, Outcome};
@@ -93,5 +93,8 @@ pub use lock::{Lease, LockProvider, LockRequest};
 pub use policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
 pub use record::*;
 pub use schedule::{CronExpr, CronSchedule, Schedule};
-pub use store::JobStore;
+pub use store::{
+    AlarmClaim, AlarmOutbox, AlarmQuery, CorruptRow, DueQuery, JobQuery, JobStore, Jobs,
+    NodeRegistry, Page, RunLog, RunQuery,
+};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp, TokioClock};

@@ -21,7 +21,6 @@ pub struct RetryPolicy {
 }
 
 #[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RetryRepr {
     #[serde(default = "default_attempts")]
     max_attempts: u32,
@@ -180,7 +179,7 @@ impl From<RetryPolicy> for RetryRepr {
 
 /// What to do with a fire that starts more than the misfire threshold late.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "policy", deny_unknown_fields)]
+#[serde(rename_all = "snake_case", tag = "policy")]
 pub enum MisfirePolicy {
     /// Run once now, coalescing every missed fire into this one run.
     #[default]
@@ -248,7 +247,7 @@ impl AlarmKind {
 
 /// Which events of a job raise alarms, and who hears of them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(default)]
 pub struct AlarmPolicy {
     /// Kinds that raise an alarm. Default: final failure, lost run, and misfires of
     /// at least [`misfire_min_fires`](Self::misfire_min_fires) fires.

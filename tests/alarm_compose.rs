@@ -5,9 +5,10 @@
 mod support;
 
 use async_trait::async_trait;
+use jobwheel::store::AlarmOutbox;
 use jobwheel::{
-    AlarmError, AlarmEvent, AlarmKind, AlarmPolicy, AlarmStatus, Job, JobAlarm, JobId, JobStore,
-    RetryPolicy, Retrying, Schedule, Scheduler, SchedulerConfig, Throttled,
+    AlarmError, AlarmEvent, AlarmKind, AlarmPolicy, AlarmStatus, Job, JobAlarm, JobId, RetryPolicy,
+    Retrying, Schedule, Scheduler, SchedulerConfig, Throttled,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -211,7 +212,7 @@ async fn the_engine_retries_only_the_alarm_that_failed() {
         .unwrap();
     tokio::time::sleep(Duration::from_secs(10)).await;
     running.shutdown().await;
-    let events = store.alarms(None, 10).await.unwrap();
+    let events = store.alarms(&jobwheel::AlarmQuery::new(10)).await.unwrap();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].status, AlarmStatus::Sent);
     assert_eq!(events[0].attempts, 2, "delivered on the second attempt");
@@ -244,7 +245,7 @@ async fn the_scheduler_throttle_records_suppressed_events_as_not_needed() {
     running.upsert(failing_job("every-second")).await.unwrap();
     tokio::time::sleep(Duration::from_millis(14_500)).await;
     running.shutdown().await;
-    let mut events = store.alarms(None, 100).await.unwrap();
+    let mut events = store.alarms(&jobwheel::AlarmQuery::new(100)).await.unwrap();
     events.reverse();
     let statuses: Vec<AlarmStatus> = events.iter().map(|a| a.status).collect();
     assert!(

@@ -8,10 +8,11 @@ mod support;
 use hmac::{KeyInit, Mac};
 use jobwheel::email::{EmailAlarm, SmtpSecurity};
 use jobwheel::memory::{LocalLocks, MemoryStore};
+use jobwheel::store::AlarmOutbox;
 use jobwheel::webhook::{WebhookAlarm, WebhookFormat};
 use jobwheel::{
     AlarmEvent, AlarmKind, AlarmPolicy, AlarmStatus, Job, JobAlarm, JobContext, JobError, JobId,
-    JobStore, RetryPolicy, RunId, Schedule, Scheduler, SchedulerConfig, Timestamp,
+    RetryPolicy, RunId, Schedule, Scheduler, SchedulerConfig, Timestamp,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -328,7 +329,10 @@ async fn failing_alarms_are_retried_and_never_delay_other_fires() {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     running.shutdown().await;
-    let alarms = scheduler.alarms(None, 100).await.unwrap();
+    let alarms = scheduler
+        .alarms(&jobwheel::AlarmQuery::new(100))
+        .await
+        .unwrap();
     assert_eq!(alarms.len(), 5, "one final-failure event per failing job");
     for a in &alarms {
         assert_eq!(a.status, AlarmStatus::Failed, "{a:?}");
@@ -414,7 +418,7 @@ async fn two_schedulers_on_one_store_deliver_each_alarm_exactly_once() {
     for _ in 0..100 {
         if server.requests().len() >= 40
             && store
-                .alarms(Some(AlarmStatus::Sent), 100)
+                .alarms(&jobwheel::AlarmQuery::new(100).status(Some(AlarmStatus::Sent)))
                 .await
                 .map(|a| a.len())
                 .unwrap_or(0)
@@ -440,6 +444,9 @@ async fn two_schedulers_on_one_store_deliver_each_alarm_exactly_once() {
         per_job.values().all(|&n| n == 1),
         "an event was delivered twice: {per_job:?}"
     );
-    let sent = store.alarms(Some(AlarmStatus::Sent), 100).await.unwrap();
+    let sent = store
+        .alarms(&jobwheel::AlarmQuery::new(100).status(Some(AlarmStatus::Sent)))
+        .await
+        .unwrap();
     assert_eq!(sent.len(), 40);
 }

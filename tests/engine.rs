@@ -3,9 +3,10 @@
 
 mod support;
 
+use jobwheel::store::{AlarmOutbox, Jobs};
 use jobwheel::{
-    AlarmKind, Error, FireSpan, Job, JobContext, JobError, JobStore, MisfirePolicy, RetryPolicy,
-    RunStatus, Schedule, Scheduler, SchedulerConfig, TriggerKind,
+    AlarmKind, Error, FireSpan, Job, JobContext, JobError, MisfirePolicy, RetryPolicy, RunStatus,
+    Schedule, Scheduler, SchedulerConfig, TriggerKind,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -158,7 +159,7 @@ async fn late(job: Job, due: &str, secs: u64) -> Misfired {
         seen: log.of(&id),
         runs: runs_of(&store, &id).await,
         metrics,
-        alarms: store.alarms(None, 100).await.unwrap(),
+        alarms: store.alarms(&jobwheel::AlarmQuery::new(100)).await.unwrap(),
     }
 }
 

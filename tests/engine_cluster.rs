@@ -4,10 +4,11 @@
 mod support;
 
 use jobwheel::memory::LocalLocks;
+use jobwheel::store::{AlarmOutbox, Jobs, NodeRegistry, RunLog};
 use jobwheel::{
     AlarmError, AlarmEvent, AlarmKind, AlarmPolicy, AlarmStatus, Job, JobAlarm, JobContext,
-    JobError, JobStore, Lease, LockProvider, LockRequest, RetryPolicy, RunQuery, RunStatus,
-    Schedule, Scheduler, SchedulerConfig, TriggerKind,
+    JobError, Lease, LockProvider, LockRequest, RetryPolicy, RunQuery, RunStatus, Schedule,
+    Scheduler, SchedulerConfig, TriggerKind,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -184,7 +185,7 @@ async fn shutdown_cancels_after_grace_records_and_releases_everything() {
             .is_some()
     );
     assert!(
-        store.nodes().await.unwrap().is_empty(),
+        store.nodes().await.unwrap().items.is_empty(),
         "the node deregistered"
     );
 }
@@ -284,7 +285,10 @@ async fn two_schedulers_run_each_fire_once_and_deliver_each_alarm_once_to_every_
             .count();
         assert_eq!(n, 31, "ok-{i} fires at 0..=30 s, each once");
     }
-    let events = store.alarms(None, 10_000).await.unwrap();
+    let events = store
+        .alarms(&jobwheel::AlarmQuery::new(10_000))
+        .await
+        .unwrap();
     assert_eq!(
         events.len(),
         14,
@@ -359,7 +363,10 @@ async fn a_slow_or_failing_alarm_never_delays_a_fire() {
         ticks.iter().all(|s| s.started == s.fire_at),
         "a fire started late while alarms hung"
     );
-    let failed = store.alarms(Some(AlarmStatus::Failed), 1000).await.unwrap();
+    let failed = store
+        .alarms(&jobwheel::AlarmQuery::new(1000).status(Some(AlarmStatus::Failed)))
+        .await
+        .unwrap();
     assert!(
         !failed.is_empty(),
         "timed-out deliveries are recorded failed"
@@ -430,11 +437,7 @@ async fn backpressure_never_claims_more_than_the_executor_can_run() {
         locks.max_held.load(Ordering::SeqCst)
     );
     let done = store
-        .runs(&RunQuery {
-            status: Some(RunStatus::Succeeded),
-            limit: 1000,
-            ..RunQuery::default()
-        })
+        .runs(&RunQuery::new().status(RunStatus::Succeeded).limit(1000))
         .await
         .unwrap();
     assert_eq!(done.len(), 50, "every job ran once");
@@ -567,7 +570,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
     );
     assert_eq!(h.metrics().lost_recovered, 1);
     let lost_alarms: Vec<_> = store
-        .alarms(None, 100)
+        .alarms(&jobwheel::AlarmQuery::new(100))
         .await
         .unwrap()
         .into_iter()

@@ -5,7 +5,8 @@
 
 mod support;
 
-use jobwheel::{Clock, Job, JobStore, Schedule, Scheduler, SchedulerConfig};
+use jobwheel::store::Jobs;
+use jobwheel::{Clock, Job, Schedule, Scheduler, SchedulerConfig};
 use std::collections::HashMap;
 use std::time::Duration;
 use support::*;

@@ -4,7 +4,6 @@
 mod support;
 
 use async_trait::async_trait;
-use chrono::NaiveDate;
 use jobwheel::memory::MemoryStore;
 use jobwheel::*;
 use std::sync::Arc;
@@ -31,7 +30,7 @@ impl FlakyStore {
 }
 
 #[async_trait]
-impl JobStore for FlakyStore {
+impl Jobs for FlakyStore {
     fn name(&self) -> &'static str {
         "flaky"
     }
@@ -45,8 +44,8 @@ impl JobStore for FlakyStore {
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
         self.inner.get(id).await
     }
-    async fn list(&self, after: Option<&JobId>, limit: usize) -> Result<Vec<JobRecord>> {
-        self.inner.list(after, limit).await
+    async fn list(&self, q: &JobQuery) -> Result<Page<JobRecord>> {
+        self.inner.list(q).await
     }
     async fn remove(&self, id: &JobId) -> Result<bool> {
         self.inner.remove(id).await
@@ -57,14 +56,9 @@ impl JobStore for FlakyStore {
     async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> {
         self.inner.trigger(id, at).await
     }
-    async fn due(
-        &self,
-        until: Timestamp,
-        after: Option<&DueKey>,
-        limit: usize,
-    ) -> Result<Vec<DueFire>> {
+    async fn due(&self, q: &DueQuery) -> Result<Page<DueFire>> {
         self.check("due")?;
-        self.inner.due(until, after, limit).await
+        self.inner.due(q).await
     }
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
         self.check("start_runs")?;
@@ -74,20 +68,25 @@ impl JobStore for FlakyStore {
         self.check("finish_runs")?;
         self.inner.finish_runs(runs).await
     }
+}
+
+#[async_trait]
+impl RunLog for FlakyStore {
     async fn runs(&self, q: &RunQuery) -> Result<Vec<RunRecord>> {
         self.inner.runs(q).await
     }
     async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
         self.inner.purge_runs(before).await
     }
-    async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
-        self.inner.daily_stats(from, to).await
-    }
+}
+
+#[async_trait]
+impl NodeRegistry for FlakyStore {
     async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
         self.check("heartbeat")?;
         self.inner.heartbeat(node).await
     }
-    async fn nodes(&self) -> Result<Vec<NodeRecord>> {
+    async fn nodes(&self) -> Result<Page<NodeRecord>> {
         self.inner.nodes().await
     }
     async fn reap_nodes(&self, silent_for: Duration) -> Result<Vec<String>> {
@@ -101,23 +100,22 @@ impl JobStore for FlakyStore {
         self.check("orphaned_runs")?;
         self.inner.orphaned_runs(limit).await
     }
-    async fn enqueue_alarms(&self, events: &[AlarmEvent]) -> Result<Vec<AlarmId>> {
-        self.inner.enqueue_alarms(events).await
-    }
-    async fn claim_alarms(
-        &self,
-        owner: &str,
-        limit: usize,
-        lease: Duration,
-    ) -> Result<Vec<AlarmRecord>> {
+}
+
+#[async_trait]
+impl AlarmOutbox for FlakyStore {
+    async fn claim_alarms(&self, c: &AlarmClaim) -> Result<Page<AlarmRecord>> {
         self.check("claim_alarms")?;
-        self.inner.claim_alarms(owner, limit, lease).await
+        self.inner.claim_alarms(c).await
     }
     async fn complete_alarm(&self, id: AlarmId, owner: &str, d: &AlarmDelivery) -> Result<bool> {
         self.inner.complete_alarm(id, owner, d).await
     }
-    async fn alarms(&self, status: Option<AlarmStatus>, limit: usize) -> Result<Vec<AlarmRecord>> {
-        self.inner.alarms(status, limit).await
+    async fn alarms(&self, q: &AlarmQuery) -> Result<Vec<AlarmRecord>> {
+        self.inner.alarms(q).await
+    }
+    async fn purge_alarms(&self, before: Timestamp) -> Result<u64> {
+        self.inner.purge_alarms(before).await
     }
 }
 

@@ -286,7 +286,7 @@ async fn clock_skew(t: &Target) {
     let mut fewest = usize::MAX;
     let watch_until = first + Duration::from_secs(8);
     while c.db.store().now().await.unwrap() < watch_until {
-        fewest = fewest.min(c.db.store().nodes().await.unwrap().len());
+        fewest = fewest.min(c.db.store().nodes().await.unwrap().items.len());
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let end = c.db.store().now().await.unwrap();

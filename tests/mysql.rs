@@ -51,7 +51,7 @@ async fn mysql_passes_the_conformance_suites() {
     let store = open(&url, &p).await;
     store.migrate().await.expect("migrate is idempotent");
     conformance::store_suite(&store).await;
-    conformance::lock_suite(&MySqlLocks::new(store.pool().clone(), store.prefix())).await;
+    conformance::lock_suite(&MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap()).await;
     drop_tables(&url, &p).await;
 }
 
@@ -82,7 +82,7 @@ async fn two_schedulers_on_one_database_run_every_fire_once() {
         let (url, p) = (url.clone(), p.clone());
         async move {
             let store = open(&url, &p).await;
-            let locks = MySqlLocks::new(store.pool().clone(), store.prefix());
+            let locks = MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap();
             (
                 Arc::new(store) as Arc<dyn JobStore>,
                 Arc::new(locks) as Arc<dyn LockProvider>,
@@ -102,7 +102,7 @@ async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_on
             let (url, p) = (url.clone(), p.clone());
             async move {
                 let store = open(&url, &p).await;
-                let locks = MySqlLocks::new(store.pool().clone(), store.prefix());
+                let locks = MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap();
                 (
                     Arc::new(store) as Arc<dyn JobStore>,
                     Arc::new(locks) as Arc<dyn LockProvider>,

@@ -5,6 +5,7 @@
 mod support;
 
 use jobwheel::sqlite::{SqliteLocks, SqliteStore};
+use jobwheel::store::Jobs;
 use jobwheel::{JobStore, conformance};
 use std::sync::Arc;
 
@@ -44,7 +45,7 @@ async fn sqlite_passes_the_conformance_suites() {
     let store = open(&db.url()).await;
     store.migrate().await.expect("migrate is idempotent");
     conformance::store_suite(&store).await;
-    conformance::lock_suite(&SqliteLocks::new(store.pool().clone(), store.prefix())).await;
+    conformance::lock_suite(&SqliteLocks::new(store.pool().clone(), store.prefix()).unwrap()).await;
 }
 
 #[tokio::test]
@@ -68,7 +69,12 @@ async fn migrations_run_concurrently_and_prefixes_are_validated() {
         .unwrap();
     other.migrate().await.unwrap();
     assert!(
-        other.list(None, 10).await.unwrap().is_empty(),
+        other
+            .list(&jobwheel::JobQuery::new(10))
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
         "prefixes keep deployments apart"
     );
 }
@@ -81,7 +87,7 @@ async fn two_schedulers_on_one_file_run_every_fire_once() {
         let url = url.clone();
         async move {
             let store = open(&url).await;
-            let locks = SqliteLocks::new(store.pool().clone(), store.prefix());
+            let locks = SqliteLocks::new(store.pool().clone(), store.prefix()).unwrap();
             (
                 Arc::new(store) as Arc<dyn JobStore>,
                 Arc::new(locks) as Arc<dyn jobwheel::LockProvider>,
@@ -100,7 +106,7 @@ async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_on
             let url = url.clone();
             async move {
                 let store = open(&url).await;
-                let locks = SqliteLocks::new(store.pool().clone(), store.prefix());
+                let locks = SqliteLocks::new(store.pool().clone(), store.prefix()).unwrap();
                 (
                     Arc::new(store) as Arc<dyn JobStore>,
                     Arc::new(locks) as Arc<dyn jobwheel::LockProvider>,

@@ -8,6 +8,7 @@
 //! [`TokioClock`](crate::TokioClock) makes them follow a paused tokio runtime.
 
 mod locks;
+mod log;
 mod store;
 
 pub use locks::LocalLocks;

@@ -1,13 +1,14 @@
+//! [`MemoryStore`]: the state behind one mutex, and its [`Jobs`] part.
+
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
-use crate::store::JobStore;
+use crate::store::rules::{self, JobState, RunState};
+use crate::store::{DueQuery, JobQuery, Jobs, Page};
 use crate::time::{Clock, SystemClock, Timestamp};
 use async_trait::async_trait;
-use chrono::NaiveDate;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 /// What a due-index entry keeps of its job, so a due scan never touches the job map.
 #[derive(Debug)]
@@ -20,18 +21,20 @@ struct DueEntry {
 }
 
 #[derive(Debug, Default)]
-struct Inner {
+pub(super) struct Inner {
     jobs: BTreeMap<JobId, JobRecord>,
     /// `(next_fire_at, id)` of every enabled job with a next fire and no running run,
-    /// with what `due` returns besides (definition, version, trigger, attempt), so a
-    /// scan never touches the job map.
+    /// with what `due` returns besides, so a scan never touches the job map.
     due: BTreeMap<(Timestamp, JobId), DueEntry>,
-    runs: BTreeMap<RunId, RunRecord>,
+    pub(super) runs: BTreeMap<RunId, RunRecord>,
     /// Ids of runs in `Running` state.
-    running: BTreeSet<RunId>,
+    pub(super) running: BTreeSet<RunId>,
     next_run: i64,
-    nodes: BTreeMap<String, NodeRecord>,
-    alarms: BTreeMap<AlarmId, AlarmRecord>,
+    pub(super) nodes: BTreeMap<String, NodeRecord>,
+    pub(super) alarms: BTreeMap<AlarmId, AlarmRecord>,
+    /// Events that may still be claimed (pending, failed with a retry, sending), so a
+    /// claim never walks the delivered ones.
+    pub(super) claimable: BTreeSet<AlarmId>,
     next_alarm: i64,
 }
 
@@ -65,44 +68,31 @@ impl Inner {
         Some(out)
     }
 
-    fn enqueue(&mut self, events: &[AlarmEvent], now: Timestamp) -> Vec<AlarmId> {
-        events
-            .iter()
-            .map(|e| {
-                self.next_alarm += 1;
-                let id = AlarmId(self.next_alarm);
-                self.alarms.insert(
+    fn enqueue(&mut self, events: &[AlarmEvent], now: Timestamp) {
+        for e in events {
+            self.next_alarm += 1;
+            let id = AlarmId(self.next_alarm);
+            self.alarms.insert(
+                id,
+                AlarmRecord {
                     id,
-                    AlarmRecord {
-                        id,
-                        event: e.clone(),
-                        status: AlarmStatus::Pending,
-                        attempts: 0,
-                        next_attempt_at: Some(now),
-                        claimed_by: None,
-                        claim_until: None,
-                        last_error: None,
-                        created_at: now,
-                    },
-                );
-                id
-            })
-            .collect()
+                    event: e.clone(),
+                    status: AlarmStatus::Pending,
+                    attempts: 0,
+                    next_attempt_at: Some(now),
+                    claimed_by: None,
+                    claim_until: None,
+                    last_error: None,
+                    created_at: now,
+                },
+            );
+            self.claimable.insert(id);
+        }
     }
 
     fn start(&mut self, r: &StartRun, now: Timestamp) -> StartOutcome {
-        let refusal = match self.jobs.get(&r.job_id) {
-            None => Some(StartRefusal::NotFound),
-            Some(j) if !j.job.enabled() => Some(StartRefusal::Disabled),
-            Some(j) if j.version != r.version => Some(StartRefusal::Changed),
-            Some(j) if j.running.is_some() => Some(StartRefusal::Running),
-            Some(j) if j.next_fire_at != Some(r.fire_at) => Some(StartRefusal::NotDue),
-            Some(j) if j.last_token > r.token => Some(StartRefusal::Fenced {
-                current: j.last_token,
-            }),
-            Some(_) => None,
-        };
-        if let Some(refusal) = refusal {
+        let state = self.jobs.get(&r.job_id).map(JobState::from);
+        if let Err(refusal) = rules::start(state.as_ref(), r) {
             return StartOutcome::Refused(refusal);
         }
         self.next_run += 1;
@@ -137,38 +127,24 @@ impl Inner {
     }
 
     fn finish(&mut self, f: &FinishRun, now: Timestamp) -> FinishOutcome {
-        let Some(run) = self.runs.get(&f.run_id) else {
-            return FinishOutcome::Refused(FinishRefusal::NotFound);
+        let run = self.runs.get(&f.run_id).map(RunState::from);
+        let job = self.jobs.get(&f.job_id).map(JobState::from);
+        let rescheduled = match rules::finish(run.as_ref(), job.as_ref(), f) {
+            Ok(r) => r,
+            Err(refusal) => return FinishOutcome::Refused(refusal),
         };
-        if run.status != RunStatus::Running {
-            return FinishOutcome::Refused(FinishRefusal::NotRunning);
-        }
-        let fire_at = run.fire_at;
-        let current = self.jobs.get(&f.job_id).map_or(run.token, |j| j.last_token);
-        let token_ok = if f.takeover {
-            f.token >= current && f.token >= run.token
-        } else {
-            f.token == run.token && f.token >= current
-        };
-        if !token_ok || run.job_id != f.job_id {
-            return FinishOutcome::Refused(FinishRefusal::Fenced { current });
-        }
-        let rescheduled = self
-            .with_job(&f.job_id, |j| {
-                j.last_token = f.token;
-                if j.running == Some(f.run_id) {
-                    j.running = None;
-                }
-                let apply = j.version == f.version && j.next_fire_at == Some(fire_at);
-                if apply {
-                    j.next_fire_at = f.next.at;
-                    j.next_trigger = f.next.trigger;
-                    j.attempt = f.next.attempt;
-                    j.resume_after = f.next.resume_after;
-                }
-                apply
-            })
-            .unwrap_or(false);
+        self.with_job(&f.job_id, |j| {
+            j.last_token = f.token;
+            if j.running == Some(f.run_id) {
+                j.running = None;
+            }
+            if rescheduled {
+                j.next_fire_at = f.next.at;
+                j.next_trigger = f.next.trigger;
+                j.attempt = f.next.attempt;
+                j.resume_after = f.next.resume_after;
+            }
+        });
         self.running.remove(&f.run_id);
         if let Some(run) = self.runs.get_mut(&f.run_id) {
             run.status = f.status;
@@ -184,13 +160,14 @@ impl Inner {
     }
 }
 
-/// A complete [`JobStore`] in process memory.
+/// A complete [`JobStore`](crate::JobStore) in process memory.
 ///
 /// Cloning shares the same state, so several schedulers in one process can use one
-/// store as a cluster would use one database.
+/// store as a cluster would use one database. It keeps values, never encoded rows, so
+/// it never has a row it cannot read.
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
-    clock: Arc<dyn Clock>,
+    pub(super) clock: Arc<dyn Clock>,
     inner: Arc<Mutex<Inner>>,
 }
 
@@ -214,7 +191,7 @@ impl MemoryStore {
         }
     }
 
-    fn inner(&self) -> MutexGuard<'_, Inner> {
+    pub(super) fn inner(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -225,7 +202,7 @@ impl MemoryStore {
 }
 
 #[async_trait]
-impl JobStore for MemoryStore {
+impl Jobs for MemoryStore {
     fn name(&self) -> &'static str {
         "memory"
     }
@@ -275,18 +252,21 @@ impl JobStore for MemoryStore {
         Ok(self.inner().jobs.get(id).cloned())
     }
 
-    async fn list(&self, after: Option<&JobId>, limit: usize) -> Result<Vec<JobRecord>> {
+    async fn list(&self, query: &JobQuery) -> Result<Page<JobRecord>> {
+        use std::ops::Bound;
         let inner = self.inner();
-        let iter: Box<dyn Iterator<Item = &JobRecord>> = match after {
-            Some(a) => Box::new(
-                inner
-                    .jobs
-                    .range::<JobId, _>((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded))
-                    .map(|(_, v)| v),
-            ),
-            None => Box::new(inner.jobs.values()),
+        let from = match &query.after {
+            Some(a) => Bound::Excluded(a.clone()),
+            None => Bound::Unbounded,
         };
-        Ok(iter.take(limit).cloned().collect())
+        Ok(Page::of(
+            inner
+                .jobs
+                .range((from, Bound::Unbounded))
+                .take(query.effective_limit())
+                .map(|(_, v)| v.clone())
+                .collect(),
+        ))
     }
 
     async fn remove(&self, id: &JobId) -> Result<bool> {
@@ -336,33 +316,30 @@ impl JobStore for MemoryStore {
             .ok_or_else(|| Error::not_found("job", id))
     }
 
-    async fn due(
-        &self,
-        until: Timestamp,
-        after: Option<&DueKey>,
-        limit: usize,
-    ) -> Result<Vec<DueFire>> {
+    async fn due(&self, query: &DueQuery) -> Result<Page<DueFire>> {
         use std::ops::Bound;
         let inner = self.inner();
-        let from = match after {
+        let from = match &query.after {
             Some(k) => Bound::Excluded((k.fire_at, k.job_id.clone())),
             None => Bound::Unbounded,
         };
-        Ok(inner
-            .due
-            .range((from, Bound::Unbounded))
-            .take_while(|((at, _), _)| *at <= until)
-            .take(limit)
-            .map(|((at, id), e)| DueFire {
-                job_id: id.clone(),
-                job: e.job.clone(),
-                fire_at: *at,
-                version: e.version,
-                trigger: e.trigger,
-                attempt: e.attempt,
-                resume_after: e.resume_after,
-            })
-            .collect())
+        Ok(Page::of(
+            inner
+                .due
+                .range((from, Bound::Unbounded))
+                .take_while(|((at, _), _)| *at <= query.until)
+                .take(query.limit)
+                .map(|((at, id), e)| DueFire {
+                    job_id: id.clone(),
+                    job: e.job.clone(),
+                    fire_at: *at,
+                    version: e.version,
+                    trigger: e.trigger,
+                    attempt: e.attempt,
+                    resume_after: e.resume_after,
+                })
+                .collect(),
+        ))
     }
 
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
@@ -375,171 +352,5 @@ impl JobStore for MemoryStore {
         let now = self.clock.now();
         let mut inner = self.inner();
         Ok(runs.iter().map(|f| inner.finish(f, now)).collect())
-    }
-
-    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
-        let inner = self.inner();
-        Ok(inner
-            .runs
-            .values()
-            .rev()
-            .filter(|r| query.matches(r))
-            .take(query.effective_limit())
-            .cloned()
-            .collect())
-    }
-
-    async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
-        let mut inner = self.inner();
-        let n = inner.runs.len();
-        inner
-            .runs
-            .retain(|_, r| r.ended_at.is_none_or(|e| e >= before));
-        Ok((n - inner.runs.len()) as u64)
-    }
-
-    async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
-        let inner = self.inner();
-        let mut days: BTreeMap<NaiveDate, DailyStats> = BTreeMap::new();
-        for r in inner.runs.values() {
-            let day = r.started_at.to_datetime().date_naive();
-            if day >= from && day <= to {
-                days.entry(day)
-                    .or_insert_with(|| DailyStats {
-                        day,
-                        ..DailyStats::default()
-                    })
-                    .count(r.status);
-            }
-        }
-        Ok(days.into_values().collect())
-    }
-
-    async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
-        let now = self.clock.now();
-        self.inner().nodes.insert(
-            node.node_id.clone(),
-            NodeRecord {
-                info: node.clone(),
-                last_beat: now,
-            },
-        );
-        Ok(now)
-    }
-
-    async fn nodes(&self) -> Result<Vec<NodeRecord>> {
-        Ok(self.inner().nodes.values().cloned().collect())
-    }
-
-    async fn reap_nodes(&self, silent_for: Duration) -> Result<Vec<String>> {
-        let cutoff = self.clock.now() - silent_for;
-        let mut inner = self.inner();
-        let dead: Vec<String> = inner
-            .nodes
-            .values()
-            .filter(|n| n.last_beat < cutoff)
-            .map(|n| n.info.node_id.clone())
-            .collect();
-        for id in &dead {
-            inner.nodes.remove(id);
-        }
-        Ok(dead)
-    }
-
-    async fn deregister(&self, node_id: &str) -> Result<bool> {
-        Ok(self.inner().nodes.remove(node_id).is_some())
-    }
-
-    async fn orphaned_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
-        let inner = self.inner();
-        Ok(inner
-            .running
-            .iter()
-            .filter_map(|id| inner.runs.get(id))
-            .filter(|r| !inner.nodes.contains_key(&r.node))
-            .take(limit)
-            .cloned()
-            .collect())
-    }
-
-    async fn enqueue_alarms(&self, events: &[AlarmEvent]) -> Result<Vec<AlarmId>> {
-        let now = self.clock.now();
-        Ok(self.inner().enqueue(events, now))
-    }
-
-    async fn claim_alarms(
-        &self,
-        owner: &str,
-        limit: usize,
-        lease: Duration,
-    ) -> Result<Vec<AlarmRecord>> {
-        let now = self.clock.now();
-        let mut inner = self.inner();
-        let mut out = Vec::new();
-        for rec in inner.alarms.values_mut() {
-            if out.len() >= limit {
-                break;
-            }
-            let claimable = match rec.status {
-                AlarmStatus::Pending | AlarmStatus::Failed => {
-                    rec.next_attempt_at.is_some_and(|t| t <= now)
-                }
-                AlarmStatus::Sending => rec.claim_until.is_some_and(|t| t <= now),
-                AlarmStatus::Sent | AlarmStatus::NotNeeded => false,
-            };
-            if claimable {
-                rec.status = AlarmStatus::Sending;
-                rec.claimed_by = Some(owner.to_string());
-                rec.claim_until = Some(now + lease);
-                rec.attempts += 1;
-                out.push(rec.clone());
-            }
-        }
-        Ok(out)
-    }
-
-    async fn complete_alarm(
-        &self,
-        id: AlarmId,
-        owner: &str,
-        delivery: &AlarmDelivery,
-    ) -> Result<bool> {
-        let mut inner = self.inner();
-        let Some(rec) = inner.alarms.get_mut(&id) else {
-            return Ok(false);
-        };
-        if rec.status != AlarmStatus::Sending || rec.claimed_by.as_deref() != Some(owner) {
-            return Ok(false);
-        }
-        rec.claimed_by = None;
-        rec.claim_until = None;
-        match delivery {
-            AlarmDelivery::Sent => {
-                rec.status = AlarmStatus::Sent;
-                rec.next_attempt_at = None;
-            }
-            AlarmDelivery::NotNeeded => {
-                rec.status = AlarmStatus::NotNeeded;
-                rec.next_attempt_at = None;
-            }
-            AlarmDelivery::Failed { error, retry_at } => {
-                rec.status = AlarmStatus::Failed;
-                rec.next_attempt_at = *retry_at;
-                rec.last_error = Some(error.clone());
-            }
-        }
-        Ok(true)
-    }
-
-    async fn alarms(&self, status: Option<AlarmStatus>, limit: usize) -> Result<Vec<AlarmRecord>> {
-        Ok(self
-            .inner()
-            .alarms
-            .values()
-            .rev()
-            .filter(|a| status.is_none_or(|s| a.status == s))
-            .take(limit)
-            .cloned()
-            .collect())
     }
 }

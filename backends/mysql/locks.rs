@@ -32,16 +32,14 @@ async fn now_in(tx: &mut Transaction<'static, MySql>, op: &'static str) -> Resul
 type Row = (Option<String>, i64, i64);
 
 impl MySqlLocks {
-    /// Leases in `<prefix>locks` on `pool`.
-    ///
-    /// # Panics
-    /// When `prefix` is not a valid table prefix (use the store's prefix).
-    pub fn new(pool: MySqlPool, prefix: &str) -> Self {
-        check_prefix(prefix).expect("a valid table prefix");
-        MySqlLocks {
+    /// Leases in `<prefix>locks` on `pool`. Errors when `prefix` is not a valid
+    /// table prefix (use the store's).
+    pub fn new(pool: MySqlPool, prefix: &str) -> Result<Self> {
+        check_prefix(prefix)?;
+        Ok(MySqlLocks {
             pool,
             table: format!("{prefix}locks"),
-        }
+        })
     }
 
     /// Locks the rows of `keys` (in key order) and reads them with the server's now.

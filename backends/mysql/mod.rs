@@ -5,38 +5,48 @@
 //! call is one transaction with a fixed number of statements whatever the batch size:
 //! a `SELECT … FOR UPDATE` of the rows involved, the conditions decided in request
 //! order, then one multi-row `INSERT` and one `UPDATE` joined to the batch's rows per
-//! table (a derived table of the rows, see `values`); a lock grant is one
-//! `INSERT … ON DUPLICATE KEY UPDATE` and a read. Instants are `BIGINT` epoch
+//! table; a lock grant is one `INSERT … ON DUPLICATE KEY UPDATE` and a read. Instants are `BIGINT` epoch
 //! milliseconds; the store's clock is computed from `UTC_TIMESTAMP(6)`,
 //! so the session time zone never matters. Alarm claims use `FOR UPDATE SKIP LOCKED`.
 //!
-//! SQL text is assembled only from static fragments, placeholder lists and the table
-//! prefix (checked against `[A-Za-z0-9_]`); every value is a bind parameter, which is
-//! why the SQL goes through `sqlx::AssertSqlSafe`.
+//! Ids compare bytewise (`utf8mb4_bin`). The SQL is the shared SQL store's
+//! (`backends/sql/`); this module is the dialect.
 //!
 //! ```no_run
 //! # async fn t() -> jobwheel::Result<()> {
 //! let store = jobwheel::mysql::MySqlStore::builder("mysql://root@127.0.0.1/app").build().await?;
 //! store.migrate().await?;
-//! let locks = jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix());
+//! let locks = jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix())?;
 //! # Ok(()) }
 //! ```
 
-mod finish;
 mod locks;
-mod log;
-mod store;
 
 pub use locks::MySqlLocks;
-pub use store::MySqlStore;
 
 use crate::error::{Error, Result};
-use sqlx::mysql::{MySqlPool, MySqlPoolOptions};
+use crate::record::DueKey;
+use crate::sql::migrate::{self, Embedded};
+use crate::sql::{Dialect, Sql, SqlStore, check_ident, query};
+use async_trait::async_trait;
+use sqlx::mysql::{MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::{MySql, Transaction};
+use std::sync::Arc;
+
+pub(crate) use crate::sql::{marks, retrying, values};
 
 const NAME: &str = "mysql";
-const MIGRATIONS: &[(i64, &str)] = &[
-    (1, include_str!("migrations/0001_init.sql")),
-    (2, include_str!("migrations/0002_misfire_spans.sql")),
+const MIGRATIONS: &[Embedded] = &[
+    (
+        1,
+        "jobs, runs, nodes, alarms, locks",
+        include_str!("migrations/0001_init.sql"),
+    ),
+    (
+        2,
+        "misfire spans and resume points",
+        include_str!("migrations/0002_misfire_spans.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =
@@ -56,60 +66,180 @@ pub(crate) fn db_err(operation: &'static str) -> impl Fn(sqlx::Error) -> Error {
     }
 }
 
-/// Runs a transaction again when it lost a deadlock or a lock wait, up to 5 times.
-pub(crate) async fn retrying<T, F, Fut>(f: F) -> Result<T>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T>>,
-{
-    let mut tries = 0;
-    loop {
-        match f().await {
-            Err(Error::Backend {
-                temporary: true, ..
-            }) if tries < 5 => {
-                tries += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(5 << tries)).await;
-            }
-            other => return other,
-        }
+/// Checks a table prefix: 0-40 characters of `[A-Za-z0-9_]`, not starting with a digit.
+pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
+    check_ident("mysql.prefix", prefix, true)
+}
+
+/// How the shared SQL store runs on MySQL and MariaDB.
+#[derive(Debug, Clone)]
+pub(crate) struct MySqlDialect {
+    pool: MySqlPool,
+    prefix: Arc<str>,
+}
+
+#[async_trait]
+impl Dialect for MySqlDialect {
+    type Row = MySqlRow;
+    type Tx = Transaction<'static, MySql>;
+
+    const NAME: &'static str = NAME;
+    const TRIGGER: &'static str = "`trigger`";
+    const DIV: &'static str = "DIV";
+    const NOW_MS: &'static str = NOW_MS;
+    const DUE: &'static str = "enabled = TRUE AND running_run IS NULL AND next_fire_at IS NOT NULL";
+    const FOR_UPDATE: &'static str = " FOR UPDATE";
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    // The driver reports found rows, so an `ON DUPLICATE KEY` no-op would count as one;
+    // `IGNORE` reports 0 for a duplicate (and every value it inserts is validated).
+    const INSERT_IGNORE: &'static str = "INSERT IGNORE INTO";
+    const ON_CONFLICT_IGNORE: &'static str = "";
+
+    fn t(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    fn err(&self, op: &'static str, e: sqlx::Error) -> Error {
+        db_err(op)(e)
+    }
+
+    fn keyset(&self, q: &mut Sql, key: &DueKey) {
+        // Written as an OR (not a row comparison) so that MariaDB builds two index ranges.
+        let at = key.fire_at.as_millis();
+        q.push(
+            " AND (next_fire_at > ? OR (next_fire_at = ? AND id > ?))",
+            [at.into(), at.into(), key.job_id.as_str().into()],
+        );
+    }
+
+    fn update_from(&self, target: &str, set: &str, values: &str) -> String {
+        format!("UPDATE {target} j JOIN {values} ON j.id = v.id SET {set}")
+    }
+
+    async fn fetch(&self, op: &'static str, q: Sql) -> Result<Vec<MySqlRow>> {
+        query::<MySql>(q.text, q.args)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err(op))
+    }
+
+    async fn exec(&self, op: &'static str, q: Sql) -> Result<u64> {
+        let r = query::<MySql>(q.text, q.args)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err(op))?;
+        Ok(r.rows_affected())
+    }
+
+    async fn begin(&self, op: &'static str) -> Result<Self::Tx> {
+        self.pool.begin().await.map_err(db_err(op))
+    }
+
+    async fn fetch_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<Vec<MySqlRow>> {
+        query::<MySql>(q.text, q.args)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(db_err(op))
+    }
+
+    async fn exec_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<u64> {
+        let r = query::<MySql>(q.text, q.args)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_err(op))?;
+        Ok(r.rows_affected())
+    }
+
+    async fn commit(&self, tx: Self::Tx, op: &'static str) -> Result<()> {
+        tx.commit().await.map_err(db_err(op))
     }
 }
 
-/// `?, ?, …` with `n` placeholders.
-pub(crate) fn marks(n: usize) -> String {
-    vec!["?"; n].join(", ")
+/// A [`JobStore`](crate::JobStore) in MySQL 8 or MariaDB 10.6+.
+#[derive(Debug, Clone)]
+pub struct MySqlStore {
+    inner: SqlStore<MySqlDialect>,
 }
 
-/// A derived table `v` of `rows` rows of placeholders named `cols`, bound row by row:
-/// `(SELECT ? AS a, ? AS b UNION ALL SELECT ?, ? …) AS v`. A batched UPDATE joins it on
-/// the key: one index lookup per row, where a `CASE key WHEN … END` per column compares
-/// every row with every arm (quadratic in the batch: 57 µs of server time per row at
-/// 1,000 rows, measured on MariaDB 10.11).
-pub(crate) fn values(cols: &[&str], rows: usize) -> String {
-    let first = cols
-        .iter()
-        .map(|c| format!("? AS {c}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let rest = format!(" UNION ALL SELECT {}", marks(cols.len())).repeat(rows.saturating_sub(1));
-    format!("(SELECT {first}{rest}) AS v")
-}
+crate::store::delegate_store!(MySqlStore => inner);
 
-pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
-    let ok = prefix.len() <= 40
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !prefix.starts_with(|c: char| c.is_ascii_digit());
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            "mysql.prefix",
-            prefix,
-            "must be up to 40 characters of [A-Za-z0-9_], not starting with a digit",
-        ))
+impl MySqlStore {
+    /// A builder for `url`.
+    pub fn builder(url: impl Into<String>) -> MySqlBuilder {
+        MySqlBuilder {
+            url: url.into(),
+            prefix: "jobwheel_".into(),
+            max_connections: 8,
+        }
+    }
+
+    /// A store on an existing pool. Errors when the prefix is not a valid table-name
+    /// prefix. The pool's sessions should use `READ COMMITTED` (the builder's do), so
+    /// that concurrent claimers take no gap locks.
+    pub fn from_pool(pool: MySqlPool, prefix: &str) -> Result<Self> {
+        check_prefix(prefix)?;
+        Ok(MySqlStore {
+            inner: SqlStore {
+                d: MySqlDialect {
+                    pool,
+                    prefix: prefix.into(),
+                },
+            },
+        })
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.inner.d.pool
+    }
+
+    /// The table prefix.
+    pub fn prefix(&self) -> &str {
+        &self.inner.d.prefix
+    }
+
+    /// Runs the migrations not yet applied to these tables. Idempotent; nodes running
+    /// it at once take turns on the server's `GET_LOCK`. Errors with
+    /// [`Error::SchemaTooNew`] when a newer jobwheel migrated them.
+    pub async fn migrate(&self) -> Result<()> {
+        let d = &self.inner.d;
+        let table = d.t("migrations");
+        let m = migrate::migrator(
+            MIGRATIONS,
+            |sql| sql.replace("{t}", &d.prefix),
+            table.clone(),
+        );
+        let err = |e| migrate::map_err(NAME, MIGRATIONS, e);
+        // Our own named lock around the whole run: the migrator's `GET_LOCK(…, -1)` does
+        // not wait on MariaDB, where a negative timeout is not "forever".
+        let mut conn = d.pool.acquire().await.map_err(db_err("migrate"))?;
+        let lock = format!("jobwheel.migrate.{}", d.prefix);
+        let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 60)")
+            .bind(&lock)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db_err("migrate"))?;
+        if got != Some(1) {
+            return Err(Error::backend(
+                NAME,
+                "migrate",
+                true,
+                "timed out waiting for the migration lock",
+            ));
+        }
+        let result = async {
+            sqlx::migrate::Migrate::ensure_migrations_table(&mut *conn, &table)
+                .await
+                .map_err(err)?;
+            migrate::adopt_legacy(d, &m, &table).await?;
+            m.run(&mut *conn).await.map_err(err)
+        }
+        .await;
+        let _ = sqlx::query("SELECT RELEASE_LOCK(?)")
+            .bind(&lock)
+            .execute(&mut *conn)
+            .await;
+        result
     }
 }
 
@@ -157,86 +287,5 @@ impl MySqlBuilder {
             .await
             .map_err(db_err("connect"))?;
         MySqlStore::from_pool(pool, &self.prefix)
-    }
-}
-
-/// Runs the embedded migrations not yet run, holding a named lock so that nodes
-/// migrating at once take turns (DDL commits implicitly in MySQL, so the lock, not a
-/// transaction, is what serialises them).
-pub(crate) async fn migrate(pool: &MySqlPool, prefix: &str) -> Result<()> {
-    let op = "migrate";
-    let mut conn = pool.acquire().await.map_err(db_err(op))?;
-    let lock = format!("jobwheel.migrate.{prefix}");
-    let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 60)")
-        .bind(&lock)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db_err(op))?;
-    if got != Some(1) {
-        return Err(Error::backend(
-            NAME,
-            op,
-            true,
-            "timed out waiting for the migration lock",
-        ));
-    }
-    let result = async {
-        let table = format!("{prefix}schema");
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "CREATE TABLE IF NOT EXISTS {table} (version BIGINT PRIMARY KEY) ENGINE = InnoDB"
-        )))
-        .execute(&mut *conn)
-        .await
-        .map_err(db_err(op))?;
-        let done: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT MAX(version) FROM {table}"
-        )))
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(db_err(op))?;
-        for (version, sql) in MIGRATIONS {
-            if done.is_some_and(|d| d >= *version) {
-                continue;
-            }
-            for statement in sql.replace("{t}", prefix).split(';') {
-                let body: String = statement
-                    .lines()
-                    .filter(|l| !l.trim_start().starts_with("--"))
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                if body.trim().is_empty() {
-                    continue;
-                }
-                sqlx::query(sqlx::AssertSqlSafe(body))
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(db_err(op))?;
-            }
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO {table} (version) VALUES (?)"
-            )))
-            .bind(version)
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err(op))?;
-        }
-        Ok(())
-    }
-    .await;
-    let _ = sqlx::query("SELECT RELEASE_LOCK(?)")
-        .bind(&lock)
-        .execute(&mut *conn)
-        .await;
-    result
-}
-
-impl MySqlStore {
-    /// A builder for `url`.
-    pub fn builder(url: impl Into<String>) -> MySqlBuilder {
-        MySqlBuilder {
-            url: url.into(),
-            prefix: "jobwheel_".into(),
-            max_connections: 8,
-        }
     }
 }

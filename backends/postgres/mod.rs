@@ -6,9 +6,9 @@
 //! server's `clock_timestamp()`; instants are `BIGINT` epoch milliseconds, so no
 //! session time zone is involved. Alarm claims use `FOR UPDATE SKIP LOCKED`.
 //!
-//! SQL text is assembled only from static fragments and the schema and table prefix,
-//! both checked against `[A-Za-z0-9_]`; every value is a bind parameter, which is why
-//! the SQL goes through `sqlx::AssertSqlSafe`.
+//! Job ids compare bytewise (the id columns use the `"C"` collation), as on every
+//! backend. Everything but the one-statement start and finish is the shared SQL store's
+//! (`backends/sql/`); this module is the dialect.
 //!
 //! ```no_run
 //! # async fn t() -> jobwheel::Result<()> {
@@ -18,20 +18,36 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
 mod locks;
-mod log;
-mod store;
 
 pub use locks::PgLocks;
-pub use store::PgStore;
 
 use crate::error::{Error, Result};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use crate::record::{DueKey, FinishOutcome, FinishRun, StartOutcome, StartRun};
+use crate::sql::migrate::{self, Embedded};
+use crate::sql::{Dialect, Sql, SqlStore, check_ident, query};
+use async_trait::async_trait;
+use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, Transaction};
 
 const NAME: &str = "postgres";
-const MIGRATIONS: &[(i64, &str)] = &[
-    (1, include_str!("migrations/0001_init.sql")),
-    (2, include_str!("migrations/0002_misfire_spans.sql")),
+const MIGRATIONS: &[Embedded] = &[
+    (
+        1,
+        "jobs, runs, nodes, alarms, locks",
+        include_str!("migrations/0001_init.sql"),
+    ),
+    (
+        2,
+        "misfire spans and resume points",
+        include_str!("migrations/0002_misfire_spans.sql"),
+    ),
+    (
+        3,
+        "bytewise job ids",
+        include_str!("migrations/0003_bytewise_ids.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).
@@ -54,19 +70,195 @@ pub(crate) fn db_err(operation: &'static str) -> impl Fn(sqlx::Error) -> Error {
     }
 }
 
-fn check_ident(field: &'static str, v: &str, allow_empty: bool) -> Result<()> {
-    let ok = (allow_empty || !v.is_empty())
-        && v.len() <= 40
-        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !v.starts_with(|c: char| c.is_ascii_digit());
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            field,
-            v,
-            "must be up to 40 characters of [A-Za-z0-9_], not starting with a digit",
-        ))
+/// Rewrites `?` placeholders as PostgreSQL's `$1`, `$2`, …
+fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push('$');
+            out.push_str(&n.to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// How the shared SQL store runs on PostgreSQL.
+#[derive(Debug, Clone)]
+pub(crate) struct PgDialect {
+    pool: PgPool,
+    tables: Tables,
+}
+
+#[async_trait]
+impl Dialect for PgDialect {
+    type Row = PgRow;
+    type Tx = Transaction<'static, Postgres>;
+
+    const NAME: &'static str = NAME;
+    const TRIGGER: &'static str = "trigger";
+    const DIV: &'static str = "/";
+    const NOW_MS: &'static str = NOW_MS;
+    const DUE: &'static str = "enabled AND running_run IS NULL AND next_fire_at IS NOT NULL";
+    const FOR_UPDATE: &'static str = " FOR UPDATE";
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
+    const INSERT_IGNORE: &'static str = "INSERT INTO";
+    const ON_CONFLICT_IGNORE: &'static str = " ON CONFLICT DO NOTHING";
+
+    fn t(&self, name: &str) -> String {
+        self.tables.t(name)
+    }
+
+    fn err(&self, op: &'static str, e: sqlx::Error) -> Error {
+        db_err(op)(e)
+    }
+
+    fn keyset(&self, q: &mut Sql, key: &DueKey) {
+        // A row comparison walks the partial due index from the key on.
+        q.push(
+            " AND (next_fire_at, id) > (?, ?)",
+            [key.fire_at.as_millis().into(), key.job_id.as_str().into()],
+        );
+    }
+
+    fn update_from(&self, target: &str, set: &str, values: &str) -> String {
+        format!("UPDATE {target} AS j SET {set} FROM {values} WHERE j.id = v.id")
+    }
+
+    async fn fetch(&self, op: &'static str, q: Sql) -> Result<Vec<PgRow>> {
+        query::<Postgres>(numbered(&q.text), q.args)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err(op))
+    }
+
+    async fn exec(&self, op: &'static str, q: Sql) -> Result<u64> {
+        let r = query::<Postgres>(numbered(&q.text), q.args)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err(op))?;
+        Ok(r.rows_affected())
+    }
+
+    async fn begin(&self, op: &'static str) -> Result<Self::Tx> {
+        self.pool.begin().await.map_err(db_err(op))
+    }
+
+    async fn fetch_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<Vec<PgRow>> {
+        query::<Postgres>(numbered(&q.text), q.args)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(db_err(op))
+    }
+
+    async fn exec_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<u64> {
+        let r = query::<Postgres>(numbered(&q.text), q.args)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_err(op))?;
+        Ok(r.rows_affected())
+    }
+
+    async fn commit(&self, tx: Self::Tx, op: &'static str) -> Result<()> {
+        tx.commit().await.map_err(db_err(op))
+    }
+
+    async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+        self.start_batch(runs).await
+    }
+
+    async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+        self.finish_batch(runs).await
+    }
+}
+
+/// A [`JobStore`](crate::JobStore) in PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    inner: SqlStore<PgDialect>,
+}
+
+crate::store::delegate_store!(PgStore => inner);
+
+impl PgStore {
+    /// A builder for `url`.
+    pub fn builder(url: impl Into<String>) -> PgBuilder {
+        PgBuilder {
+            url: url.into(),
+            schema: "public".into(),
+            prefix: "jobwheel_".into(),
+            max_connections: 8,
+        }
+    }
+
+    /// A store on an existing pool (for example the application's own).
+    pub fn from_pool(pool: PgPool, tables: Tables) -> Self {
+        PgStore {
+            inner: SqlStore {
+                d: PgDialect { pool, tables },
+            },
+        }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.d.pool
+    }
+
+    /// Where the tables live.
+    pub fn tables(&self) -> &Tables {
+        &self.inner.d.tables
+    }
+
+    /// Runs the migrations not yet applied to these tables (creating the schema if
+    /// needed). Idempotent; nodes running it at once take turns on an advisory lock.
+    /// Errors with [`Error::SchemaTooNew`] when a newer jobwheel migrated them.
+    pub async fn migrate(&self) -> Result<()> {
+        let d = &self.inner.d;
+        let tables = &d.tables;
+        let table = tables.t("migrations");
+        let m = migrate::migrator(
+            MIGRATIONS,
+            |sql| {
+                sql.replace("{t}", &tables.t(""))
+                    .replace("{p}", &tables.prefix)
+            },
+            table.clone(),
+        );
+        let err = |e| migrate::map_err(NAME, MIGRATIONS, e);
+        // One session holds an advisory lock for the whole run, so nodes migrating at
+        // once never race on `CREATE … IF NOT EXISTS` (which PostgreSQL does not make
+        // safe against itself).
+        let mut conn = d.pool.acquire().await.map_err(db_err("migrate"))?;
+        let lock = format!("jobwheel.migrate.{}", tables.t(""));
+        sqlx::query("SELECT pg_advisory_lock(hashtext($1))")
+            .bind(&lock)
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err("migrate"))?;
+        let result = async {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "CREATE SCHEMA IF NOT EXISTS {}",
+                tables.schema
+            )))
+            .execute(&mut *conn)
+            .await
+            .map_err(db_err("migrate"))?;
+            sqlx::migrate::Migrate::ensure_migrations_table(&mut *conn, &table)
+                .await
+                .map_err(err)?;
+            migrate::adopt_legacy(d, &m, &table).await?;
+            m.run(&mut *conn).await.map_err(err)
+        }
+        .await;
+        let _ = sqlx::query("SELECT pg_advisory_unlock(hashtext($1))")
+            .bind(&lock)
+            .execute(&mut *conn)
+            .await;
+        result
     }
 }
 
@@ -135,68 +327,5 @@ impl PgBuilder {
             .await
             .map_err(db_err("connect"))?;
         Ok(PgStore::from_pool(pool, tables))
-    }
-}
-
-/// Runs the embedded migrations not yet run, under an advisory lock so that nodes
-/// migrating at once take turns.
-pub(crate) async fn migrate(pool: &PgPool, tables: &Tables) -> Result<()> {
-    let op = "migrate";
-    let mut tx = pool.begin().await.map_err(db_err(op))?;
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('jobwheel.migrate'))")
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err(op))?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "CREATE SCHEMA IF NOT EXISTS {}",
-        tables.schema
-    )))
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err(op))?;
-    let table = tables.t("schema");
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "CREATE TABLE IF NOT EXISTS {table} (version BIGINT PRIMARY KEY)"
-    )))
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err(op))?;
-    let done: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT MAX(version) FROM {table}"
-    )))
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db_err(op))?;
-    for (version, sql) in MIGRATIONS {
-        if done.is_some_and(|d| d >= *version) {
-            continue;
-        }
-        let sql = sql
-            .replace("{t}", &tables.t(""))
-            .replace("{p}", &tables.prefix);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err(op))?;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO {table} (version) VALUES ($1)"
-        )))
-        .bind(version)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err(op))?;
-    }
-    tx.commit().await.map_err(db_err(op))
-}
-
-impl PgStore {
-    /// A builder for `url`.
-    pub fn builder(url: impl Into<String>) -> PgBuilder {
-        PgBuilder {
-            url: url.into(),
-            schema: "public".into(),
-            prefix: "jobwheel_".into(),
-            max_connections: 8,
-        }
     }
 }

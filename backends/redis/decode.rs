@@ -50,20 +50,30 @@ pub(super) fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::backend(NAME, "encode", false, e))
 }
 
-pub(super) fn job_record(h: &Fields) -> Result<JobRecord> {
+/// A job hash. A definition that cannot be read, or a field of the wrong shape, is
+/// [`Error::Corrupt`]; the definition is read leniently ([`Job::from_stored`]).
+pub(super) fn job_record(id: &str, h: &Fields) -> Result<JobRecord> {
+    let bad = |e: &dyn fmt::Display| Error::Corrupt {
+        what: "job",
+        id: id.to_string(),
+        reason: e.to_string(),
+    };
     let w = "decode job";
-    let job: Job = decode(field(h, "def", w)?, w)?;
+    let job = Job::from_stored(field(h, "def", w).map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+    let int = |name: &str| int(h, name, w).map_err(|e| bad(&e));
+    let opt = |name: &str| opt_int(h, name, w).map_err(|e| bad(&e));
     Ok(JobRecord {
         job: Arc::new(job),
-        version: int(h, "version", w)? as u64,
-        next_fire_at: opt_int(h, "next", w)?.map(Timestamp::from_millis),
-        next_trigger: TriggerKind::parse(field(h, "trigger", w)?).unwrap_or_default(),
-        attempt: int(h, "attempt", w)? as u32,
-        resume_after: opt_int(h, "resume", w)?.map(Timestamp::from_millis),
-        last_token: int(h, "token", w)? as u64,
-        running: opt_int(h, "running", w)?.map(RunId),
-        created_at: Timestamp::from_millis(int(h, "created", w)?),
-        updated_at: Timestamp::from_millis(int(h, "updated", w)?),
+        version: int("version")? as u64,
+        next_fire_at: opt("next")?.map(Timestamp::from_millis),
+        next_trigger: TriggerKind::parse(field(h, "trigger", w).map_err(|e| bad(&e))?)
+            .unwrap_or_default(),
+        attempt: int("attempt")?.max(0) as u32,
+        resume_after: opt("resume")?.map(Timestamp::from_millis),
+        last_token: int("token")? as u64,
+        running: opt("running")?.map(RunId),
+        created_at: Timestamp::from_millis(int("created")?),
+        updated_at: Timestamp::from_millis(int("updated")?),
     })
 }
 
@@ -115,10 +125,12 @@ pub(super) fn decode_alarm(id: &str, h: &Fields) -> Result<AlarmRecord> {
     })
 }
 
-pub(super) fn decode_node(h: &Fields) -> Result<NodeRecord> {
+/// A node hash, or why it cannot be read.
+pub(super) fn decode_node(h: &Fields) -> std::result::Result<NodeRecord, String> {
     let w = "decode node";
     Ok(NodeRecord {
-        info: decode(field(h, "info", w)?, w)?,
-        last_beat: Timestamp::from_millis(int(h, "beat", w)?),
+        info: decode(field(h, "info", w).map_err(|e| e.to_string())?, w)
+            .map_err(|e| e.to_string())?,
+        last_beat: Timestamp::from_millis(int(h, "beat", w).map_err(|e| e.to_string())?),
     })
 }

@@ -1,11 +1,17 @@
-//! The read side of [`RedisStore`]: run-log queries, daily stats, nodes and alarms.
+//! The run log, node registry and alarm outbox of [`RedisStore`].
 
-use super::decode::{Fields, corrupt, decode_alarm, decode_node, int};
+use super::decode::{Fields, corrupt, decode_alarm, decode_node, encode, int};
 use super::redis_err;
-use super::store::RedisStore;
+use super::store::{PURGE_CHUNK, RedisStore, flag_ms};
 use crate::error::Result;
 use crate::record::*;
+use crate::store::{
+    AlarmClaim, AlarmOutbox, AlarmQuery, CorruptRow, NodeRegistry, Page, RunLog, RunQuery,
+};
+use crate::time::{Timestamp, duration_ms};
+use async_trait::async_trait;
 use chrono::NaiveDate;
+use std::time::Duration;
 
 /// Ids read per page while a query filters the run log or the outbox.
 const PAGE: usize = 256;
@@ -88,7 +94,7 @@ impl RedisStore {
         Ok(out)
     }
 
-    pub(super) async fn node_records(&self) -> Result<Vec<NodeRecord>> {
+    pub(super) async fn node_records(&self) -> Result<Page<NodeRecord>> {
         let mut ids: Vec<String> = redis::cmd("ZRANGE")
             .arg(self.key("nodes"))
             .arg(0)
@@ -98,22 +104,44 @@ impl RedisStore {
             .map_err(redis_err("nodes"))?;
         ids.sort();
         let keys = ids.iter().map(|id| self.key(&format!("node:{id}")));
-        self.hashes(keys, "nodes")
-            .await?
-            .iter()
-            .filter(|h| !h.is_empty())
-            .map(decode_node)
-            .collect()
+        let mut page = Page::default();
+        for (id, h) in ids.iter().zip(self.hashes(keys, "nodes").await?) {
+            if h.is_empty() {
+                continue;
+            }
+            match decode_node(&h) {
+                Ok(n) => page.items.push(n),
+                Err(reason) => page.corrupt.push(CorruptRow {
+                    kind: "node",
+                    id: id.clone(),
+                    due_key: None,
+                    reason,
+                }),
+            }
+        }
+        Ok(page)
     }
 
-    pub(super) async fn alarm_records(&self, ids: &[String]) -> Result<Vec<AlarmRecord>> {
+    /// The events of `ids` that can be read, and those that cannot.
+    pub(super) async fn alarm_records(&self, ids: &[String]) -> Result<Page<AlarmRecord>> {
         let keys = ids.iter().map(|id| self.key(&format!("alarm:{id}")));
         let hashes: Vec<Fields> = self.hashes(keys, "read alarms").await?;
-        ids.iter()
-            .zip(hashes)
-            .filter(|(_, h)| !h.is_empty())
-            .map(|(id, h)| decode_alarm(id, &h))
-            .collect()
+        let mut page = Page::default();
+        for (id, h) in ids.iter().zip(hashes) {
+            if h.is_empty() {
+                continue;
+            }
+            match decode_alarm(id, &h) {
+                Ok(a) => page.items.push(a),
+                Err(e) => page.corrupt.push(CorruptRow {
+                    kind: "alarm",
+                    id: id.clone(),
+                    due_key: None,
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        Ok(page)
     }
 
     pub(super) async fn alarm_list(
@@ -129,7 +157,7 @@ impl RedisStore {
             let Some(last) = ids.last() else { break };
             before = Some(last.parse().map_err(|_| corrupt("read alarms", last))?);
             let exhausted = ids.len() < page;
-            for a in self.alarm_records(&ids).await? {
+            for a in self.alarm_records(&ids).await?.items {
                 if status.is_none_or(|s| a.status == s) && out.len() < limit {
                     out.push(a);
                 }
@@ -139,5 +167,132 @@ impl RedisStore {
             }
         }
         Ok(out)
+    }
+}
+
+#[async_trait]
+impl RunLog for RedisStore {
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
+        self.query_runs(query).await
+    }
+
+    async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
+        let mut total = 0;
+        loop {
+            let mut call = self.call(&self.scripts.purge);
+            call.arg(before.as_millis()).arg(PURGE_CHUNK);
+            let n: usize = self.invoke(call, "purge_runs").await?;
+            total += n as u64;
+            if n < PURGE_CHUNK {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
+        self.stats(from, to).await
+    }
+}
+
+#[async_trait]
+impl NodeRegistry for RedisStore {
+    async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
+        let mut call = self.call(&self.scripts.heartbeat);
+        call.arg(&node.node_id).arg(encode(node)?);
+        let now: i64 = self.invoke(call, "heartbeat").await?;
+        Ok(Timestamp::from_millis(now))
+    }
+
+    async fn nodes(&self) -> Result<Page<NodeRecord>> {
+        self.node_records().await
+    }
+
+    async fn reap_nodes(&self, silent_for: Duration) -> Result<Vec<String>> {
+        let mut call = self.call(&self.scripts.reap);
+        call.arg(duration_ms(silent_for));
+        self.invoke(call, "reap_nodes").await
+    }
+
+    async fn deregister(&self, node_id: &str) -> Result<bool> {
+        let mut call = self.call(&self.scripts.deregister);
+        call.arg(node_id);
+        let n: i64 = self.invoke(call, "deregister").await?;
+        Ok(n > 0)
+    }
+
+    async fn orphaned_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        let mut call = self.call(&self.scripts.orphaned);
+        call.arg(limit);
+        let ids: Vec<String> = self.invoke(call, "orphaned_runs").await?;
+        self.run_records(&ids).await
+    }
+}
+
+#[async_trait]
+impl AlarmOutbox for RedisStore {
+    async fn claim_alarms(&self, claim: &AlarmClaim) -> Result<Page<AlarmRecord>> {
+        if claim.limit == 0 {
+            return Ok(Page::default());
+        }
+        let mut call = self.call(&self.scripts.claim_alarms);
+        call.arg(claim.owner.as_str())
+            .arg(claim.limit)
+            .arg(duration_ms(claim.lease));
+        let ids: Vec<String> = self.invoke(call, "claim_alarms").await?;
+        let page = self.alarm_records(&ids).await?;
+        // An event that cannot be read is never handed out: it fails for good.
+        for bad in &page.corrupt {
+            if let Ok(id) = bad.id.parse() {
+                let failed = AlarmDelivery::Failed {
+                    error: format!("cannot be read: {}", bad.reason),
+                    retry_at: None,
+                };
+                self.complete_alarm(AlarmId(id), &claim.owner, &failed)
+                    .await?;
+            }
+        }
+        Ok(page)
+    }
+
+    async fn complete_alarm(
+        &self,
+        id: AlarmId,
+        owner: &str,
+        delivery: &AlarmDelivery,
+    ) -> Result<bool> {
+        let (status, error, retry) = match delivery {
+            AlarmDelivery::Sent => (AlarmStatus::Sent, "", None),
+            AlarmDelivery::NotNeeded => (AlarmStatus::NotNeeded, "", None),
+            AlarmDelivery::Failed { error, retry_at } => {
+                (AlarmStatus::Failed, error.as_str(), *retry_at)
+            }
+        };
+        let mut call = self.call(&self.scripts.complete_alarm);
+        call.arg(id.0)
+            .arg(owner)
+            .arg(status.as_str())
+            .arg(error)
+            .arg(flag_ms(retry));
+        let n: i64 = self.invoke(call, "complete_alarm").await?;
+        Ok(n > 0)
+    }
+
+    async fn alarms(&self, query: &AlarmQuery) -> Result<Vec<AlarmRecord>> {
+        self.alarm_list(query.status, query.effective_limit()).await
+    }
+
+    async fn purge_alarms(&self, before: Timestamp) -> Result<u64> {
+        let mut total = 0;
+        let mut after = "0".to_string();
+        loop {
+            let mut call = self.call(&self.scripts.purge_alarms);
+            call.arg(&after).arg(PURGE_CHUNK).arg(before.as_millis());
+            let (n, last): (u64, String) = self.invoke(call, "purge_alarms").await?;
+            total += n;
+            if last.is_empty() {
+                return Ok(total);
+            }
+            after = last;
+        }
     }
 }

@@ -359,14 +359,6 @@ end
 return out
 ";
 
-/// ARGV: P, n, event JSON…. Returns the new ids.
-pub(super) const ENQUEUE: &str = r"
-local nows = fmt(now_ms())
-local out = {}
-for k = 3, 2 + tonumber(ARGV[2]) do table.insert(out, enqueue(ARGV[k], nows)) end
-return out
-";
-
 /// ARGV: P, owner, limit, lease ms. Claims due and lapsed events, lowest id first;
 /// returns their ids.
 pub(super) const CLAIM_ALARMS: &str = r"
@@ -406,4 +398,28 @@ if st == 'failed' then
   if retry ~= '' then redis.call('ZADD', P .. 'alarms:ready', retry, id) end
 end
 return 1
+";
+
+/// ARGV: P, after id, chunk, before ms. Looks at up to `chunk` events after `after`
+/// (oldest first) and deletes those that are done (sent, not needed, or failed with no
+/// retry) and were created before `before`. Returns `{deleted, last id looked at}`;
+/// the last id is empty once the events run out or reach `before`.
+pub(super) const PURGE_ALARMS: &str = r"
+local before = tonumber(ARGV[4])
+local ids = redis.call('ZRANGEBYSCORE', P .. 'alarms', '(' .. ARGV[2], '+inf', 'LIMIT', 0, tonumber(ARGV[3]))
+local deleted, last = 0, ''
+for _, id in ipairs(ids) do
+  local ak = P .. 'alarm:' .. id
+  local f = redis.call('HMGET', ak, 'status', 'next', 'created')
+  if f[3] and tonumber(f[3]) >= before then return {deleted, ''} end
+  local done = f[1] == 'sent' or f[1] == 'not_needed' or (f[1] == 'failed' and (not f[2] or f[2] == ''))
+  if done or not f[1] then
+    redis.call('DEL', ak)
+    redis.call('ZREM', P .. 'alarms', id)
+    deleted = deleted + 1
+  end
+  last = id
+end
+if #ids < tonumber(ARGV[3]) then last = '' end
+return {deleted, last}
 ";

@@ -1,27 +1,25 @@
-use super::decode::{Fields, corrupt, decode, encode, job_record, parse_int, run_record};
+use super::decode::{Fields, corrupt, encode, job_record, parse_int, run_record};
 use super::scripts::{self, source};
 use super::{NAME, redis_err};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
-use crate::store::JobStore;
-use crate::time::{Timestamp, duration_ms};
+use crate::store::{CorruptRow, DueQuery, JobQuery, Jobs, Page};
+use crate::time::Timestamp;
 use async_trait::async_trait;
-use chrono::NaiveDate;
 use redis::aio::ConnectionManager;
 use redis::{Script, ScriptInvocation};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Schema version written by [`RedisStore::migrate`].
 const SCHEMA: i64 = 1;
 /// Runs deleted per script call of a purge, so a large purge never blocks the server
 /// for long.
-const PURGE_CHUNK: usize = 500;
+pub(super) const PURGE_CHUNK: usize = 500;
 
 /// The scripts, compiled once per store (each is sent by SHA after its first use).
-struct Scripts {
+pub(super) struct Scripts {
     upsert: Script,
     remove: Script,
     set_enabled: Script,
@@ -29,14 +27,14 @@ struct Scripts {
     due: Script,
     start: Script,
     finish: Script,
-    purge: Script,
-    heartbeat: Script,
-    reap: Script,
-    deregister: Script,
-    orphaned: Script,
-    enqueue: Script,
-    claim_alarms: Script,
-    complete_alarm: Script,
+    pub(super) purge: Script,
+    pub(super) heartbeat: Script,
+    pub(super) reap: Script,
+    pub(super) deregister: Script,
+    pub(super) orphaned: Script,
+    pub(super) purge_alarms: Script,
+    pub(super) claim_alarms: Script,
+    pub(super) complete_alarm: Script,
 }
 
 impl Scripts {
@@ -55,14 +53,14 @@ impl Scripts {
             reap: s(scripts::REAP),
             deregister: s(scripts::DEREGISTER),
             orphaned: s(scripts::ORPHANED),
-            enqueue: s(scripts::ENQUEUE),
+            purge_alarms: s(scripts::PURGE_ALARMS),
             claim_alarms: s(scripts::CLAIM_ALARMS),
             complete_alarm: s(scripts::COMPLETE_ALARM),
         }
     }
 }
 
-/// A complete [`JobStore`] on one Redis server (feature `redis`).
+/// A complete [`JobStore`](crate::JobStore) on one Redis server (feature `redis`).
 ///
 /// Jobs are hashes with a sorted set as the due index; every conditional write
 /// (upsert, start, finish, claim, purge, reap) is one Lua script, so each batch is one
@@ -77,7 +75,7 @@ impl Scripts {
 pub struct RedisStore {
     pub(super) conn: ConnectionManager,
     pub(super) prefix: Arc<str>,
-    scripts: Arc<Scripts>,
+    pub(super) scripts: Arc<Scripts>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -153,7 +151,7 @@ impl RedisStore {
     }
 
     /// An invocation with the prefix as `ARGV[1]`.
-    fn call<'a>(&self, script: &'a Script) -> ScriptInvocation<'a> {
+    pub(super) fn call<'a>(&self, script: &'a Script) -> ScriptInvocation<'a> {
         let mut call = script.prepare_invoke();
         call.arg(&*self.prefix);
         call
@@ -202,6 +200,11 @@ impl RedisStore {
     }
 }
 
+/// An optional instant as a script argument (empty when absent).
+pub(super) fn flag_ms(t: Option<Timestamp>) -> String {
+    ms(t)
+}
+
 fn ms(t: Option<Timestamp>) -> String {
     t.map(|t| t.as_millis().to_string()).unwrap_or_default()
 }
@@ -228,7 +231,7 @@ fn flag(b: bool) -> &'static str {
 }
 
 #[async_trait]
-impl JobStore for RedisStore {
+impl Jobs for RedisStore {
     fn name(&self) -> &'static str {
         NAME
     }
@@ -264,31 +267,43 @@ impl JobStore for RedisStore {
         if h.is_empty() {
             return Ok(None);
         }
-        job_record(&h).map(Some)
+        job_record(id.as_str(), &h).map(Some)
     }
 
-    async fn list(&self, after: Option<&JobId>, limit: usize) -> Result<Vec<JobRecord>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let min = after.map_or_else(|| "-".to_string(), |a| format!("({a}"));
+    async fn list(&self, query: &JobQuery) -> Result<Page<JobRecord>> {
+        let min = query
+            .after
+            .as_ref()
+            .map_or_else(|| "-".to_string(), |a| format!("({a}"));
         let ids: Vec<String> = redis::cmd("ZRANGEBYLEX")
             .arg(self.key("jobs"))
             .arg(min)
             .arg("+")
             .arg("LIMIT")
             .arg(0)
-            .arg(limit)
+            .arg(query.effective_limit())
             .query_async(&mut self.conn.clone())
             .await
             .map_err(redis_err("list"))?;
         let keys = ids.iter().map(|id| self.key(&format!("job:{id}")));
-        self.hashes(keys, "list")
-            .await?
-            .iter()
-            .filter(|h| !h.is_empty())
-            .map(job_record)
-            .collect()
+        let hashes = self.hashes(keys, "list").await?;
+        let mut page = Page::default();
+        for (id, h) in ids.iter().zip(hashes) {
+            if h.is_empty() {
+                continue;
+            }
+            match job_record(id, &h) {
+                Ok(r) => page.items.push(r),
+                Err(Error::Corrupt { id, reason, .. }) => page.corrupt.push(CorruptRow {
+                    kind: "job",
+                    id,
+                    due_key: None,
+                    reason,
+                }),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(page)
     }
 
     async fn remove(&self, id: &JobId) -> Result<bool> {
@@ -336,39 +351,50 @@ impl JobStore for RedisStore {
         }
     }
 
-    async fn due(
-        &self,
-        until: Timestamp,
-        after: Option<&DueKey>,
-        limit: usize,
-    ) -> Result<Vec<DueFire>> {
-        if limit == 0 {
-            return Ok(Vec::new());
+    async fn due(&self, query: &DueQuery) -> Result<Page<DueFire>> {
+        if query.limit == 0 {
+            return Ok(Page::default());
         }
         let mut call = self.call(&self.scripts.due);
-        call.arg(until.as_millis()).arg(limit);
-        if let Some(k) = after {
+        call.arg(query.until.as_millis()).arg(query.limit);
+        if let Some(k) = &query.after {
             call.arg(k.fire_at.as_millis()).arg(k.job_id.as_str());
         }
         let out: Vec<String> = self.invoke(call, "due").await?;
         let w = "decode due";
-        out.chunks_exact(7)
-            .map(|f| {
-                let job: Job = decode(&f[2], w)?;
-                Ok(DueFire {
-                    job_id: JobId::new(&f[0])?,
-                    fire_at: Timestamp::from_millis(parse_int(&f[1], w)?),
+        let mut page = Page::default();
+        for f in out.chunks_exact(7) {
+            let fire_at = Timestamp::from_millis(parse_int(&f[1], w)?);
+            let resume_after = match f[6].as_str() {
+                "" => None,
+                s => Some(Timestamp::from_millis(parse_int(s, w)?)),
+            };
+            let fields = (Job::from_stored(&f[2]), JobId::new(&f[0]));
+            match fields {
+                (Ok(job), Ok(job_id)) => page.items.push(DueFire {
+                    job_id,
+                    fire_at,
                     job: Arc::new(job),
                     version: parse_int(&f[3], w)? as u64,
                     trigger: TriggerKind::parse(&f[4]).unwrap_or_default(),
-                    attempt: parse_int(&f[5], w)? as u32,
-                    resume_after: match f[6].as_str() {
-                        "" => None,
-                        s => Some(Timestamp::from_millis(parse_int(s, w)?)),
-                    },
-                })
-            })
-            .collect()
+                    attempt: parse_int(&f[5], w)?.max(0) as u32,
+                    resume_after,
+                }),
+                (Err(e), id) => page.corrupt.push(CorruptRow {
+                    kind: "job",
+                    id: f[0].clone(),
+                    due_key: id.ok().map(|job_id| DueKey { fire_at, job_id }),
+                    reason: e.to_string(),
+                }),
+                (_, Err(e)) => page.corrupt.push(CorruptRow {
+                    kind: "job",
+                    id: f[0].clone(),
+                    due_key: None,
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        Ok(page)
     }
 
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
@@ -459,112 +485,5 @@ impl JobStore for RedisStore {
                 })
             })
             .collect()
-    }
-
-    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
-        self.query_runs(query).await
-    }
-
-    async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
-        let mut total = 0;
-        loop {
-            let mut call = self.call(&self.scripts.purge);
-            call.arg(before.as_millis()).arg(PURGE_CHUNK);
-            let n: usize = self.invoke(call, "purge_runs").await?;
-            total += n as u64;
-            if n < PURGE_CHUNK {
-                return Ok(total);
-            }
-        }
-    }
-
-    async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
-        self.stats(from, to).await
-    }
-
-    async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
-        let mut call = self.call(&self.scripts.heartbeat);
-        call.arg(&node.node_id).arg(encode(node)?);
-        let now: i64 = self.invoke(call, "heartbeat").await?;
-        Ok(Timestamp::from_millis(now))
-    }
-
-    async fn nodes(&self) -> Result<Vec<NodeRecord>> {
-        self.node_records().await
-    }
-
-    async fn reap_nodes(&self, silent_for: Duration) -> Result<Vec<String>> {
-        let mut call = self.call(&self.scripts.reap);
-        call.arg(duration_ms(silent_for));
-        self.invoke(call, "reap_nodes").await
-    }
-
-    async fn deregister(&self, node_id: &str) -> Result<bool> {
-        let mut call = self.call(&self.scripts.deregister);
-        call.arg(node_id);
-        let n: i64 = self.invoke(call, "deregister").await?;
-        Ok(n > 0)
-    }
-
-    async fn orphaned_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
-        let mut call = self.call(&self.scripts.orphaned);
-        call.arg(limit);
-        let ids: Vec<String> = self.invoke(call, "orphaned_runs").await?;
-        self.run_records(&ids).await
-    }
-
-    async fn enqueue_alarms(&self, events: &[AlarmEvent]) -> Result<Vec<AlarmId>> {
-        if events.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut call = self.call(&self.scripts.enqueue);
-        call.arg(events.len());
-        for e in events {
-            call.arg(encode(e)?);
-        }
-        let ids: Vec<i64> = self.invoke(call, "enqueue_alarms").await?;
-        Ok(ids.into_iter().map(AlarmId).collect())
-    }
-
-    async fn claim_alarms(
-        &self,
-        owner: &str,
-        limit: usize,
-        lease: Duration,
-    ) -> Result<Vec<AlarmRecord>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let mut call = self.call(&self.scripts.claim_alarms);
-        call.arg(owner).arg(limit).arg(duration_ms(lease));
-        let ids: Vec<String> = self.invoke(call, "claim_alarms").await?;
-        self.alarm_records(&ids).await
-    }
-
-    async fn complete_alarm(
-        &self,
-        id: AlarmId,
-        owner: &str,
-        delivery: &AlarmDelivery,
-    ) -> Result<bool> {
-        let (status, error, retry) = match delivery {
-            AlarmDelivery::Sent => (AlarmStatus::Sent, "", None),
-            AlarmDelivery::NotNeeded => (AlarmStatus::NotNeeded, "", None),
-            AlarmDelivery::Failed { error, retry_at } => {
-                (AlarmStatus::Failed, error.as_str(), *retry_at)
-            }
-        };
-        let mut call = self.call(&self.scripts.complete_alarm);
-        call.arg(id.0)
-            .arg(owner)
-            .arg(status.as_str())
-            .arg(error)
-            .arg(ms(retry));
-        let n: i64 = self.invoke(call, "complete_alarm").await?;
-        Ok(n > 0)
-    }
-
-    async fn alarms(&self, status: Option<AlarmStatus>, limit: usize) -> Result<Vec<AlarmRecord>> {
-        self.alarm_list(status, limit).await
     }
 }

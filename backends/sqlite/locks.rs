@@ -17,16 +17,14 @@ pub struct SqliteLocks {
 }
 
 impl SqliteLocks {
-    /// Leases in `<prefix>locks` on `pool`.
-    ///
-    /// # Panics
-    /// When `prefix` is not a valid table prefix (use the store's prefix).
-    pub fn new(pool: SqlitePool, prefix: &str) -> Self {
-        check_prefix(prefix).expect("a valid table prefix");
-        SqliteLocks {
+    /// Leases in `<prefix>locks` on `pool`. Errors when `prefix` is not a valid
+    /// table prefix (use the store's).
+    pub fn new(pool: SqlitePool, prefix: &str) -> Result<Self> {
+        check_prefix(prefix)?;
+        Ok(SqliteLocks {
             pool,
             table: format!("{prefix}locks"),
-        }
+        })
     }
 }
 

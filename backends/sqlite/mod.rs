@@ -4,38 +4,50 @@
 //! WAL journal, a busy timeout, and every write in a `BEGIN IMMEDIATE` transaction,
 //! so writers queue instead of failing to upgrade. Each batched call is one
 //! transaction. The store's clock is SQLite's `unixepoch('subsec')`, which on one host
-//! is the host's clock. Instants are stored as UTC epoch milliseconds.
+//! is the host's clock. Instants are stored as UTC epoch milliseconds; ids compare
+//! bytewise (SQLite's `BINARY` collation).
 //!
 //! ```no_run
 //! # async fn t() -> jobwheel::Result<()> {
 //! let store = jobwheel::sqlite::SqliteStore::builder("sqlite:///var/lib/app/jobs.db").build().await?;
 //! store.migrate().await?;
-//! let locks = jobwheel::sqlite::SqliteLocks::new(store.pool().clone(), store.prefix());
+//! let locks = jobwheel::sqlite::SqliteLocks::new(store.pool().clone(), store.prefix())?;
 //! # Ok(()) }
 //! ```
-
-//! SQL text is assembled only from static fragments and the table prefix, which is
-//! checked against `[A-Za-z0-9_]`; every value is a bind parameter. That is why the
-//! backend passes its SQL through `sqlx::AssertSqlSafe`.
+//!
+//! The SQL itself is the shared SQL store's (`backends/sql/`); this module is the
+//! dialect: how statements run on SQLite's driver, its clock, and its joined `UPDATE`.
 
 mod locks;
-mod log;
-mod store;
 
 pub use locks::SqliteLocks;
-pub use store::SqliteStore;
 
 use crate::error::{Error, Result};
+use crate::record::DueKey;
+use crate::sql::migrate::{self, Embedded};
+use crate::sql::{Dialect, Sql, SqlStore, check_ident, query};
+use async_trait::async_trait;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
 };
+use sqlx::{Sqlite, Transaction};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 const NAME: &str = "sqlite";
-const MIGRATIONS: &[(i64, &str)] = &[
-    (1, include_str!("migrations/0001_init.sql")),
-    (2, include_str!("migrations/0002_misfire_spans.sql")),
+const MIGRATIONS: &[Embedded] = &[
+    (
+        1,
+        "jobs, runs, nodes, alarms, locks",
+        include_str!("migrations/0001_init.sql"),
+    ),
+    (
+        2,
+        "misfire spans and resume points",
+        include_str!("migrations/0002_misfire_spans.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
@@ -56,19 +68,175 @@ pub(crate) fn db_err(operation: &'static str) -> impl Fn(sqlx::Error) -> Error {
 
 /// Checks a table prefix: 0-40 characters of `[A-Za-z0-9_]`, not starting with a digit.
 pub(crate) fn check_prefix(prefix: &str) -> Result<()> {
-    let ok = prefix.len() <= 40
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !prefix.starts_with(|c: char| c.is_ascii_digit());
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(
-            "sqlite.prefix",
-            prefix,
-            "must be up to 40 characters of [A-Za-z0-9_], not starting with a digit",
-        ))
+    check_ident("sqlite.prefix", prefix, true)
+}
+
+/// How the shared SQL store runs on SQLite.
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteDialect {
+    pool: SqlitePool,
+    prefix: Arc<str>,
+}
+
+#[async_trait]
+impl Dialect for SqliteDialect {
+    type Row = SqliteRow;
+    type Tx = Transaction<'static, Sqlite>;
+
+    const NAME: &'static str = NAME;
+    const TRIGGER: &'static str = "trigger";
+    const DIV: &'static str = "/";
+    const NOW_MS: &'static str = NOW_MS;
+    const DUE: &'static str = "enabled = 1 AND running_run IS NULL AND next_fire_at IS NOT NULL";
+    // A `BEGIN IMMEDIATE` transaction already holds the database's write lock.
+    const FOR_UPDATE: &'static str = "";
+    const SKIP_LOCKED: &'static str = "";
+    const INSERT_IGNORE: &'static str = "INSERT INTO";
+    const ON_CONFLICT_IGNORE: &'static str = " ON CONFLICT DO NOTHING";
+
+    fn t(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix)
+    }
+
+    fn err(&self, op: &'static str, e: sqlx::Error) -> Error {
+        db_err(op)(e)
+    }
+
+    fn keyset(&self, q: &mut Sql, key: &DueKey) {
+        q.push(
+            " AND (next_fire_at, id) > (?, ?)",
+            [key.fire_at.as_millis().into(), key.job_id.as_str().into()],
+        );
+    }
+
+    fn update_from(&self, target: &str, set: &str, values: &str) -> String {
+        format!("UPDATE {target} AS j SET {set} FROM {values} WHERE j.id = v.id")
+    }
+
+    async fn fetch(&self, op: &'static str, q: Sql) -> Result<Vec<SqliteRow>> {
+        query::<Sqlite>(q.text, q.args)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err(op))
+    }
+
+    async fn exec(&self, op: &'static str, q: Sql) -> Result<u64> {
+        let r = query::<Sqlite>(q.text, q.args)
+            .execute(&self.pool)
+            .await
+            .map_err(db_err(op))?;
+        Ok(r.rows_affected())
+    }
+
+    async fn begin(&self, op: &'static str) -> Result<Self::Tx> {
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(db_err(op))
+    }
+
+    async fn fetch_in(
+        &self,
+        tx: &mut Self::Tx,
+        op: &'static str,
+        q: Sql,
+    ) -> Result<Vec<SqliteRow>> {
+        query::<Sqlite>(q.text, q.args)
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(db_err(op))
+    }
+
+    async fn exec_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<u64> {
+        let r = query::<Sqlite>(q.text, q.args)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_err(op))?;
+        Ok(r.rows_affected())
+    }
+
+    async fn commit(&self, tx: Self::Tx, op: &'static str) -> Result<()> {
+        tx.commit().await.map_err(db_err(op))
+    }
+}
+
+/// A [`JobStore`](crate::JobStore) in one SQLite database.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    inner: SqlStore<SqliteDialect>,
+}
+
+crate::store::delegate_store!(SqliteStore => inner);
+
+impl SqliteStore {
+    /// A builder for `url`.
+    pub fn builder(url: impl Into<String>) -> SqliteBuilder {
+        SqliteBuilder {
+            url: url.into(),
+            prefix: "jobwheel_".into(),
+            max_connections: 4,
+            busy_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// A store on an existing pool (for example the one the application already has).
+    /// Errors when the prefix is not a valid table-name prefix.
+    pub fn from_pool(pool: SqlitePool, prefix: &str) -> Result<Self> {
+        check_prefix(prefix)?;
+        Ok(SqliteStore {
+            inner: SqlStore {
+                d: SqliteDialect {
+                    pool,
+                    prefix: prefix.into(),
+                },
+            },
+        })
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.inner.d.pool
+    }
+
+    /// The table prefix.
+    pub fn prefix(&self) -> &str {
+        &self.inner.d.prefix
+    }
+
+    /// Runs the migrations not yet applied to these tables. Idempotent; processes
+    /// running it at once take turns on SQLite's write lock. Errors with
+    /// [`Error::SchemaTooNew`] when a newer jobwheel migrated them.
+    pub async fn migrate(&self) -> Result<()> {
+        let d = &self.inner.d;
+        let table = d.t("migrations");
+        let m = migrate::migrator(
+            MIGRATIONS,
+            |sql| sql.replace("{p}", &d.prefix),
+            table.clone(),
+        );
+        let mut tries = 0;
+        loop {
+            let result = async {
+                let mut conn = d.pool.acquire().await.map_err(db_err("migrate"))?;
+                sqlx::migrate::Migrate::ensure_migrations_table(&mut *conn, &table)
+                    .await
+                    .map_err(|e| migrate::map_err(NAME, MIGRATIONS, e))?;
+                migrate::adopt_legacy(d, &m, &table).await?;
+                m.run(&d.pool)
+                    .await
+                    .map_err(|e| migrate::map_err(NAME, MIGRATIONS, e))
+            }
+            .await;
+            // A process migrating the same file at once may win a version: run again,
+            // and the migrator sees it applied.
+            match result {
+                Err(Error::Backend { .. }) if tries < 5 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(20 << tries)).await;
+                }
+                other => return other,
+            }
+        }
     }
 }
 
@@ -132,56 +300,5 @@ impl SqliteBuilder {
             }
         };
         SqliteStore::from_pool(pool, &self.prefix)
-    }
-}
-
-/// Runs the embedded migrations that have not run yet, in one immediate transaction.
-pub(crate) async fn migrate(pool: &SqlitePool, prefix: &str) -> Result<()> {
-    let mut tx = pool
-        .begin_with("BEGIN IMMEDIATE")
-        .await
-        .map_err(db_err("migrate"))?;
-    let table = format!("{prefix}schema");
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "CREATE TABLE IF NOT EXISTS {table} (version INTEGER PRIMARY KEY)"
-    )))
-    .execute(&mut *tx)
-    .await
-    .map_err(db_err("migrate"))?;
-    let done: Option<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT MAX(version) FROM {table}"
-    )))
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(db_err("migrate"))?;
-    for (version, sql) in MIGRATIONS {
-        if done.is_some_and(|d| d >= *version) {
-            continue;
-        }
-        let sql = sql.replace("{p}", prefix);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
-            .execute(&mut *tx)
-            .await
-            .map_err(db_err("migrate"))?;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO {table} (version) VALUES (?)"
-        )))
-        .bind(version)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_err("migrate"))?;
-    }
-    tx.commit().await.map_err(db_err("migrate"))
-}
-
-impl SqliteStore {
-    /// A builder for `url`.
-    pub fn builder(url: impl Into<String>) -> SqliteBuilder {
-        SqliteBuilder {
-            url: url.into(),
-            prefix: "jobwheel_".into(),
-            max_connections: 4,
-            busy_timeout: Duration::from_secs(10),
-        }
     }
 }

@@ -47,13 +47,7 @@ pub async fn demo(
         .await?;
     tokio::time::sleep(Duration::from_secs(7)).await;
     running.shutdown().await;
-    for r in scheduler
-        .runs(&RunQuery {
-            limit: 6,
-            ..RunQuery::default()
-        })
-        .await?
-    {
+    for r in scheduler.runs(&RunQuery::new().limit(6)).await? {
         println!(
             "  run {} {} {} {} {:?}",
             r.id,

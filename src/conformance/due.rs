@@ -3,7 +3,7 @@
 use super::store::{DAY, cleanup, finish_one, finish_req, jid, job, long_ago, start_req, started};
 use super::unique;
 use crate::record::*;
-use crate::store::JobStore;
+use crate::store::{DueQuery, JobStore};
 use crate::time::Timestamp;
 use std::time::Duration;
 
@@ -36,9 +36,10 @@ pub async fn due_ordering_and_limits(store: &dyn JobStore) {
     };
     let got = mine(
         store
-            .due(t0 + Duration::from_secs(45), None, 1000)
+            .due(&DueQuery::new(t0 + Duration::from_secs(45), 1000))
             .await
-            .unwrap(),
+            .unwrap()
+            .items,
     );
     assert_eq!(
         got,
@@ -46,9 +47,10 @@ pub async fn due_ordering_and_limits(store: &dyn JobStore) {
         "due is ordered by fire_at and stops at until"
     );
     let got = store
-        .due(t0 + Duration::from_secs(1000), None, 2)
+        .due(&DueQuery::new(t0 + Duration::from_secs(1000), 2))
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     assert_eq!(got.len(), 2, "due honours its limit");
     assert_eq!(
         mine(got),
@@ -56,9 +58,10 @@ pub async fn due_ordering_and_limits(store: &dyn JobStore) {
         "the limit keeps the oldest fires"
     );
     let first = store
-        .due(t0 + Duration::from_secs(10), None, 10)
+        .due(&DueQuery::new(t0 + Duration::from_secs(10), 10))
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     let f = first
         .iter()
         .find(|f| f.job_id.as_str() == format!("{p}-10"))
@@ -79,9 +82,10 @@ pub async fn due_ordering_and_limits(store: &dyn JobStore) {
     .await;
     let got = mine(
         store
-            .due(t0 + Duration::from_secs(1000), None, 1000)
+            .due(&DueQuery::new(t0 + Duration::from_secs(1000), 1000))
             .await
-            .unwrap(),
+            .unwrap()
+            .items,
     );
     assert_eq!(
         got,
@@ -130,12 +134,22 @@ pub async fn due_pages(store: &dyn JobStore) {
             .map(|f| f.key())
             .collect()
     };
-    let all = mine(store.due(until, None, 100_000).await.unwrap());
+    let all = mine(
+        store
+            .due(&DueQuery::new(until, 100_000))
+            .await
+            .unwrap()
+            .items,
+    );
     assert_eq!(all.len(), 6, "six of the seven fires are due by `until`");
     let mut paged = Vec::new();
     let mut cursor: Option<DueKey> = None;
     for _ in 0..100_000 {
-        let page = store.due(until, cursor.as_ref(), 2).await.unwrap();
+        let page = store
+            .due(&DueQuery::new(until, 2).after(cursor.as_ref().cloned()))
+            .await
+            .unwrap()
+            .items;
         assert!(page.len() <= 2, "a page honours its limit");
         let Some(last) = page.last() else { break };
         if let Some(c) = &cursor {
@@ -152,33 +166,63 @@ pub async fn due_pages(store: &dyn JobStore) {
         all[pos + 1..].to_vec()
     };
     for k in &all {
-        let got = mine(store.due(until, Some(k), 100).await.unwrap());
+        let got = mine(
+            store
+                .due(&DueQuery::new(until, 100).after(Some(k.clone())))
+                .await
+                .unwrap()
+                .items,
+        );
         assert_eq!(got, after(k), "due after {k:?}");
     }
     let between = DueKey {
         fire_at: at(15),
         job_id: jid(&format!("{p}-a")),
     };
-    let got = mine(store.due(until, Some(&between), 100).await.unwrap());
+    let got = mine(
+        store
+            .due(&DueQuery::new(until, 100).after(Some(between.clone())))
+            .await
+            .unwrap()
+            .items,
+    );
     assert_eq!(got, all[3..].to_vec(), "a key that is no fire works");
     let absent = DueKey {
         fire_at: at(20),
         job_id: jid(&format!("{p}-d0")),
     };
-    let got = mine(store.due(until, Some(&absent), 100).await.unwrap());
+    let got = mine(
+        store
+            .due(&DueQuery::new(until, 100).after(Some(absent.clone())))
+            .await
+            .unwrap()
+            .items,
+    );
     assert_eq!(got, all[4..].to_vec(), "a key between two fires works");
     let moved = DueKey {
         fire_at: at(25),
         job_id: jid(&format!("{p}-d")),
     };
-    let got = mine(store.due(until, Some(&moved), 100).await.unwrap());
+    let got = mine(
+        store
+            .due(&DueQuery::new(until, 100).after(Some(moved.clone())))
+            .await
+            .unwrap()
+            .items,
+    );
     assert_eq!(
         got,
         all[4..].to_vec(),
         "a job's other instant works as a key"
     );
     assert_eq!(
-        mine(store.due(until, None, 100_000).await.unwrap()),
+        mine(
+            store
+                .due(&DueQuery::new(until, 100_000))
+                .await
+                .unwrap()
+                .items
+        ),
         all,
         "reading pages changes nothing"
     );
@@ -187,7 +231,14 @@ pub async fn due_pages(store: &dyn JobStore) {
         job_id: jid(&format!("{p}-z")),
     };
     assert!(
-        mine(store.due(until, Some(&end), 100).await.unwrap()).is_empty(),
+        mine(
+            store
+                .due(&DueQuery::new(until, 100).after(Some(end.clone())))
+                .await
+                .unwrap()
+                .items
+        )
+        .is_empty(),
         "nothing after the last key"
     );
     for (id, _) in jobs {

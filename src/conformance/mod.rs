@@ -23,12 +23,14 @@
 
 mod due;
 mod locks;
+mod rules;
 mod spans;
 mod store;
 mod store_log;
 
 pub use due::{due_ordering_and_limits, due_pages};
 pub use locks::*;
+pub use rules::{finish_rules_agree, start_rules_agree};
 pub use spans::{jobs_keep_where_their_schedule_resumes, runs_keep_their_misfire_span};
 pub use store::{
     conditional_start, fencing, finish_writes_state_run_and_alarms,
@@ -56,6 +58,8 @@ pub async fn store_suite(store: &dyn JobStore) {
     fencing(store).await;
     runs_keep_their_misfire_span(store).await;
     jobs_keep_where_their_schedule_resumes(store).await;
+    start_rules_agree(store).await;
+    finish_rules_agree(store).await;
     run_log_queries(store).await;
     purge_runs(store).await;
     daily_stats(store).await;

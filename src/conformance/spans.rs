@@ -6,7 +6,7 @@ use super::store::{
 };
 use super::unique;
 use crate::record::*;
-use crate::store::JobStore;
+use crate::store::{DueQuery, JobStore};
 use std::time::Duration;
 
 /// A start's [`FireSpan`] is stored with the run; a run without one has none.
@@ -71,7 +71,11 @@ pub async fn jobs_keep_where_their_schedule_resumes(store: &dyn JobStore) {
         (Some(retry_at), TriggerKind::Retry, Some(t0)),
         "a retry keeps where the schedule resumes"
     );
-    let due = store.due(retry_at, None, 100_000).await.unwrap();
+    let due = store
+        .due(&DueQuery::new(retry_at, 100_000))
+        .await
+        .unwrap()
+        .items;
     let fire = due
         .iter()
         .find(|f| f.job_id == jid(&id))

@@ -4,7 +4,7 @@ use crate::job::{Job, JobId};
 use crate::policy::AlarmKind;
 use crate::record::*;
 use crate::schedule::Schedule;
-use crate::store::JobStore;
+use crate::store::{AlarmClaim, AlarmQuery, DueQuery, JobQuery, JobStore, RunQuery};
 use crate::time::Timestamp;
 use std::time::Duration;
 
@@ -92,11 +92,7 @@ pub(super) async fn record(store: &dyn JobStore, id: &str) -> JobRecord {
 }
 
 pub(super) async fn run_of(store: &dyn JobStore, id: &str, run: RunId) -> RunRecord {
-    let q = RunQuery {
-        job_id: Some(jid(id)),
-        limit: 1000,
-        ..RunQuery::default()
-    };
+    let q = RunQuery::new().job(jid(id)).limit(1000);
     store
         .runs(&q)
         .await
@@ -159,18 +155,20 @@ pub async fn upsert_get_list_remove(store: &dyn JobStore) {
     assert_eq!(r.job.payload(), &serde_json::json!({"v": 2}));
 
     let listed: Vec<String> = store
-        .list(None, 100_000)
+        .list(&JobQuery::new(100_000))
         .await
         .unwrap()
+        .items
         .into_iter()
         .map(|r| r.job.id().to_string())
         .filter(|id| id.starts_with(&p))
         .collect();
     assert_eq!(listed, ids, "list is ordered by id");
     let after: Vec<String> = store
-        .list(Some(&jid(&ids[0])), 2)
+        .list(&JobQuery::new(2).after(Some(jid(&ids[0]))))
         .await
         .unwrap()
+        .items
         .into_iter()
         .map(|r| r.job.id().to_string())
         .collect();
@@ -341,7 +339,7 @@ pub async fn finish_writes_state_run_and_alarms(store: &dyn JobStore) {
     assert_eq!(rec.ended_at, Some(ended_at));
     assert!(rec.duration().is_some());
     let pending = store
-        .alarms(Some(AlarmStatus::Pending), 100_000)
+        .alarms(&AlarmQuery::new(100_000).status(Some(AlarmStatus::Pending)))
         .await
         .unwrap();
     let mine: Vec<&AlarmRecord> = pending
@@ -361,7 +359,12 @@ pub async fn finish_writes_state_run_and_alarms(store: &dyn JobStore) {
         FinishOutcome::Refused(FinishRefusal::NotFound)
     );
     let owner = unique("drain");
-    for a in store.claim_alarms(&owner, 100_000, DAY).await.unwrap() {
+    for a in store
+        .claim_alarms(&AlarmClaim::new(&owner, 100_000, DAY))
+        .await
+        .unwrap()
+        .items
+    {
         store
             .complete_alarm(a.id, &owner, &AlarmDelivery::NotNeeded)
             .await
@@ -394,9 +397,10 @@ pub async fn finish_yields_to_changes_during_the_run(store: &dyn JobStore) {
     );
     assert!(
         store
-            .due(t0 + DAY * 2, None, 100_000)
+            .due(&DueQuery::new(t0 + DAY * 2, 100_000))
             .await
             .unwrap()
+            .items
             .iter()
             .all(|f| f.job_id.as_str() != a),
         "a running job is never due"

@@ -4,7 +4,7 @@ use super::store::*;
 use super::unique;
 use crate::policy::AlarmKind;
 use crate::record::*;
-use crate::store::JobStore;
+use crate::store::{AlarmClaim, AlarmQuery, JobStore, RunQuery};
 use crate::time::Timestamp;
 use std::time::Duration;
 
@@ -33,11 +33,7 @@ pub async fn run_log_queries(store: &dyn JobStore) {
             runs.push((id.clone(), run, *status));
         }
     }
-    let q = |job: &str| RunQuery {
-        job_id: Some(jid(job)),
-        limit: 1000,
-        ..RunQuery::default()
-    };
+    let q = |job: &str| RunQuery::new().job(jid(job)).limit(1000);
     let all_a = store.runs(&q(&a)).await.unwrap();
     let want_a: Vec<RunId> = runs
         .iter()
@@ -50,41 +46,17 @@ pub async fn run_log_queries(store: &dyn JobStore) {
         want_a,
         "by job, newest first"
     );
-    let failed = store
-        .runs(&RunQuery {
-            status: Some(RunStatus::Failed),
-            ..q(&a)
-        })
-        .await
-        .unwrap();
+    let failed = store.runs(&q(&a).status(RunStatus::Failed)).await.unwrap();
     assert_eq!(failed.len(), 1, "by status");
     assert_eq!(failed[0].status, RunStatus::Failed);
-    let limited = store.runs(&RunQuery { limit: 2, ..q(&b) }).await.unwrap();
+    let limited = store.runs(&q(&b).limit(2)).await.unwrap();
     assert_eq!(limited.len(), 2, "limit");
-    let next_page = store
-        .runs(&RunQuery {
-            before: Some(limited[1].id),
-            ..q(&b)
-        })
-        .await
-        .unwrap();
+    let next_page = store.runs(&q(&b).before(limited[1].id)).await.unwrap();
     assert_eq!(next_page.len(), 2, "paging with before");
     assert!(next_page.iter().all(|r| r.id < limited[1].id));
     let pivot = all_a[1].started_at;
-    let since = store
-        .runs(&RunQuery {
-            since: Some(pivot),
-            ..q(&a)
-        })
-        .await
-        .unwrap();
-    let until = store
-        .runs(&RunQuery {
-            until: Some(pivot),
-            ..q(&a)
-        })
-        .await
-        .unwrap();
+    let since = store.runs(&q(&a).since(pivot)).await.unwrap();
+    let until = store.runs(&q(&a).until(pivot)).await.unwrap();
     assert_eq!(
         since.len() + until.len(),
         all_a.len(),
@@ -124,10 +96,7 @@ pub async fn purge_runs(store: &dyn JobStore) {
     let n = store.purge_runs(cutoff).await.unwrap();
     assert!(n >= 1, "purge reports what it removed");
     let left: Vec<RunId> = store
-        .runs(&RunQuery {
-            job_id: Some(jid(&id)),
-            ..RunQuery::default()
-        })
+        .runs(&RunQuery::new().job(jid(&id)))
         .await
         .unwrap()
         .into_iter()
@@ -220,7 +189,7 @@ pub async fn heartbeats_and_dead_nodes(store: &dyn JobStore) {
     let p = unique("node");
     let (a, b) = (format!("{p}-a"), format!("{p}-b"));
     let beat_a = store.heartbeat(&node(&a)).await.unwrap();
-    let nodes = store.nodes().await.unwrap();
+    let nodes = store.nodes().await.unwrap().items;
     let rec = nodes
         .iter()
         .find(|n| n.info.node_id == a)
@@ -266,6 +235,7 @@ pub async fn heartbeats_and_dead_nodes(store: &dyn JobStore) {
         .nodes()
         .await
         .unwrap()
+        .items
         .into_iter()
         .map(|n| n.info.node_id)
         .collect();
@@ -315,12 +285,41 @@ fn alarm(job: &str, i: u32) -> AlarmEvent {
     }
 }
 
+/// Puts `events` in the outbox the way the engine does, with the finish of a run of
+/// job `id` (created for the purpose and removed again); returns their ids, oldest
+/// first.
+pub(super) async fn enqueue(
+    store: &dyn JobStore,
+    id: &str,
+    events: Vec<AlarmEvent>,
+) -> Vec<AlarmId> {
+    let t0 = long_ago(store).await;
+    store.upsert(&job(id), Some(t0)).await.unwrap();
+    let run = started(store, start_req(id, t0, 1, 1)).await;
+    let mut req = finish_req(run, id, 1, RunStatus::Succeeded, None);
+    req.alarms = events;
+    let n = req.alarms.len();
+    finish_one(store, req).await;
+    cleanup(store, &[id.to_string()]).await;
+    let mut ids: Vec<AlarmId> = store
+        .alarms(&AlarmQuery::new(100_000))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.event.job_id.as_str() == id)
+        .map(|a| a.id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids.len(), n, "a finish puts its alarm events in the outbox");
+    ids
+}
+
 /// Each alarm event is claimed by one claimer at a time; failures and lapsed claims
 /// come back; completion is owner-checked.
 pub async fn alarm_outbox_claimed_once(store: &dyn JobStore) {
     let job_id = unique("alarm");
     let events: Vec<AlarmEvent> = (0..12).map(|i| alarm(&job_id, i)).collect();
-    let ids = store.enqueue_alarms(&events).await.unwrap();
+    let ids = enqueue(store, &job_id, events.clone()).await;
     assert_eq!(ids.len(), 12);
     let mine = |recs: &[AlarmRecord]| -> Vec<AlarmId> {
         recs.iter()
@@ -331,11 +330,15 @@ pub async fn alarm_outbox_claimed_once(store: &dyn JobStore) {
     let mut claimed: Vec<(String, AlarmRecord)> = Vec::new();
     for round in 0..10 {
         let owners: Vec<String> = (0..4).map(|i| format!("claimer-{round}-{i}")).collect();
-        let claims =
-            futures::future::join_all(owners.iter().map(|o| store.claim_alarms(o, 5, DAY))).await;
+        let claims = futures::future::join_all(
+            owners
+                .iter()
+                .map(|o| async move { store.claim_alarms(&AlarmClaim::new(o, 5, DAY)).await }),
+        )
+        .await;
         let mut any = false;
         for (owner, got) in owners.iter().zip(claims) {
-            for rec in got.unwrap() {
+            for rec in got.unwrap().items {
                 any = true;
                 if rec.event.job_id.as_str() == job_id {
                     assert_eq!(rec.status, AlarmStatus::Sending);
@@ -363,7 +366,14 @@ pub async fn alarm_outbox_claimed_once(store: &dyn JobStore) {
         events[(ids.iter().position(|i| *i == claimed[0].1.id)).unwrap()]
     );
     assert!(
-        mine(&store.claim_alarms("late", 100, DAY).await.unwrap()).is_empty(),
+        mine(
+            &store
+                .claim_alarms(&AlarmClaim::new("late", 100, DAY))
+                .await
+                .unwrap()
+                .items
+        )
+        .is_empty(),
         "claimed events are not handed out again"
     );
 
@@ -394,7 +404,11 @@ pub async fn alarm_outbox_claimed_once(store: &dyn JobStore) {
         retry_at: None,
     };
     assert!(store.complete_alarm(r2.id, o2, &dead).await.unwrap());
-    let again = store.claim_alarms("retrier", 100, DAY).await.unwrap();
+    let again = store
+        .claim_alarms(&AlarmClaim::new("retrier", 100, DAY))
+        .await
+        .unwrap()
+        .items;
     assert_eq!(
         mine(&again),
         [r1.id],
@@ -427,12 +441,17 @@ pub async fn alarm_outbox_claimed_once(store: &dyn JobStore) {
             .unwrap()
     );
     let short = store
-        .claim_alarms("short", 100, Duration::from_millis(200))
+        .claim_alarms(&AlarmClaim::new("short", 100, Duration::from_millis(200)))
         .await
-        .unwrap();
+        .unwrap()
+        .items;
     assert_eq!(mine(&short), [r3.id]);
     tokio::time::sleep(Duration::from_millis(450)).await;
-    let lapsed = store.claim_alarms("taker", 100, DAY).await.unwrap();
+    let lapsed = store
+        .claim_alarms(&AlarmClaim::new("taker", 100, DAY))
+        .await
+        .unwrap()
+        .items;
     assert_eq!(mine(&lapsed), [r3.id], "a lapsed claim is claimable again");
     assert!(
         !store
@@ -449,12 +468,12 @@ pub async fn alarm_outbox_claimed_once(store: &dyn JobStore) {
     );
 
     let sent = store
-        .alarms(Some(AlarmStatus::Sent), 100_000)
+        .alarms(&AlarmQuery::new(100_000).status(Some(AlarmStatus::Sent)))
         .await
         .unwrap();
     assert!(sent.iter().any(|a| a.id == r0.id) && sent.iter().any(|a| a.id == r1.id));
     let failed = store
-        .alarms(Some(AlarmStatus::Failed), 100_000)
+        .alarms(&AlarmQuery::new(100_000).status(Some(AlarmStatus::Failed)))
         .await
         .unwrap();
     let f = failed
@@ -474,7 +493,7 @@ pub async fn alarm_outbox_claimed_once(store: &dyn JobStore) {
         );
     }
     let not_needed = store
-        .alarms(Some(AlarmStatus::NotNeeded), 100_000)
+        .alarms(&AlarmQuery::new(100_000).status(Some(AlarmStatus::NotNeeded)))
         .await
         .unwrap();
     assert_eq!(

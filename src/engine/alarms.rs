@@ -56,7 +56,12 @@ pub(super) async fn alarm_loop(core: Arc<Core>) {
 
 async fn deliver_alarms(core: &Core) -> Result<usize> {
     let lease = core.config.alarm_timeout * (core.alarms.len() as u32 + 1);
-    let claimed = core.store.claim_alarms(&core.node_id, 32, lease).await?;
+    let page = core
+        .store
+        .claim_alarms(&crate::store::AlarmClaim::new(&*core.node_id, 32, lease))
+        .await?;
+    core.saw_corrupt(&page.corrupt);
+    let claimed = page.items;
     // The claimed events are delivered concurrently, so one slow receiver costs one
     // timeout per batch, not one per event.
     let results = futures::future::join_all(claimed.iter().map(|rec| async move {

@@ -56,6 +56,10 @@ pub struct SchedulerConfig {
     /// Delete finished runs older than this; `None` (default) keeps them all.
     #[serde(with = "humantime_serde")]
     pub run_retention: Option<Duration>,
+    /// Delete alarm events that are done (sent, not needed, or failed for good) and
+    /// older than this (default 7 days); `None` keeps them all. Checked hourly.
+    #[serde(with = "humantime_serde")]
+    pub alarm_retention: Option<Duration>,
     /// Largest payload accepted by `upsert`, in bytes of JSON (default 64 KiB).
     pub max_payload_bytes: usize,
     /// First retry delay of a failed alarm delivery, doubling up to an hour
@@ -91,6 +95,7 @@ impl Default for SchedulerConfig {
             slow_lane: SlowLaneConfig::default(),
             shutdown_grace: Duration::from_secs(30),
             run_retention: None,
+            alarm_retention: Some(Duration::from_secs(7 * 24 * 3600)),
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
             alarm_retry_base: Duration::from_secs(10),
             alarm_max_attempts: 10,
@@ -128,6 +133,9 @@ impl SchedulerConfig {
         positive("config.slow_lane.window", self.slow_lane.window)?;
         if let Some(r) = self.run_retention {
             positive("config.run_retention", r)?;
+        }
+        if let Some(r) = self.alarm_retention {
+            positive("config.alarm_retention", r)?;
         }
         if let Some(w) = self.alarm_throttle {
             positive("config.alarm_throttle", w)?;

@@ -131,12 +131,18 @@ async fn maintain(
         .await
         .into_iter()
         .collect::<Result<Vec<()>>>()?;
-    if let Some(keep) = core.config.run_retention
-        && last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600))
-    {
-        let cutoff = core.store.now().await? - keep;
-        let n = core.store.purge_runs(cutoff).await?;
-        info!(purged = n, before = %cutoff, "run retention");
+    if last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
+        let now = core.store.now().await?;
+        if let Some(keep) = core.config.run_retention {
+            let cutoff = now - keep;
+            let n = core.store.purge_runs(cutoff).await?;
+            info!(purged = n, before = %cutoff, "run retention");
+        }
+        if let Some(keep) = core.config.alarm_retention {
+            let cutoff = now - keep;
+            let n = core.store.purge_alarms(cutoff).await?;
+            info!(purged = n, before = %cutoff, "alarm retention");
+        }
         *last_purge = Some(Instant::now());
     }
     Ok(())

@@ -32,6 +32,9 @@ pub struct EngineMetrics {
     pub backend_errors: u64,
     /// Alarm events this node delivered (or recorded as not needed / failed).
     pub alarms_handled: u64,
+    /// Distinct stored rows this node met and could not read (skipped; see
+    /// [`Scheduler::doctor`](crate::Scheduler::doctor)).
+    pub corrupt_rows: u64,
 }
 
 /// Scheduled fires that started later than their misfire threshold, per policy,
@@ -73,6 +76,7 @@ pub(crate) struct Counters {
     pub(crate) misfired_catch_up: AtomicU64,
     pub(crate) backend_errors: AtomicU64,
     pub(crate) alarms_handled: AtomicU64,
+    pub(crate) corrupt_rows: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
@@ -110,6 +114,7 @@ impl Counters {
             },
             backend_errors: r(&self.backend_errors),
             alarms_handled: r(&self.alarms_handled),
+            corrupt_rows: r(&self.corrupt_rows),
         }
     }
 }

@@ -19,6 +19,7 @@
 //! ```
 
 mod alarms;
+mod api;
 mod backoff;
 mod batch;
 mod config;
@@ -30,6 +31,7 @@ mod plan;
 mod poll;
 mod slots;
 
+pub use api::Doctor;
 pub use config::SchedulerConfig;
 pub(crate) use metrics::{Counters, bump};
 pub use metrics::{EngineMetrics, MisfireCounts};
@@ -38,7 +40,7 @@ use crate::alarm::JobAlarm;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::handler::JobHandler;
-use crate::job::{Job, JobId};
+use crate::job::JobId;
 use crate::local_executor::LocalExecutor;
 use crate::lock::LockProvider;
 use crate::memory::{LocalLocks, MemoryStore};
@@ -46,7 +48,6 @@ use crate::record::*;
 use crate::store::JobStore;
 use crate::time::Timestamp;
 use batch::Batcher;
-use chrono::NaiveDate;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -125,6 +126,9 @@ pub(crate) struct Core {
     pub(crate) backlog: std::sync::atomic::AtomicBool,
     /// Where the next poll continues while due fires are paged through.
     pub(crate) sweep: Mutex<Sweep>,
+    /// Stored rows this node met and could not read, `(kind, id)`, each logged once
+    /// (at most 10,000 remembered).
+    pub(crate) corrupt: Mutex<HashSet<(&'static str, String)>>,
     pub(crate) running: Mutex<HashMap<RunId, RunningEntry>>,
     /// Stops claiming and arming.
     pub(crate) stop: CancellationToken,
@@ -153,6 +157,21 @@ impl Core {
     pub(crate) fn line_room(&self, line: usize) -> usize {
         (self.executor.capacity() + line)
             .saturating_sub(self.slots.pending() + self.finishing.load(Ordering::SeqCst))
+    }
+
+    /// Counts and logs (once each) rows the store skipped because it could not read
+    /// them.
+    pub(crate) fn saw_corrupt(&self, rows: &[crate::store::CorruptRow]) {
+        if rows.is_empty() {
+            return;
+        }
+        let mut seen = lock(&self.corrupt);
+        for row in rows {
+            if seen.len() < 10_000 && seen.insert((row.kind, row.id.clone())) {
+                bump(&self.counters.corrupt_rows);
+                tracing::warn!(kind = row.kind, id = %row.id, reason = %row.reason, "a stored row cannot be read; it is skipped (Scheduler::doctor lists them)");
+            }
+        }
     }
 
     /// Wakes the poller when a poll was starved and every due fire it claimed has a
@@ -247,7 +266,7 @@ impl SchedulerBuilder {
         self.executor = Some(Arc::new(executor));
         self
     }
-    /// Registers a handler under `name`; jobs name it in [`Job::handler`].
+    /// Registers a handler under `name`; jobs name it in [`Job::handler`](crate::Job::handler).
     pub fn handler(mut self, name: impl Into<String>, handler: impl JobHandler) -> Self {
         self.handlers.insert(name.into(), Arc::new(handler));
         self
@@ -310,6 +329,7 @@ impl SchedulerBuilder {
                 starved: AtomicUsize::new(0),
                 backlog: std::sync::atomic::AtomicBool::new(false),
                 sweep: Mutex::default(),
+                corrupt: Mutex::default(),
                 running: Mutex::default(),
                 stop: CancellationToken::new(),
                 bg_stop: CancellationToken::new(),
@@ -361,10 +381,6 @@ impl fmt::Debug for Scheduler {
     }
 }
 
-fn job_id(id: &str) -> Result<JobId> {
-    JobId::new(id)
-}
-
 impl Scheduler {
     /// Starts a builder.
     pub fn builder() -> SchedulerBuilder {
@@ -408,96 +424,6 @@ impl Scheduler {
         Ok(SchedulerHandle {
             scheduler: self.clone(),
         })
-    }
-
-    /// Creates or replaces a job and wakes the poller. Idempotent for an unchanged
-    /// definition.
-    ///
-    /// Errors: `job.handler` when no handler of that name is registered on this node,
-    /// `job.payload` over `config.max_payload_bytes`; nothing is stored then.
-    pub async fn upsert(&self, job: Job) -> Result<UpsertOutcome> {
-        if !self.core.handlers.contains_key(job.handler()) {
-            return Err(Error::invalid(
-                "job.handler",
-                job.handler(),
-                "no handler is registered under this name",
-            ));
-        }
-        job.check_payload(self.core.config.max_payload_bytes)?;
-        let now = self.core.store.now().await?;
-        let next = job.schedule().first_fire(now);
-        let out = self.core.store.upsert(&job, next).await?;
-        self.core.rescan();
-        Ok(out)
-    }
-
-    /// Removes a job; its runs stay in the log. Returns whether it existed.
-    pub async fn remove(&self, id: &str) -> Result<bool> {
-        self.core.store.remove(&job_id(id)?).await
-    }
-
-    /// Pauses a job: it fires no more until resumed (a run in progress finishes).
-    pub async fn pause(&self, id: &str) -> Result<()> {
-        self.core.store.set_enabled(&job_id(id)?, false, None).await
-    }
-
-    /// Resumes a paused job from its next fire after now (a one-shot: its instant).
-    pub async fn resume(&self, id: &str) -> Result<()> {
-        let id = job_id(id)?;
-        let rec = self
-            .core
-            .store
-            .get(&id)
-            .await?
-            .ok_or_else(|| Error::not_found("job", &id))?;
-        let now = self.core.store.now().await?;
-        let next = rec.job.schedule().first_fire(now);
-        self.core.store.set_enabled(&id, true, next).await?;
-        self.core.rescan();
-        Ok(())
-    }
-
-    /// Runs a job now (trigger `manual`), once any run in progress has finished.
-    pub async fn trigger_now(&self, id: &str) -> Result<()> {
-        let now = self.core.store.now().await?;
-        self.core.store.trigger(&job_id(id)?, now).await?;
-        self.core.rescan();
-        Ok(())
-    }
-
-    /// One job.
-    pub async fn get(&self, id: &str) -> Result<Option<JobRecord>> {
-        self.core.store.get(&job_id(id)?).await
-    }
-
-    /// Jobs ordered by id, after `after`, at most `limit`.
-    pub async fn list_jobs(&self, after: Option<&str>, limit: usize) -> Result<Vec<JobRecord>> {
-        let after = after.map(job_id).transpose()?;
-        self.core.store.list(after.as_ref(), limit).await
-    }
-
-    /// The run log.
-    pub async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
-        self.core.store.runs(query).await
-    }
-
-    /// Per-day run counts.
-    pub async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
-        self.core.store.daily_stats(from, to).await
-    }
-
-    /// Registered nodes.
-    pub async fn nodes(&self) -> Result<Vec<NodeRecord>> {
-        self.core.store.nodes().await
-    }
-
-    /// Alarm events in the outbox, newest first, optionally of one status.
-    pub async fn alarms(
-        &self,
-        status: Option<AlarmStatus>,
-        limit: usize,
-    ) -> Result<Vec<AlarmRecord>> {
-        self.core.store.alarms(status, limit).await
     }
 }
 

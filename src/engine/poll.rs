@@ -12,6 +12,7 @@ use super::{Core, Sweep, bump, lock};
 use crate::error::Result;
 use crate::lock::LockRequest;
 use crate::record::*;
+use crate::store::DueQuery;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::time::{Instant, sleep};
@@ -139,18 +140,23 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
         Some(_) => due_room.max(core.config.claim_batch.min(MIN_PAGE)),
         None => due_room + held,
     };
-    let due = match core
-        .store
-        .due(now + core.config.lookahead, after.as_ref(), ask)
-        .await
-    {
-        Ok(due) => due,
+    let query = DueQuery::new(now + core.config.lookahead, ask).after(after);
+    let page = match core.store.due(&query).await {
+        Ok(page) => page,
         Err(e) => {
             *lock(&core.sweep) = Sweep::default();
             return Err(e);
         }
     };
-    let page_full = due.len() >= ask;
+    core.saw_corrupt(&page.corrupt);
+    let page_full = page.rows() >= ask;
+    // A page that ends in rows the store could not read continues after them.
+    let last_corrupt = page
+        .corrupt
+        .iter()
+        .filter_map(|c| c.due_key.clone())
+        .max_by(|a, b| (a.fire_at, a.job_id.as_str()).cmp(&(b.fire_at, b.job_id.as_str())));
+    let due = page.items;
     let mut fresh: Vec<DueFire> = Vec::with_capacity(due_room.min(due.len()));
     // The last row looked at: the last one skipped, unless a fresh one came after it.
     let mut skipped = None;
@@ -183,7 +189,15 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
             skipped = None;
         }
     }
-    let last = skipped.as_ref().or(fresh.last()).map(DueFire::key);
+    let mut last = skipped.as_ref().or(fresh.last()).map(DueFire::key);
+    if stop.is_none()
+        && let Some(c) = last_corrupt
+        && last
+            .as_ref()
+            .is_none_or(|l| (c.fire_at, c.job_id.as_str()) > (l.fire_at, l.job_id.as_str()))
+    {
+        last = Some(c);
+    }
     let polled = match stop {
         Some(Stop::Due) => {
             core.backlog.store(true, Ordering::SeqCst);

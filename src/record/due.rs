@@ -27,9 +27,9 @@ pub struct DueFire {
 }
 
 impl DueFire {
-    /// This fire's position in the due order, for [`JobStore::due`]'s `after`.
+    /// This fire's position in the due order, for [`Jobs::due`]'s `after`.
     ///
-    /// [`JobStore::due`]: crate::JobStore::due
+    /// [`Jobs::due`]: crate::store::Jobs::due
     pub fn key(&self) -> DueKey {
         DueKey {
             fire_at: self.fire_at,
@@ -38,12 +38,12 @@ impl DueFire {
     }
 }
 
-/// A position in the due order, `(fire_at, job id)`: [`JobStore::due`] with
+/// A position in the due order, `(fire_at, job id)`: [`Jobs::due`] with
 /// `after = Some(key)` returns only fires that sort strictly after it. The key need not
 /// be a fire that is still due. Job ids compare as the store orders them (bytewise in
 /// every bundled store but PostgreSQL, which uses the id column's collation).
 ///
-/// [`JobStore::due`]: crate::JobStore::due
+/// [`Jobs::due`]: crate::store::Jobs::due
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DueKey {
     /// The fire's instant.

@@ -287,39 +287,6 @@ impl RunRecord {
     }
 }
 
-/// A run-log query. Results are newest first (by run id, descending).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RunQuery {
-    /// Only this job.
-    pub job_id: Option<JobId>,
-    /// Only this status.
-    pub status: Option<RunStatus>,
-    /// Only runs started at or after this.
-    pub since: Option<Timestamp>,
-    /// Only runs started before this.
-    pub until: Option<Timestamp>,
-    /// Only runs with an id below this (paging).
-    pub before: Option<RunId>,
-    /// At most this many (0 means 100).
-    pub limit: usize,
-}
-
-impl RunQuery {
-    /// The effective limit.
-    pub fn effective_limit(&self) -> usize {
-        if self.limit == 0 { 100 } else { self.limit }
-    }
-
-    /// Whether `r` passes every filter.
-    pub fn matches(&self, r: &RunRecord) -> bool {
-        self.job_id.as_ref().is_none_or(|j| *j == r.job_id)
-            && self.status.is_none_or(|s| s == r.status)
-            && self.since.is_none_or(|s| r.started_at >= s)
-            && self.until.is_none_or(|u| r.started_at < u)
-            && self.before.is_none_or(|b| r.id < b)
-    }
-}
-
 /// Run counts of one UTC day (by start time), over the runs still in the log.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DailyStats {

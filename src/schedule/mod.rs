@@ -259,7 +259,7 @@ impl Schedule {
 }
 
 #[derive(Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 enum ScheduleRepr {
     Cron {
         expr: String,

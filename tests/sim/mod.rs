@@ -165,15 +165,9 @@ pub async fn run(w: &Workload) -> Played {
     let metrics = handles.iter().map(|h| h.metrics()).collect();
     // All at once, so no node keeps firing while another waits for its handlers.
     futures::future::join_all(handles.into_iter().map(|h| h.shutdown())).await;
-    let runs = jobwheel::JobStore::runs(
-        &store,
-        &RunQuery {
-            limit: usize::MAX,
-            ..RunQuery::default()
-        },
-    )
-    .await
-    .unwrap();
+    let runs = jobwheel::RunLog::runs(&store, &RunQuery::new().limit(usize::MAX))
+        .await
+        .unwrap();
     let stuck = runs
         .iter()
         .filter(|r| r.status == jobwheel::RunStatus::Running)

@@ -102,16 +102,13 @@ where
     }
     assert!(metrics.iter().all(|m| m.finish_refused == 0), "{metrics:?}");
     let flaky = store
-        .runs(&RunQuery {
-            job_id: Some(jobwheel::JobId::new("flaky").unwrap()),
-            ..RunQuery::default()
-        })
+        .runs(&RunQuery::new().job(jobwheel::JobId::new("flaky").unwrap()))
         .await
         .unwrap();
     assert_eq!(flaky.len(), 2, "one attempt and one retry");
     assert!(flaky.iter().all(|r| r.status == RunStatus::Failed));
     assert_eq!(
-        store.nodes().await.unwrap().len(),
+        store.nodes().await.unwrap().items.len(),
         0,
         "both nodes deregistered"
     );

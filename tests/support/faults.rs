@@ -274,11 +274,7 @@ impl Cluster {
             let running = self
                 .db
                 .store()
-                .runs(&RunQuery {
-                    status: Some(RunStatus::Running),
-                    limit: 1000,
-                    ..RunQuery::default()
-                })
+                .runs(&RunQuery::new().status(RunStatus::Running).limit(1000))
                 .await
                 .unwrap();
             if let Some(r) = running.iter().find(|r| {
@@ -323,10 +319,7 @@ impl Cluster {
     pub async fn runs(&self) -> Vec<RunRecord> {
         self.db
             .store()
-            .runs(&RunQuery {
-                limit: 1_000_000,
-                ..RunQuery::default()
-            })
+            .runs(&RunQuery::new().limit(1_000_000))
             .await
             .unwrap()
     }

@@ -112,11 +112,11 @@ pub fn failing(log: &Log, clock: &Arc<TokioClock>) -> impl JobHandler {
 /// The runs of one job, oldest first.
 pub async fn runs_of(store: &dyn JobStore, job: &str) -> Vec<RunRecord> {
     let mut runs = store
-        .runs(&RunQuery {
-            job_id: Some(jobwheel::JobId::new(job).unwrap()),
-            limit: 10_000,
-            ..RunQuery::default()
-        })
+        .runs(
+            &RunQuery::new()
+                .job(jobwheel::JobId::new(job).unwrap())
+                .limit(10_000),
+        )
         .await
         .unwrap();
     runs.reverse();

@@ -1,211 +1,20 @@
-use super::{NAME, NOW_MS, Tables, db_err};
-use crate::error::{Error, Result};
-use crate::job::{Job, JobId};
+//! The one-statement start and finish on PostgreSQL: array parameters (`UNNEST`) and
+//! data-modifying CTEs decide and write a whole batch in one round trip, holding to
+//! [`rules`](crate::store::rules) (the conformance suite's `rules_agree` drives every
+//! combination of state through them).
+
+use super::{NOW_MS, PgDialect, db_err};
+use crate::error::Result;
 use crate::record::*;
+use crate::sql::Dialect;
 use crate::time::Timestamp;
-use sqlx::postgres::PgPool;
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashMap;
 
-/// A [`JobStore`](crate::JobStore) in PostgreSQL.
-#[derive(Debug, Clone)]
-pub struct PgStore {
-    pub(super) pool: PgPool,
-    pub(super) tables: Tables,
-}
-
-impl PgStore {
-    /// A store on an existing pool (for example the application's own).
-    pub fn from_pool(pool: PgPool, tables: Tables) -> Self {
-        PgStore { pool, tables }
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.pool
-    }
-
-    /// Where the tables live.
-    pub fn tables(&self) -> &Tables {
-        &self.tables
-    }
-
-    /// Creates the schema objects that do not exist yet. Idempotent; nodes running it
-    /// at once take turns on an advisory lock.
-    pub async fn migrate(&self) -> Result<()> {
-        super::migrate(&self.pool, &self.tables).await
-    }
-
-    pub(super) fn t(&self, name: &str) -> String {
-        self.tables.t(name)
-    }
-
-    pub(super) async fn upsert_job(
-        &self,
-        job: &Job,
-        next: Option<Timestamp>,
-    ) -> Result<UpsertOutcome> {
-        let jobs = self.t("jobs");
-        let row: Option<(bool,)> = sqlx::query_as(AssertSqlSafe(format!(
-            "INSERT INTO {jobs} AS j (id, definition, version, enabled, next_fire_at, next_trigger, attempt, last_token,
-                 running_run, created_at, updated_at)
-             VALUES ($1, $2, 1, $3, $4, 'schedule', 0, 0, NULL, {NOW_MS}, {NOW_MS})
-             ON CONFLICT (id) DO UPDATE SET definition = EXCLUDED.definition, enabled = EXCLUDED.enabled,
-                 version = j.version + 1, next_fire_at = EXCLUDED.next_fire_at, next_trigger = 'schedule',
-                 attempt = 0, resume_after = NULL, updated_at = EXCLUDED.updated_at
-             WHERE j.definition <> EXCLUDED.definition
-             RETURNING (xmax = 0)"
-        )))
-        .bind(job.id().as_str())
-        .bind(crate::sql::encode(NAME, job)?)
-        .bind(job.enabled())
-        .bind(next.map(Timestamp::as_millis))
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_err("upsert"))?;
-        Ok(match row {
-            None => UpsertOutcome::Unchanged,
-            Some((true,)) => UpsertOutcome::Created,
-            Some((false,)) => UpsertOutcome::Updated,
-        })
-    }
-
-    pub(super) async fn get_job(&self, id: &JobId) -> Result<Option<JobRecord>> {
-        let row = sqlx::query(AssertSqlSafe(format!(
-            "SELECT * FROM {} WHERE id = $1",
-            self.t("jobs")
-        )))
-        .bind(id.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_err("get"))?;
-        row.as_ref()
-            .map(|r| crate::sql::job_record(NAME, r))
-            .transpose()
-    }
-
-    pub(super) async fn list_jobs(
-        &self,
-        after: Option<&JobId>,
-        limit: usize,
-    ) -> Result<Vec<JobRecord>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT * FROM {} WHERE id > $1 ORDER BY id LIMIT $2",
-            self.t("jobs")
-        )))
-        .bind(after.map_or("", JobId::as_str))
-        .bind(limit as i64)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err("list"))?;
-        rows.iter()
-            .map(|r| crate::sql::job_record(NAME, r))
-            .collect()
-    }
-
-    pub(super) async fn remove_job(&self, id: &JobId) -> Result<bool> {
-        let r = sqlx::query(AssertSqlSafe(format!(
-            "DELETE FROM {} WHERE id = $1",
-            self.t("jobs")
-        )))
-        .bind(id.as_str())
-        .execute(&self.pool)
-        .await
-        .map_err(db_err("remove"))?;
-        Ok(r.rows_affected() > 0)
-    }
-
-    pub(super) async fn set_job_enabled(
-        &self,
-        id: &JobId,
-        enabled: bool,
-        next: Option<Timestamp>,
-    ) -> Result<()> {
-        let op = "set_enabled";
-        let jobs = self.t("jobs");
-        let mut tx = self.pool.begin().await.map_err(db_err(op))?;
-        let stored: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT definition FROM {jobs} WHERE id = $1 FOR UPDATE"
-        )))
-        .bind(id.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_err(op))?;
-        let job: Job = crate::sql::decode(
-            NAME,
-            &stored.ok_or_else(|| Error::not_found("job", id))?,
-            "decode job",
-        )?;
-        if job.enabled() != enabled {
-            let resume = if enabled {
-                ", next_fire_at = $4, next_trigger = 'schedule', attempt = 0, resume_after = NULL"
-            } else {
-                ""
-            };
-            let sql = format!(
-                "UPDATE {jobs} SET definition = $1, enabled = $2, version = version + 1, updated_at = {NOW_MS}{resume}
-                 WHERE id = $3"
-            );
-            let mut q = sqlx::query(AssertSqlSafe(sql))
-                .bind(crate::sql::encode(NAME, &job.with_enabled(enabled))?)
-                .bind(enabled)
-                .bind(id.as_str());
-            if enabled {
-                q = q.bind(next.map(Timestamp::as_millis));
-            }
-            q.execute(&mut *tx).await.map_err(db_err(op))?;
-        }
-        tx.commit().await.map_err(db_err(op))
-    }
-
-    pub(super) async fn trigger_job(&self, id: &JobId, at: Timestamp) -> Result<()> {
-        let r = sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {} SET next_fire_at = $1, next_trigger = 'manual', attempt = 0, resume_after = NULL WHERE id = $2",
-            self.t("jobs")
-        )))
-        .bind(at.as_millis())
-        .bind(id.as_str())
-        .execute(&self.pool)
-        .await
-        .map_err(db_err("trigger"))?;
-        if r.rows_affected() == 0 {
-            return Err(Error::not_found("job", id));
-        }
-        Ok(())
-    }
-
-    pub(super) async fn due_fires(
-        &self,
-        until: Timestamp,
-        after: Option<&DueKey>,
-        limit: usize,
-    ) -> Result<Vec<DueFire>> {
-        // A row comparison walks the partial due index from the key on.
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT * FROM {} WHERE enabled AND running_run IS NULL AND next_fire_at IS NOT NULL
-             AND next_fire_at <= $1 {} ORDER BY next_fire_at, id LIMIT $2",
-            self.t("jobs"),
-            if after.is_some() {
-                "AND (next_fire_at, id) > ($3, $4)"
-            } else {
-                ""
-            }
-        )))
-        .bind(until.as_millis())
-        .bind(limit as i64);
-        let rows = match after {
-            Some(k) => rows.bind(k.fire_at.as_millis()).bind(k.job_id.as_str()),
-            None => rows,
-        }
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err("due"))?;
-        rows.iter().map(|r| crate::sql::due_fire(NAME, r)).collect()
-    }
-
+impl PgDialect {
     /// One statement for the whole batch: lock the qualifying job rows, insert the
     /// runs, mark the jobs running. Refused items are explained by a second read.
-    pub(super) async fn start(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+    pub(super) async fn start_batch(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
         let (jobs, runs_t) = (self.t("jobs"), self.t("runs"));
         let col = |f: fn(&StartRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
         let rows = sqlx::query(AssertSqlSafe(format!(
@@ -243,8 +52,8 @@ impl PgStore {
         .bind(runs.iter().map(|r| r.node.clone()).collect::<Vec<_>>())
         .bind(col(|r| i64::from(r.attempt)))
         .bind(runs.iter().map(|r| r.trigger.as_str().to_string()).collect::<Vec<_>>())
-        .bind(runs.iter().map(|r| crate::sql::span_columns(r.covers).0).collect::<Vec<_>>())
-        .bind(runs.iter().map(|r| crate::sql::span_columns(r.covers).1).collect::<Vec<_>>())
+        .bind(runs.iter().map(|r| crate::sql::decode::span_columns(r.covers).0).collect::<Vec<_>>())
+        .bind(runs.iter().map(|r| crate::sql::decode::span_columns(r.covers).1).collect::<Vec<_>>())
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("start_runs"))?;
@@ -292,7 +101,7 @@ impl PgStore {
     /// One statement for the whole batch: lock the jobs and runs, check the tokens,
     /// write the runs, the jobs' next state (when unchanged since the start) and the
     /// alarm events. Refused items are explained by a second read.
-    pub(super) async fn finish(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+    pub(super) async fn finish_batch(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
         let (jobs, runs_t, alarms) = (self.t("jobs"), self.t("runs"), self.t("alarms"));
         let i64s = |f: fn(&FinishRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
         let mut alarm_runs = Vec::new();
@@ -300,7 +109,7 @@ impl PgStore {
         for f in runs {
             for e in &f.alarms {
                 alarm_runs.push(f.run_id.0);
-                alarm_events.push(crate::sql::encode(NAME, e)?);
+                alarm_events.push(crate::sql::decode::encode(super::NAME, e)?);
             }
         }
         let rows: Vec<(i64, i64, Option<bool>)> = sqlx::query_as(AssertSqlSafe(format!(
@@ -364,22 +173,32 @@ impl PgStore {
             .into_iter()
             .map(|(id, at, r)| (id, (at, r.unwrap_or(false))))
             .collect();
-        let refused: Vec<i64> = runs
+        let refused: Vec<&FinishRun> = runs
             .iter()
-            .map(|f| f.run_id.0)
-            .filter(|id| !done.contains_key(id))
+            .filter(|f| !done.contains_key(&f.run_id.0))
             .collect();
+        // A refusal names the last token of the job the request names (as the rules
+        // read it), which is not the run's own job when the two differ.
         let state: HashMap<i64, (String, u64, u64)> = if refused.is_empty() {
             HashMap::new()
         } else {
-            let rows: Vec<(i64, String, i64, Option<i64>)> = sqlx::query_as(AssertSqlSafe(format!(
-                "SELECT ru.id, ru.status, ru.token, j.last_token FROM {runs_t} ru LEFT JOIN {jobs} j ON j.id = ru.job_id
-                 WHERE ru.id = ANY($1)"
-            )))
-            .bind(&refused)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db_err("finish_runs"))?;
+            let rows: Vec<(i64, String, i64, Option<i64>)> =
+                sqlx::query_as(AssertSqlSafe(format!(
+                    "SELECT ru.id, ru.status, ru.token, j.last_token
+                 FROM UNNEST($1::int8[], $2::text[]) AS r(run_id, job_id)
+                 JOIN {runs_t} ru ON ru.id = r.run_id
+                 LEFT JOIN {jobs} j ON j.id = r.job_id"
+                )))
+                .bind(refused.iter().map(|f| f.run_id.0).collect::<Vec<_>>())
+                .bind(
+                    refused
+                        .iter()
+                        .map(|f| f.job_id.to_string())
+                        .collect::<Vec<_>>(),
+                )
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_err("finish_runs"))?;
             rows.into_iter()
                 .map(|(id, status, token, last)| {
                     (

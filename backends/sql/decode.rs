@@ -1,9 +1,11 @@
-//! What the SQL backends share: typed column access over each driver's row type, the
-//! JSON columns, and decoding rows into the store's records.
+//! Reading rows: typed column access over each driver's row type, the JSON columns,
+//! and decoding rows into the store's records (skipping and reporting those that
+//! cannot be read).
 
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
+use crate::store::{CorruptRow, Page};
 use crate::time::Timestamp;
 use std::sync::Arc;
 
@@ -68,29 +70,78 @@ fn col<T>(backend: &'static str, what: &'static str, r: Result<T, sqlx::Error>) 
     r.map_err(|e| Error::backend(backend, what, false, e))
 }
 
-/// A row of the jobs table.
+/// The error for a stored row of `what` that cannot be read.
+fn corrupt(what: &'static str, id: &str, reason: impl std::fmt::Display) -> Error {
+    Error::Corrupt {
+        what,
+        id: id.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// A row of the jobs table. A definition that cannot be read (or a column of the
+/// wrong shape) is [`Error::Corrupt`]; the definition is read leniently
+/// ([`Job::from_stored`]).
 pub(crate) fn job_record(backend: &'static str, row: &impl SqlRow) -> Result<JobRecord> {
     let w = "decode job";
-    let job: Job = decode(backend, &col(backend, w, row.text("definition"))?, w)?;
-    let trigger = col(backend, w, row.text("next_trigger"))?;
+    let id = col(backend, w, row.text("id"))?;
+    let bad = |e: &dyn std::fmt::Display| corrupt("job", &id, e);
+    let job =
+        Job::from_stored(&row.text("definition").map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+    if job.id().as_str() != id {
+        return Err(bad(&format!(
+            "its definition names job {:?}",
+            job.id().as_str()
+        )));
+    }
+    let trigger = row.text("next_trigger").map_err(|e| bad(&e))?;
+    let int = |c: &str| row.int(c).map_err(|e| bad(&e));
+    let opt = |c: &str| row.opt_int(c).map_err(|e| bad(&e));
     Ok(JobRecord {
         job: Arc::new(job),
-        version: col(backend, w, row.int("version"))? as u64,
-        next_fire_at: col(backend, w, row.opt_int("next_fire_at"))?.map(Timestamp::from_millis),
+        version: int("version")? as u64,
+        next_fire_at: opt("next_fire_at")?.map(Timestamp::from_millis),
         next_trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
-        attempt: col(backend, w, row.int32("attempt"))? as u32,
-        resume_after: col(backend, w, row.opt_int("resume_after"))?.map(Timestamp::from_millis),
-        last_token: col(backend, w, row.int("last_token"))? as u64,
-        running: col(backend, w, row.opt_int("running_run"))?.map(RunId),
-        created_at: Timestamp::from_millis(col(backend, w, row.int("created_at"))?),
-        updated_at: Timestamp::from_millis(col(backend, w, row.int("updated_at"))?),
+        attempt: row.int32("attempt").map_err(|e| bad(&e))?.max(0) as u32,
+        resume_after: opt("resume_after")?.map(Timestamp::from_millis),
+        last_token: int("last_token")? as u64,
+        running: opt("running_run")?.map(RunId),
+        created_at: Timestamp::from_millis(int("created_at")?),
+        updated_at: Timestamp::from_millis(int("updated_at")?),
     })
 }
 
-/// A job row as a due fire.
-pub(crate) fn due_fire(backend: &'static str, row: &impl SqlRow) -> Result<DueFire> {
-    let r = job_record(backend, row)?;
-    Ok(DueFire {
+/// Reads job rows into a page: rows that cannot be read are skipped and reported,
+/// with their due key when they have a next fire.
+pub(crate) fn job_page<R: SqlRow>(backend: &'static str, rows: &[R]) -> Result<Page<JobRecord>> {
+    let mut page = Page::default();
+    for row in rows {
+        match job_record(backend, row) {
+            Ok(r) => page.items.push(r),
+            Err(Error::Corrupt { id, reason, .. }) => {
+                let due_key = match (row.opt_int("next_fire_at"), JobId::new(&id)) {
+                    (Ok(Some(at)), Ok(job_id)) => Some(DueKey {
+                        fire_at: Timestamp::from_millis(at),
+                        job_id,
+                    }),
+                    _ => None,
+                };
+                page.corrupt.push(CorruptRow {
+                    kind: "job",
+                    id,
+                    due_key,
+                    reason,
+                });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(page)
+}
+
+/// A job record as a due fire.
+pub(crate) fn due_fire(r: JobRecord) -> DueFire {
+    DueFire {
         job_id: r.job.id().clone(),
         fire_at: r.next_fire_at.unwrap_or_default(),
         version: r.version,
@@ -98,7 +149,7 @@ pub(crate) fn due_fire(backend: &'static str, row: &impl SqlRow) -> Result<DueFi
         attempt: r.attempt,
         resume_after: r.resume_after,
         job: r.job,
-    })
+    }
 }
 
 /// A row of the runs table.
@@ -155,13 +206,48 @@ pub(crate) fn alarm_record(backend: &'static str, row: &impl SqlRow) -> Result<A
     })
 }
 
-/// A row of the nodes table.
-pub(crate) fn node_record(backend: &'static str, row: &impl SqlRow) -> Result<NodeRecord> {
+/// Reads node rows into a page, skipping and reporting those that cannot be read.
+pub(crate) fn node_page<R: SqlRow>(backend: &'static str, rows: &[R]) -> Result<Page<NodeRecord>> {
     let w = "decode node";
-    Ok(NodeRecord {
-        info: decode(backend, &col(backend, w, row.text("info"))?, w)?,
-        last_beat: Timestamp::from_millis(col(backend, w, row.int("last_beat"))?),
-    })
+    let mut page = Page::default();
+    for row in rows {
+        let id = col(backend, w, row.text("node_id"))?;
+        let info = row
+            .text("info")
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<NodeInfo>(&t).map_err(|e| e.to_string()));
+        match (info, row.int("last_beat")) {
+            (Ok(info), Ok(beat)) => page.items.push(NodeRecord {
+                info,
+                last_beat: Timestamp::from_millis(beat),
+            }),
+            (Err(reason), _) => page.corrupt.push(CorruptRow {
+                kind: "node",
+                id,
+                due_key: None,
+                reason,
+            }),
+            (_, Err(e)) => page.corrupt.push(CorruptRow {
+                kind: "node",
+                id,
+                due_key: None,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    Ok(page)
+}
+
+/// The first row's `now` column.
+pub(crate) fn first_int(
+    backend: &'static str,
+    rows: &[impl SqlRow],
+    what: &'static str,
+) -> Result<i64> {
+    let row = rows
+        .first()
+        .ok_or_else(|| Error::backend(backend, what, false, "no row returned"))?;
+    col(backend, what, row.int("now"))
 }
 
 /// Milliseconds in a UTC day.

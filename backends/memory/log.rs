@@ -1,0 +1,194 @@
+//! The run log, node registry and alarm outbox of [`MemoryStore`].
+
+use super::store::MemoryStore;
+use crate::error::Result;
+use crate::record::*;
+use crate::store::{AlarmClaim, AlarmOutbox, AlarmQuery, NodeRegistry, Page, RunLog, RunQuery};
+use crate::time::Timestamp;
+use async_trait::async_trait;
+use chrono::NaiveDate;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[async_trait]
+impl RunLog for MemoryStore {
+    async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
+        let inner = self.inner();
+        Ok(inner
+            .runs
+            .values()
+            .rev()
+            .filter(|r| query.matches(r))
+            .take(query.effective_limit())
+            .cloned()
+            .collect())
+    }
+
+    async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
+        let mut inner = self.inner();
+        let n = inner.runs.len();
+        inner
+            .runs
+            .retain(|_, r| r.ended_at.is_none_or(|e| e >= before));
+        Ok((n - inner.runs.len()) as u64)
+    }
+
+    async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
+        let inner = self.inner();
+        let mut days: BTreeMap<NaiveDate, DailyStats> = BTreeMap::new();
+        for r in inner.runs.values() {
+            let day = r.started_at.to_datetime().date_naive();
+            if day >= from && day <= to {
+                days.entry(day)
+                    .or_insert_with(|| DailyStats {
+                        day,
+                        ..DailyStats::default()
+                    })
+                    .count(r.status);
+            }
+        }
+        Ok(days.into_values().collect())
+    }
+}
+
+#[async_trait]
+impl NodeRegistry for MemoryStore {
+    async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
+        let now = self.clock.now();
+        self.inner().nodes.insert(
+            node.node_id.clone(),
+            NodeRecord {
+                info: node.clone(),
+                last_beat: now,
+            },
+        );
+        Ok(now)
+    }
+
+    async fn nodes(&self) -> Result<Page<NodeRecord>> {
+        Ok(Page::of(self.inner().nodes.values().cloned().collect()))
+    }
+
+    async fn reap_nodes(&self, silent_for: Duration) -> Result<Vec<String>> {
+        let cutoff = self.clock.now() - silent_for;
+        let mut inner = self.inner();
+        let dead: Vec<String> = inner
+            .nodes
+            .values()
+            .filter(|n| n.last_beat < cutoff)
+            .map(|n| n.info.node_id.clone())
+            .collect();
+        for id in &dead {
+            inner.nodes.remove(id);
+        }
+        Ok(dead)
+    }
+
+    async fn deregister(&self, node_id: &str) -> Result<bool> {
+        Ok(self.inner().nodes.remove(node_id).is_some())
+    }
+
+    async fn orphaned_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        let inner = self.inner();
+        Ok(inner
+            .running
+            .iter()
+            .filter_map(|id| inner.runs.get(id))
+            .filter(|r| !inner.nodes.contains_key(&r.node))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+}
+
+#[async_trait]
+impl AlarmOutbox for MemoryStore {
+    async fn claim_alarms(&self, claim: &AlarmClaim) -> Result<Page<AlarmRecord>> {
+        let now = self.clock.now();
+        let mut inner = self.inner();
+        let inner = &mut *inner;
+        let mut out = Vec::new();
+        for id in &inner.claimable {
+            if out.len() >= claim.limit {
+                break;
+            }
+            let Some(rec) = inner.alarms.get_mut(id) else {
+                continue;
+            };
+            let due = match rec.status {
+                AlarmStatus::Pending | AlarmStatus::Failed => {
+                    rec.next_attempt_at.is_some_and(|t| t <= now)
+                }
+                AlarmStatus::Sending => rec.claim_until.is_some_and(|t| t <= now),
+                AlarmStatus::Sent | AlarmStatus::NotNeeded => false,
+            };
+            if due {
+                rec.status = AlarmStatus::Sending;
+                rec.claimed_by = Some(claim.owner.clone());
+                rec.claim_until = Some(now + claim.lease);
+                rec.attempts += 1;
+                out.push(rec.clone());
+            }
+        }
+        Ok(Page::of(out))
+    }
+
+    async fn complete_alarm(
+        &self,
+        id: AlarmId,
+        owner: &str,
+        delivery: &AlarmDelivery,
+    ) -> Result<bool> {
+        let mut inner = self.inner();
+        let Some(rec) = inner.alarms.get_mut(&id) else {
+            return Ok(false);
+        };
+        if rec.status != AlarmStatus::Sending || rec.claimed_by.as_deref() != Some(owner) {
+            return Ok(false);
+        }
+        rec.claimed_by = None;
+        rec.claim_until = None;
+        match delivery {
+            AlarmDelivery::Sent => {
+                rec.status = AlarmStatus::Sent;
+                rec.next_attempt_at = None;
+            }
+            AlarmDelivery::NotNeeded => {
+                rec.status = AlarmStatus::NotNeeded;
+                rec.next_attempt_at = None;
+            }
+            AlarmDelivery::Failed { error, retry_at } => {
+                rec.status = AlarmStatus::Failed;
+                rec.next_attempt_at = *retry_at;
+                rec.last_error = Some(error.clone());
+            }
+        }
+        if rec.next_attempt_at.is_none() {
+            inner.claimable.remove(&id);
+        }
+        Ok(true)
+    }
+
+    async fn alarms(&self, query: &AlarmQuery) -> Result<Vec<AlarmRecord>> {
+        Ok(self
+            .inner()
+            .alarms
+            .values()
+            .rev()
+            .filter(|a| query.status.is_none_or(|s| a.status == s))
+            .take(query.effective_limit())
+            .cloned()
+            .collect())
+    }
+
+    async fn purge_alarms(&self, before: Timestamp) -> Result<u64> {
+        let mut inner = self.inner();
+        let inner = &mut *inner;
+        let n = inner.alarms.len();
+        let claimable = &inner.claimable;
+        inner
+            .alarms
+            .retain(|id, a| claimable.contains(id) || a.created_at >= before);
+        Ok((n - inner.alarms.len()) as u64)
+    }
+}

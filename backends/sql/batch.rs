@@ -1,0 +1,275 @@
+//! Starts and finishes decided in Rust by [`rules`] over rows locked in one
+//! transaction, written with a fixed number of statements whatever the batch size:
+//! the dialects without array parameters (SQLite, MySQL) use these.
+
+use super::decode::SqlRow;
+use super::outbox::insert_alarms;
+use super::{Dialect, Sql, decode, marks, now_in, retrying, values};
+use crate::error::{Error, Result};
+use crate::record::*;
+use crate::store::rules::{self, JobState, RunState};
+use crate::time::Timestamp;
+use std::collections::HashMap;
+
+/// The locked state of the jobs named `ids`, by id.
+async fn job_states<D: Dialect>(
+    d: &D,
+    tx: &mut D::Tx,
+    op: &'static str,
+    ids: &[&str],
+) -> Result<HashMap<String, JobState>> {
+    let mut q = Sql::new(format!(
+        "SELECT id, enabled, version, running_run, next_fire_at, last_token FROM {} WHERE id IN ({}) ORDER BY id{}",
+        d.t("jobs"),
+        marks(ids.len()),
+        D::FOR_UPDATE
+    ));
+    q.args.extend(ids.iter().map(|id| (*id).into()));
+    let rows = d.fetch_in(tx, op, q).await?;
+    let e = |err| d.err(op, err);
+    rows.iter()
+        .map(|r| {
+            Ok((
+                r.text("id").map_err(e)?,
+                JobState {
+                    enabled: r.flag("enabled").map_err(e)?,
+                    version: r.int("version").map_err(e)? as u64,
+                    next_fire_at: r
+                        .opt_int("next_fire_at")
+                        .map_err(e)?
+                        .map(Timestamp::from_millis),
+                    running: r.opt_int("running_run").map_err(e)?.map(RunId),
+                    last_token: r.int("last_token").map_err(e)? as u64,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Records starts: lock the jobs, decide in request order, insert the runs in one
+/// statement, read their ids back, mark the jobs in one joined `UPDATE`.
+pub(crate) async fn start<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+    retrying(|| start_once(d, runs)).await
+}
+
+async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+    let op = "start_runs";
+    let mut tx = d.begin(op).await?;
+    let now = now_in(d, &mut tx, op).await?;
+    let ids: Vec<&str> = runs.iter().map(|r| r.job_id.as_str()).collect();
+    let mut state = job_states(d, &mut tx, op, &ids).await?;
+    let mut out = Vec::with_capacity(runs.len());
+    let mut accepted = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let job = state.get_mut(r.job_id.as_str());
+        match rules::start(job.as_deref(), r) {
+            Ok(()) => {
+                if let Some(j) = job {
+                    // Running from here on, for the rest of the batch.
+                    j.running = Some(RunId(-1));
+                    j.last_token = r.token;
+                }
+                accepted.push(i);
+                out.push(None);
+            }
+            Err(refusal) => out.push(Some(StartOutcome::Refused(refusal))),
+        }
+    }
+    if !accepted.is_empty() {
+        let mut insert = Sql::new(format!(
+            "INSERT INTO {} (job_id, fire_at, {}, node, attempt, token, status, started_at, will_retry,
+             covered_fires, covered_through) VALUES {}",
+            d.t("runs"),
+            D::TRIGGER,
+            vec!["(?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)"; accepted.len()].join(", ")
+        ));
+        for &i in &accepted {
+            let r = &runs[i];
+            let (fires, through) = decode::span_columns(r.covers);
+            insert = insert
+                .bind(r.job_id.as_str())
+                .bind(r.fire_at.as_millis())
+                .bind(r.trigger.as_str())
+                .bind(r.node.as_str())
+                .bind(i64::from(r.attempt))
+                .bind(r.token as i64)
+                .bind(now)
+                .bind(false)
+                .bind(fires)
+                .bind(through);
+        }
+        d.exec_in(&mut tx, op, insert).await?;
+        // Each job has one running run now, so (job, token) finds it.
+        let mut read = Sql::new(format!(
+            "SELECT id, job_id FROM {} WHERE status = 'running' AND job_id IN ({})",
+            d.t("runs"),
+            marks(accepted.len())
+        ));
+        read.args
+            .extend(accepted.iter().map(|&i| runs[i].job_id.as_str().into()));
+        let mut run_ids: HashMap<String, i64> = HashMap::new();
+        for row in d.fetch_in(&mut tx, op, read).await? {
+            let e = |err| d.err(op, err);
+            run_ids.insert(row.text("job_id").map_err(e)?, row.int("id").map_err(e)?);
+        }
+        let mut update = Sql::new(d.update_from(
+            &d.t("jobs"),
+            "last_token = v.t, running_run = v.r",
+            &values(&["id", "t", "r"], accepted.len()),
+        ));
+        for &i in &accepted {
+            let r = &runs[i];
+            let run_id = *run_ids.get(r.job_id.as_str()).ok_or_else(|| {
+                Error::backend(D::NAME, op, true, "an inserted run was not found")
+            })?;
+            update = update
+                .bind(r.job_id.as_str())
+                .bind(r.token as i64)
+                .bind(run_id);
+            out[i] = Some(StartOutcome::Started {
+                run_id: RunId(run_id),
+                started_at: Timestamp::from_millis(now),
+            });
+        }
+        d.exec_in(&mut tx, op, update).await?;
+    }
+    d.commit(tx, op).await?;
+    Ok(out
+        .into_iter()
+        .map(|o| o.expect("every item decided"))
+        .collect())
+}
+
+/// What a finish writes into its job: the final token, running run and, when the
+/// rules said so, the next state.
+struct JobWrite<'a> {
+    token: i64,
+    running: Option<i64>,
+    next: Option<&'a NextFire>,
+}
+
+/// Records finishes: lock the jobs and runs, decide in request order, then one joined
+/// `UPDATE` of the runs, one of the jobs and one `INSERT` of the alarm events.
+pub(crate) async fn finish<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+    retrying(|| finish_once(d, runs)).await
+}
+
+async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+    let op = "finish_runs";
+    let mut tx = d.begin(op).await?;
+    let now = now_in(d, &mut tx, op).await?;
+    let job_ids: Vec<&str> = runs.iter().map(|f| f.job_id.as_str()).collect();
+    let mut jobs = job_states(d, &mut tx, op, &job_ids).await?;
+    let mut read = Sql::new(format!(
+        "SELECT id, job_id, status, token, fire_at FROM {} WHERE id IN ({}) ORDER BY id{}",
+        d.t("runs"),
+        marks(runs.len()),
+        D::FOR_UPDATE
+    ));
+    read.args.extend(runs.iter().map(|f| f.run_id.0.into()));
+    let mut run_state: HashMap<i64, RunState> = HashMap::new();
+    for row in d.fetch_in(&mut tx, op, read).await? {
+        let e = |err| d.err(op, err);
+        let job_id = row.text("job_id").map_err(e)?;
+        run_state.insert(
+            row.int("id").map_err(e)?,
+            RunState {
+                job_id: crate::job::JobId::new(&job_id)?,
+                running: row.text("status").map_err(e)? == RunStatus::Running.as_str(),
+                token: row.int("token").map_err(e)? as u64,
+                fire_at: Timestamp::from_millis(row.int("fire_at").map_err(e)?),
+            },
+        );
+    }
+    let mut out = Vec::with_capacity(runs.len());
+    let mut done: Vec<&FinishRun> = Vec::new();
+    let mut writes: HashMap<&str, JobWrite<'_>> = HashMap::new();
+    for f in runs {
+        let job = jobs.get_mut(f.job_id.as_str());
+        let run = run_state.get_mut(&f.run_id.0);
+        let rescheduled = match rules::finish(run.as_deref(), job.as_deref(), f) {
+            Ok(r) => r,
+            Err(refusal) => {
+                out.push(FinishOutcome::Refused(refusal));
+                continue;
+            }
+        };
+        if let Some(run) = run {
+            run.running = false;
+        }
+        if let Some(j) = job {
+            j.last_token = f.token;
+            if j.running == Some(f.run_id) {
+                j.running = None;
+            }
+            if rescheduled {
+                j.next_fire_at = f.next.at;
+            }
+            let write = writes.entry(f.job_id.as_str()).or_insert(JobWrite {
+                token: 0,
+                running: None,
+                next: None,
+            });
+            write.token = f.token as i64;
+            write.running = j.running.map(|r| r.0);
+            if rescheduled {
+                write.next = Some(&f.next);
+            }
+        }
+        done.push(f);
+        out.push(FinishOutcome::Finished {
+            ended_at: Timestamp::from_millis(now),
+            rescheduled,
+        });
+    }
+    if !done.is_empty() {
+        let mut update = Sql::new(d.update_from(
+            &d.t("runs"),
+            "status = v.s, error = v.e, will_retry = v.w, ended_at = v.at",
+            &values(&["id", "s", "e", "w", "at"], done.len()),
+        ));
+        for f in &done {
+            update = update
+                .bind(f.run_id.0)
+                .bind(f.status.as_str())
+                .bind(f.error.clone())
+                .bind(f.will_retry)
+                .bind(now);
+        }
+        d.exec_in(&mut tx, op, update).await?;
+    }
+    if !writes.is_empty() {
+        // `n` (rescheduled) picks the new next state or keeps the stored one.
+        let mut update = Sql::new(d.update_from(
+            &d.t("jobs"),
+            "last_token = v.t, running_run = v.r,
+             next_fire_at = CASE WHEN v.n THEN v.nat ELSE next_fire_at END,
+             next_trigger = CASE WHEN v.n THEN v.ntr ELSE next_trigger END,
+             attempt = CASE WHEN v.n THEN v.na ELSE attempt END,
+             resume_after = CASE WHEN v.n THEN v.nra ELSE resume_after END",
+            &values(
+                &["id", "t", "r", "n", "nat", "ntr", "na", "nra"],
+                writes.len(),
+            ),
+        ));
+        for (id, w) in &writes {
+            update = update
+                .bind(*id)
+                .bind(w.token)
+                .bind(w.running)
+                .bind(w.next.is_some())
+                .bind(w.next.and_then(|n| n.at.map(Timestamp::as_millis)))
+                .bind(w.next.map_or("schedule", |n| n.trigger.as_str()))
+                .bind(w.next.map_or(0, |n| i64::from(n.attempt)))
+                .bind(
+                    w.next
+                        .and_then(|n| n.resume_after.map(Timestamp::as_millis)),
+                );
+        }
+        d.exec_in(&mut tx, op, update).await?;
+    }
+    let events: Vec<AlarmEvent> = done.iter().flat_map(|f| f.alarms.iter().cloned()).collect();
+    insert_alarms(d, &mut tx, &events, now).await?;
+    d.commit(tx, op).await?;
+    Ok(out)
+}

@@ -1,0 +1,206 @@
+//! [`Jobs`] for [`SqlStore`]: definitions, the due scan, starts and finishes.
+
+use super::decode::SqlRow;
+use super::decode::{self, due_fire, encode};
+use super::{Dialect, Sql, SqlStore, now_in};
+use crate::error::{Error, Result};
+use crate::job::{Job, JobId};
+use crate::record::*;
+use crate::store::{DueQuery, JobQuery, Jobs, Page};
+use crate::time::Timestamp;
+use async_trait::async_trait;
+
+impl<D: Dialect> SqlStore<D> {
+    /// Creates or replaces a job in one transaction: insert unless the id exists,
+    /// otherwise compare the stored definition and update when it differs.
+    async fn upsert_job(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
+        let op = "upsert";
+        let (d, jobs) = (&self.d, self.d.t("jobs"));
+        let def = encode(D::NAME, job)?;
+        let next = next.map(Timestamp::as_millis);
+        let mut tx = d.begin(op).await?;
+        let now = now_in(d, &mut tx, op).await?;
+        let insert = Sql::new(format!(
+            "{} {jobs} (id, definition, version, enabled, next_fire_at, next_trigger, attempt, resume_after,
+             last_token, running_run, created_at, updated_at)
+             VALUES (?, ?, 1, ?, ?, 'schedule', 0, NULL, 0, NULL, ?, ?){}",
+            D::INSERT_IGNORE,
+            D::ON_CONFLICT_IGNORE
+        ))
+        .bind(job.id().as_str())
+        .bind(def.as_str())
+        .bind(job.enabled())
+        .bind(next)
+        .bind(now)
+        .bind(now);
+        let outcome = if d.exec_in(&mut tx, op, insert).await? == 1 {
+            UpsertOutcome::Created
+        } else {
+            let read = Sql::new(format!(
+                "SELECT definition FROM {jobs} WHERE id = ?{}",
+                D::FOR_UPDATE
+            ))
+            .bind(job.id().as_str());
+            let rows = d.fetch_in(&mut tx, op, read).await?;
+            let stored = match rows.first() {
+                Some(r) => Some(r.text("definition").map_err(|e| d.err(op, e))?),
+                None => None,
+            };
+            if stored.as_deref() == Some(def.as_str()) {
+                UpsertOutcome::Unchanged
+            } else {
+                let update = Sql::new(format!(
+                    "UPDATE {jobs} SET definition = ?, enabled = ?, version = version + 1, next_fire_at = ?,
+                     next_trigger = 'schedule', attempt = 0, resume_after = NULL, updated_at = ? WHERE id = ?"
+                ))
+                .bind(def.as_str())
+                .bind(job.enabled())
+                .bind(next)
+                .bind(now)
+                .bind(job.id().as_str());
+                d.exec_in(&mut tx, op, update).await?;
+                UpsertOutcome::Updated
+            }
+        };
+        d.commit(tx, op).await?;
+        Ok(outcome)
+    }
+
+    /// Locks a job's row for the rest of `tx` and returns its definition, or
+    /// `NotFound`.
+    async fn lock_job(&self, tx: &mut D::Tx, op: &'static str, id: &JobId) -> Result<String> {
+        let read = Sql::new(format!(
+            "SELECT definition FROM {} WHERE id = ?{}",
+            self.d.t("jobs"),
+            D::FOR_UPDATE
+        ))
+        .bind(id.as_str());
+        let rows = self.d.fetch_in(tx, op, read).await?;
+        let row = rows.first().ok_or_else(|| Error::not_found("job", id))?;
+        row.text("definition").map_err(|e| self.d.err(op, e))
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Jobs for SqlStore<D> {
+    fn name(&self) -> &'static str {
+        D::NAME
+    }
+
+    async fn now(&self) -> Result<Timestamp> {
+        self.now_ms().await.map(Timestamp::from_millis)
+    }
+
+    async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
+        super::retrying(|| self.upsert_job(job, next)).await
+    }
+
+    async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
+        let q =
+            Sql::new(format!("SELECT * FROM {} WHERE id = ?", self.d.t("jobs"))).bind(id.as_str());
+        let rows = self.d.fetch("get", q).await?;
+        rows.first()
+            .map(|r| decode::job_record(D::NAME, r))
+            .transpose()
+    }
+
+    async fn list(&self, query: &JobQuery) -> Result<Page<JobRecord>> {
+        let q = Sql::new(format!(
+            "SELECT * FROM {} WHERE id > ? ORDER BY id LIMIT ?",
+            self.d.t("jobs")
+        ))
+        .bind(query.after.as_ref().map_or("", JobId::as_str))
+        .bind(query.effective_limit() as i64);
+        let rows = self.d.fetch("list", q).await?;
+        decode::job_page(D::NAME, &rows)
+    }
+
+    async fn remove(&self, id: &JobId) -> Result<bool> {
+        let q =
+            Sql::new(format!("DELETE FROM {} WHERE id = ?", self.d.t("jobs"))).bind(id.as_str());
+        Ok(self.d.exec("remove", q).await? > 0)
+    }
+
+    async fn set_enabled(&self, id: &JobId, enabled: bool, next: Option<Timestamp>) -> Result<()> {
+        let op = "set_enabled";
+        let d = &self.d;
+        let mut tx = d.begin(op).await?;
+        let now = now_in(d, &mut tx, op).await?;
+        let job = Job::from_stored(&self.lock_job(&mut tx, op, id).await?).map_err(|e| {
+            Error::Corrupt {
+                what: "job",
+                id: id.to_string(),
+                reason: e.to_string(),
+            }
+        })?;
+        if job.enabled() != enabled {
+            let mut q = Sql::new(format!(
+                "UPDATE {} SET definition = ?, enabled = ?, version = version + 1, updated_at = ?",
+                d.t("jobs")
+            ))
+            .bind(encode(D::NAME, &job.with_enabled(enabled))?)
+            .bind(enabled)
+            .bind(now);
+            if enabled {
+                q.push(
+                    ", next_fire_at = ?, next_trigger = 'schedule', attempt = 0, resume_after = NULL",
+                    [next.map(Timestamp::as_millis).into()],
+                );
+            }
+            q.push(" WHERE id = ?", [id.as_str().into()]);
+            d.exec_in(&mut tx, op, q).await?;
+        }
+        d.commit(tx, op).await
+    }
+
+    async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> {
+        let op = "trigger";
+        let d = &self.d;
+        let mut tx = d.begin(op).await?;
+        self.lock_job(&mut tx, op, id).await?;
+        let q = Sql::new(format!(
+            "UPDATE {} SET next_fire_at = ?, next_trigger = 'manual', attempt = 0, resume_after = NULL WHERE id = ?",
+            d.t("jobs")
+        ))
+        .bind(at.as_millis())
+        .bind(id.as_str());
+        d.exec_in(&mut tx, op, q).await?;
+        d.commit(tx, op).await
+    }
+
+    async fn due(&self, query: &DueQuery) -> Result<Page<DueFire>> {
+        let mut q = Sql::new(format!(
+            "SELECT * FROM {} WHERE {} AND next_fire_at <= ?",
+            self.d.t("jobs"),
+            D::DUE
+        ))
+        .bind(query.until.as_millis());
+        if let Some(k) = &query.after {
+            self.d.keyset(&mut q, k);
+        }
+        q.push(
+            " ORDER BY next_fire_at, id LIMIT ?",
+            [(query.limit as i64).into()],
+        );
+        let rows = self.d.fetch("due", q).await?;
+        let page = decode::job_page(D::NAME, &rows)?;
+        Ok(Page {
+            items: page.items.into_iter().map(due_fire).collect(),
+            corrupt: page.corrupt,
+        })
+    }
+
+    async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.d.start_runs(runs).await
+    }
+
+    async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.d.finish_runs(runs).await
+    }
+}

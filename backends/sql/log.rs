@@ -1,0 +1,154 @@
+//! [`RunLog`] and [`NodeRegistry`] for [`SqlStore`].
+
+use super::decode::SqlRow;
+use super::decode::{self, DAY_MS, day_start_ms, encode};
+use super::{Dialect, Sql, SqlStore, marks, now_in};
+use crate::error::Result;
+use crate::record::*;
+use crate::store::{NodeRegistry, Page, RunLog, RunQuery};
+use crate::time::{Timestamp, duration_ms};
+use async_trait::async_trait;
+use chrono::NaiveDate;
+use std::time::Duration;
+
+#[async_trait]
+impl<D: Dialect> RunLog for SqlStore<D> {
+    async fn runs(&self, q: &RunQuery) -> Result<Vec<RunRecord>> {
+        let mut sql = Sql::new(format!("SELECT * FROM {} WHERE 1 = 1", self.d.t("runs")));
+        if let Some(j) = &q.job_id {
+            sql.push(" AND job_id = ?", [j.as_str().into()]);
+        }
+        if let Some(s) = q.status {
+            sql.push(" AND status = ?", [s.as_str().into()]);
+        }
+        if let Some(t) = q.since {
+            sql.push(" AND started_at >= ?", [t.as_millis().into()]);
+        }
+        if let Some(t) = q.until {
+            sql.push(" AND started_at < ?", [t.as_millis().into()]);
+        }
+        if let Some(b) = q.before {
+            sql.push(" AND id < ?", [b.0.into()]);
+        }
+        sql.push(
+            " ORDER BY id DESC LIMIT ?",
+            [(q.effective_limit().min(i64::MAX as usize) as i64).into()],
+        );
+        let rows = self.d.fetch("runs", sql).await?;
+        rows.iter()
+            .map(|r| decode::run_record(D::NAME, r))
+            .collect()
+    }
+
+    async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
+        let q = Sql::new(format!(
+            "DELETE FROM {} WHERE ended_at IS NOT NULL AND ended_at < ?",
+            self.d.t("runs")
+        ))
+        .bind(before.as_millis());
+        self.d.exec("purge_runs", q).await
+    }
+
+    async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
+        let q = Sql::new(format!(
+            "SELECT started_at {div} {DAY_MS} AS day, status, COUNT(*) AS n FROM {} WHERE started_at >= ? AND started_at < ?
+             GROUP BY started_at {div} {DAY_MS}, status ORDER BY day",
+            self.d.t("runs"),
+            div = D::DIV
+        ))
+        .bind(day_start_ms(from))
+        .bind(day_start_ms(to) + DAY_MS);
+        let rows = self.d.fetch("daily_stats", q).await?;
+        decode::daily_stats(D::NAME, &rows)
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> NodeRegistry for SqlStore<D> {
+    async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
+        let op = "heartbeat";
+        let (d, nodes) = (&self.d, self.d.t("nodes"));
+        let info = encode(D::NAME, node)?;
+        let mut tx = d.begin(op).await?;
+        let now = now_in(d, &mut tx, op).await?;
+        let insert = Sql::new(format!(
+            "{} {nodes} (node_id, info, last_beat) VALUES (?, ?, ?){}",
+            D::INSERT_IGNORE,
+            D::ON_CONFLICT_IGNORE
+        ))
+        .bind(node.node_id.as_str())
+        .bind(info.as_str())
+        .bind(now);
+        if d.exec_in(&mut tx, op, insert).await? == 0 {
+            let update = Sql::new(format!(
+                "UPDATE {nodes} SET info = ?, last_beat = ? WHERE node_id = ?"
+            ))
+            .bind(info.as_str())
+            .bind(now)
+            .bind(node.node_id.as_str());
+            d.exec_in(&mut tx, op, update).await?;
+        }
+        d.commit(tx, op).await?;
+        Ok(Timestamp::from_millis(now))
+    }
+
+    async fn nodes(&self) -> Result<Page<NodeRecord>> {
+        let q = Sql::new(format!(
+            "SELECT node_id, info, last_beat FROM {} ORDER BY node_id",
+            self.d.t("nodes")
+        ));
+        let rows = self.d.fetch("nodes", q).await?;
+        decode::node_page(D::NAME, &rows)
+    }
+
+    async fn reap_nodes(&self, silent_for: Duration) -> Result<Vec<String>> {
+        let op = "reap_nodes";
+        let (d, nodes) = (&self.d, self.d.t("nodes"));
+        let mut tx = d.begin(op).await?;
+        let now = now_in(d, &mut tx, op).await?;
+        let read = Sql::new(format!(
+            "SELECT node_id FROM {nodes} WHERE last_beat < ? ORDER BY node_id{}",
+            D::FOR_UPDATE
+        ))
+        .bind(now.saturating_sub(duration_ms(silent_for)));
+        let dead: Vec<String> = d
+            .fetch_in(&mut tx, op, read)
+            .await?
+            .iter()
+            .map(|r| r.text("node_id").map_err(|e| d.err(op, e)))
+            .collect::<Result<_>>()?;
+        if !dead.is_empty() {
+            let mut delete = Sql::new(format!(
+                "DELETE FROM {nodes} WHERE node_id IN ({})",
+                marks(dead.len())
+            ));
+            delete.args.extend(dead.iter().map(|n| n.as_str().into()));
+            d.exec_in(&mut tx, op, delete).await?;
+        }
+        d.commit(tx, op).await?;
+        Ok(dead)
+    }
+
+    async fn deregister(&self, node_id: &str) -> Result<bool> {
+        let q = Sql::new(format!(
+            "DELETE FROM {} WHERE node_id = ?",
+            self.d.t("nodes")
+        ))
+        .bind(node_id);
+        Ok(self.d.exec("deregister", q).await? > 0)
+    }
+
+    async fn orphaned_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        let q = Sql::new(format!(
+            "SELECT * FROM {runs} WHERE status = 'running' AND node NOT IN (SELECT node_id FROM {nodes})
+             ORDER BY id LIMIT ?",
+            runs = self.d.t("runs"),
+            nodes = self.d.t("nodes")
+        ))
+        .bind(limit.min(i64::MAX as usize) as i64);
+        let rows = self.d.fetch("orphaned_runs", q).await?;
+        rows.iter()
+            .map(|r| decode::run_record(D::NAME, r))
+            .collect()
+    }
+}

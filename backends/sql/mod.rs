@@ -1,0 +1,275 @@
+//! The one SQL store: [`SqlStore`] implements every store part once, over a
+//! [`Dialect`] that says what differs between SQLite, PostgreSQL and MySQL — how a
+//! statement is executed (each driver's own types), placeholders, the clock, the due
+//! scan's filter and keyset clause, row locking, the shape of a joined `UPDATE`, and,
+//! for PostgreSQL, the one-statement start and finish.
+//!
+//! SQL text is assembled only from static fragments, placeholder lists and table
+//! names whose prefix (and PostgreSQL schema) is checked against `[A-Za-z0-9_]`; every
+//! value is a bind parameter ([`Arg`]), which is why statements go through
+//! `sqlx::AssertSqlSafe`. Statements are written with `?` placeholders; a dialect that
+//! numbers them (`$1` …) rewrites them when it executes.
+
+mod batch;
+pub(crate) mod decode;
+mod jobs;
+mod log;
+pub(crate) mod migrate;
+mod outbox;
+
+use crate::error::{Error, Result};
+use crate::record::{DueKey, FinishOutcome, FinishRun, StartOutcome, StartRun};
+use async_trait::async_trait;
+use decode::SqlRow;
+use std::fmt;
+
+/// One bind parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Arg {
+    Int(Option<i64>),
+    Text(Option<String>),
+    Bool(bool),
+    Bytes(Vec<u8>),
+}
+
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+impl From<Option<i64>> for Arg {
+    fn from(v: Option<i64>) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(Some(v.to_string()))
+    }
+}
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+impl From<Option<String>> for Arg {
+    fn from(v: Option<String>) -> Self {
+        Arg::Text(v)
+    }
+}
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Self {
+        Arg::Text(v.map(str::to_string))
+    }
+}
+impl From<Vec<u8>> for Arg {
+    fn from(v: Vec<u8>) -> Self {
+        Arg::Bytes(v)
+    }
+}
+impl From<bool> for Arg {
+    fn from(v: bool) -> Self {
+        Arg::Bool(v)
+    }
+}
+
+/// A statement with `?` placeholders and its arguments, in order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Sql {
+    pub(crate) text: String,
+    pub(crate) args: Vec<Arg>,
+}
+
+impl Sql {
+    pub(crate) fn new(text: impl Into<String>) -> Self {
+        Sql {
+            text: text.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// Appends one argument.
+    pub(crate) fn bind(mut self, a: impl Into<Arg>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    /// Appends text and its arguments.
+    pub(crate) fn push(&mut self, text: &str, args: impl IntoIterator<Item = Arg>) {
+        self.text.push_str(text);
+        self.args.extend(args);
+    }
+}
+
+/// Binds `sql`'s arguments to a query of the driver `DB`, its text passed through
+/// `text` (a dialect's placeholder rewrite).
+pub(crate) fn query<DB>(
+    text: String,
+    args: Vec<Arg>,
+) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>
+where
+    DB: sqlx::Database,
+    Option<i64>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<String>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    bool: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Vec<u8>: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    let mut q = sqlx::query::<DB>(sqlx::AssertSqlSafe(text));
+    for a in args {
+        q = match a {
+            Arg::Int(v) => q.bind(v),
+            Arg::Text(v) => q.bind(v),
+            Arg::Bool(v) => q.bind(v),
+            Arg::Bytes(v) => q.bind(v),
+        };
+    }
+    q
+}
+
+/// `?, ?, …` with `n` placeholders.
+pub(crate) fn marks(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+/// A derived table `v` of `rows` rows of placeholders named `cols`, bound row by row:
+/// `(SELECT ? AS a, ? AS b UNION ALL SELECT ?, ? …) AS v`. A batched `UPDATE` joins it
+/// on the key (see [`Dialect::update_from`]): one index lookup per row, where a
+/// `CASE key WHEN … END` per column compares every row with every arm (quadratic in
+/// the batch: 57 µs of server time per row at 1,000 rows, measured on MariaDB 10.11).
+pub(crate) fn values(cols: &[&str], rows: usize) -> String {
+    let first = cols
+        .iter()
+        .map(|c| format!("? AS {c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rest = format!(" UNION ALL SELECT {}", marks(cols.len())).repeat(rows.saturating_sub(1));
+    format!("(SELECT {first}{rest}) AS v")
+}
+
+/// What differs between the SQL servers. Everything else is [`SqlStore`]'s, once.
+#[async_trait]
+pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
+    /// The driver's row type.
+    type Row: SqlRow + Send + Sync;
+    /// An open write transaction.
+    type Tx: Send;
+
+    /// Backend name for errors and logs.
+    const NAME: &'static str;
+    /// The runs table's `trigger` column, quoted where the word is reserved.
+    const TRIGGER: &'static str;
+    /// Integer division (`a {DIV} b`).
+    const DIV: &'static str;
+    /// The store's clock as an SQL expression in epoch milliseconds, never ahead of it.
+    const NOW_MS: &'static str;
+    /// The due scan's filter, written exactly as the due index's predicate.
+    const DUE: &'static str;
+    /// Appended to a `SELECT` whose rows the transaction goes on to write.
+    const FOR_UPDATE: &'static str;
+    /// Appended to a claiming `SELECT`: lock the rows, skipping those others hold.
+    const SKIP_LOCKED: &'static str;
+    /// `INSERT` that does nothing when the key exists (with the columns and values to
+    /// follow).
+    const INSERT_IGNORE: &'static str;
+    /// What follows the values of [`INSERT_IGNORE`](Self::INSERT_IGNORE).
+    const ON_CONFLICT_IGNORE: &'static str;
+
+    /// A table's full name.
+    fn t(&self, name: &str) -> String;
+    /// Maps a driver error, marking the temporary ones.
+    fn err(&self, op: &'static str, e: sqlx::Error) -> Error;
+    /// Appends the keyset condition "after `key`" to a due scan.
+    fn keyset(&self, q: &mut Sql, key: &DueKey);
+    /// An `UPDATE` of `target` (aliased `j`) joined on `j.id = v.id` to the derived
+    /// table `values` (aliased `v`), setting `set` (unqualified target columns).
+    fn update_from(&self, target: &str, set: &str, values: &str) -> String;
+
+    /// Runs a query outside a transaction and returns its rows.
+    async fn fetch(&self, op: &'static str, q: Sql) -> Result<Vec<Self::Row>>;
+    /// Runs a statement outside a transaction; rows affected.
+    async fn exec(&self, op: &'static str, q: Sql) -> Result<u64>;
+    /// Opens a write transaction.
+    async fn begin(&self, op: &'static str) -> Result<Self::Tx>;
+    /// Runs a query in `tx`.
+    async fn fetch_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql)
+    -> Result<Vec<Self::Row>>;
+    /// Runs a statement in `tx`; rows affected.
+    async fn exec_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<u64>;
+    /// Commits `tx`.
+    async fn commit(&self, tx: Self::Tx, op: &'static str) -> Result<()>;
+
+    /// Records starts; by default with the rules decided in Rust over locked rows
+    /// ([`batch::start`]).
+    async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+        batch::start(self, runs).await
+    }
+    /// Records finishes; by default with the rules decided in Rust over locked rows
+    /// ([`batch::finish`]).
+    async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+        batch::finish(self, runs).await
+    }
+}
+
+/// A store in an SQL database: every part of [`JobStore`](crate::JobStore),
+/// written once over a [`Dialect`].
+#[derive(Clone, Debug)]
+pub(crate) struct SqlStore<D: Dialect> {
+    pub(crate) d: D,
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// The store's clock, epoch milliseconds.
+    pub(crate) async fn now_ms(&self) -> Result<i64> {
+        let rows = self
+            .d
+            .fetch("now", Sql::new(format!("SELECT {} AS now", D::NOW_MS)))
+            .await?;
+        decode::first_int(D::NAME, &rows, "now")
+    }
+}
+
+/// The store's clock inside `tx`, epoch milliseconds.
+pub(crate) async fn now_in<D: Dialect>(d: &D, tx: &mut D::Tx, op: &'static str) -> Result<i64> {
+    let rows = d
+        .fetch_in(tx, op, Sql::new(format!("SELECT {} AS now", D::NOW_MS)))
+        .await?;
+    decode::first_int(D::NAME, &rows, "now")
+}
+
+/// Runs a transaction again when it lost a deadlock or a lock wait, up to 5 times.
+pub(crate) async fn retrying<T, F, Fut>(f: F) -> Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut tries = 0;
+    loop {
+        match f().await {
+            Err(Error::Backend {
+                temporary: true, ..
+            }) if tries < 5 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(5 << tries)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Checks a table prefix or schema name: up to 40 characters of `[A-Za-z0-9_]`, not
+/// starting with a digit (and not empty unless `allow_empty`).
+pub(crate) fn check_ident(field: &'static str, v: &str, allow_empty: bool) -> Result<()> {
+    let ok = (allow_empty || !v.is_empty())
+        && v.len() <= 40
+        && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !v.starts_with(|c: char| c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            field,
+            v,
+            "must be up to 40 characters of [A-Za-z0-9_], not starting with a digit",
+        ))
+    }
+}

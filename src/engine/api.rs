@@ -1,0 +1,149 @@
+//! The operations on jobs, runs, nodes and alarms that a [`Scheduler`] offers, before
+//! and after `start`.
+
+use super::Scheduler;
+use crate::error::{Error, Result};
+use crate::job::{Job, JobId};
+use crate::record::*;
+use crate::store::{AlarmQuery, CorruptRow, JobQuery, Page, RunQuery};
+use chrono::NaiveDate;
+
+fn job_id(id: &str) -> Result<JobId> {
+    JobId::new(id)
+}
+
+/// What [`Scheduler::doctor`] found: every stored row the store could not read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Doctor {
+    /// Job rows skipped by every scan (they never fire until repaired or removed).
+    pub jobs: Vec<CorruptRow>,
+    /// Node rows skipped.
+    pub nodes: Vec<CorruptRow>,
+}
+
+impl Doctor {
+    /// Whether every row could be read.
+    pub fn is_healthy(&self) -> bool {
+        self.jobs.is_empty() && self.nodes.is_empty()
+    }
+}
+
+impl Scheduler {
+    /// Creates or replaces a job and wakes the poller. Idempotent for an unchanged
+    /// definition.
+    ///
+    /// Errors: `job.handler` when no handler of that name is registered on this node,
+    /// `job.payload` over `config.max_payload_bytes`; nothing is stored then.
+    pub async fn upsert(&self, job: Job) -> Result<UpsertOutcome> {
+        if !self.core.handlers.contains_key(job.handler()) {
+            return Err(Error::invalid(
+                "job.handler",
+                job.handler(),
+                "no handler is registered under this name",
+            ));
+        }
+        job.check_payload(self.core.config.max_payload_bytes)?;
+        let now = self.core.store.now().await?;
+        let next = job.schedule().first_fire(now);
+        let out = self.core.store.upsert(&job, next).await?;
+        self.core.rescan();
+        Ok(out)
+    }
+
+    /// Removes a job; its runs stay in the log. Returns whether it existed.
+    pub async fn remove(&self, id: &str) -> Result<bool> {
+        self.core.store.remove(&job_id(id)?).await
+    }
+
+    /// Pauses a job: it fires no more until resumed (a run in progress finishes).
+    pub async fn pause(&self, id: &str) -> Result<()> {
+        self.core.store.set_enabled(&job_id(id)?, false, None).await
+    }
+
+    /// Resumes a paused job from its next fire after now (a one-shot: its instant).
+    pub async fn resume(&self, id: &str) -> Result<()> {
+        let id = job_id(id)?;
+        let rec = self
+            .core
+            .store
+            .get(&id)
+            .await?
+            .ok_or_else(|| Error::not_found("job", &id))?;
+        let now = self.core.store.now().await?;
+        let next = rec.job.schedule().first_fire(now);
+        self.core.store.set_enabled(&id, true, next).await?;
+        self.core.rescan();
+        Ok(())
+    }
+
+    /// Runs a job now (trigger `manual`), once any run in progress has finished.
+    pub async fn trigger_now(&self, id: &str) -> Result<()> {
+        let now = self.core.store.now().await?;
+        self.core.store.trigger(&job_id(id)?, now).await?;
+        self.core.rescan();
+        Ok(())
+    }
+
+    /// One job.
+    pub async fn get(&self, id: &str) -> Result<Option<JobRecord>> {
+        self.core.store.get(&job_id(id)?).await
+    }
+
+    /// Jobs in id order, per `query`; rows the store could not read are in
+    /// [`Page::corrupt`] (and counted in `corrupt_rows`).
+    pub async fn list_jobs(&self, query: &JobQuery) -> Result<Page<JobRecord>> {
+        let page = self.core.store.list(query).await?;
+        self.core.saw_corrupt(&page.corrupt);
+        Ok(page)
+    }
+
+    /// The run log.
+    pub async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
+        self.core.store.runs(query).await
+    }
+
+    /// Per-day run counts.
+    pub async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
+        self.core.store.daily_stats(from, to).await
+    }
+
+    /// Registered nodes; rows the store could not read are in [`Page::corrupt`].
+    pub async fn nodes(&self) -> Result<Page<NodeRecord>> {
+        let page = self.core.store.nodes().await?;
+        self.core.saw_corrupt(&page.corrupt);
+        Ok(page)
+    }
+
+    /// Alarm events in the outbox, newest first, per `query`.
+    pub async fn alarms(&self, query: &AlarmQuery) -> Result<Vec<AlarmRecord>> {
+        self.core.store.alarms(query).await
+    }
+
+    /// Reads every stored job and node and lists the rows the store cannot decode
+    /// (each also counted in `corrupt_rows` and logged once). Such a row is skipped by
+    /// every scan, so the rest of the fleet keeps running; repair it or remove the job.
+    pub async fn doctor(&self) -> Result<Doctor> {
+        let mut doctor = Doctor::default();
+        let mut query = JobQuery::new(1000);
+        loop {
+            let page = self.core.store.list(&query).await?;
+            let last = page
+                .corrupt
+                .iter()
+                .filter_map(|c| JobId::new(&c.id).ok())
+                .chain(page.items.iter().map(|r| r.job.id().clone()))
+                .max();
+            let full = page.rows() >= query.effective_limit();
+            self.core.saw_corrupt(&page.corrupt);
+            doctor.jobs.extend(page.corrupt);
+            match last {
+                Some(id) if full => query = query.after(Some(id)),
+                _ => break,
+            }
+        }
+        let nodes = self.core.store.nodes().await?;
+        self.core.saw_corrupt(&nodes.corrupt);
+        doctor.nodes = nodes.corrupt;
+        Ok(doctor)
+    }
+}

@@ -1,0 +1,195 @@
+//! Where jobs, runs, nodes and alarm events live: four small traits, and the
+//! [`JobStore`] every backend is.
+//!
+//! | part | what it keeps | the engine uses it to |
+//! |---|---|---|
+//! | [`Jobs`] | definitions and their scheduling state | read due fires, record starts and finishes (fenced) |
+//! | [`RunLog`] | one record per run | answer queries, purge by retention |
+//! | [`NodeRegistry`] | live nodes, by heartbeat on the store's clock | find dead nodes and the runs they left |
+//! | [`AlarmOutbox`] | alarm events with a claimable delivery status | deliver each event once, retry, purge |
+//!
+//! [`JobStore`] is all four: it has no methods of its own and is implemented for
+//! every type that implements the parts, so a backend implements the parts and the
+//! scheduler takes `impl JobStore`. Every part is forwarded by `Arc<T>` and `Box<T>`.
+//!
+//! # The contract every part keeps
+//!
+//! * **The store computes nothing.** The engine decides next fires, attempt counts and
+//!   outcomes; the store writes them under the conditions of [`rules`], which is the
+//!   one statement of them (stores that evaluate them in Rust call it; the PostgreSQL
+//!   statement and the Redis scripts are held to it by a table-driven conformance
+//!   check).
+//! * **Store clock.** Every instant the store writes on its own (`started_at`,
+//!   `ended_at`, `last_beat`, `created_at`, claim deadlines) and every "now" it
+//!   compares against comes from [`Jobs::now`], the store's clock, never from the
+//!   calling node.
+//! * **Atomic per item.** Each item of a batched call is checked and written
+//!   atomically: either everything it describes is written, or nothing is and its
+//!   outcome says why. Items are independent; results are in request order.
+//! * **No row stops the fleet.** A stored row is decoded leniently (unknown fields are
+//!   ignored, limits are enforced only when a job is stored through the API); a row
+//!   that still cannot be decoded is skipped and reported in the [`Page`] of the call
+//!   that met it, never failing the call.
+//! * **Errors.** A server or driver failure is [`Error::Backend`](crate::Error::Backend)
+//!   (marked temporary when a retry may succeed); a refused condition is never an
+//!   error but a `Refused` outcome.
+
+mod jobs;
+mod log;
+mod outbox;
+mod page;
+mod query;
+mod registry;
+pub mod rules;
+
+pub use jobs::Jobs;
+pub use log::RunLog;
+pub use outbox::AlarmOutbox;
+pub use page::{CorruptRow, Page};
+pub use query::{AlarmClaim, AlarmQuery, DueQuery, JobQuery, RunQuery};
+pub use registry::NodeRegistry;
+
+/// A whole store: the four parts together. Implemented for every type that
+/// implements them; the scheduler takes `impl JobStore` or `Arc<dyn JobStore>`.
+pub trait JobStore: Jobs + RunLog + NodeRegistry + AlarmOutbox {}
+
+impl<T: Jobs + RunLog + NodeRegistry + AlarmOutbox + ?Sized> JobStore for T {}
+
+/// Implements the four parts for a wrapper type by delegating to one of its fields.
+#[allow(unused_macros)]
+macro_rules! delegate_store {
+    ($ty:ty => $field:ident) => {
+        #[async_trait::async_trait]
+        impl $crate::store::Jobs for $ty {
+            fn name(&self) -> &'static str {
+                $crate::store::Jobs::name(&self.$field)
+            }
+            async fn now(&self) -> $crate::Result<$crate::Timestamp> {
+                $crate::store::Jobs::now(&self.$field).await
+            }
+            async fn upsert(
+                &self,
+                job: &$crate::Job,
+                next: Option<$crate::Timestamp>,
+            ) -> $crate::Result<$crate::UpsertOutcome> {
+                self.$field.upsert(job, next).await
+            }
+            async fn get(&self, id: &$crate::JobId) -> $crate::Result<Option<$crate::JobRecord>> {
+                self.$field.get(id).await
+            }
+            async fn list(
+                &self,
+                q: &$crate::store::JobQuery,
+            ) -> $crate::Result<$crate::store::Page<$crate::JobRecord>> {
+                self.$field.list(q).await
+            }
+            async fn remove(&self, id: &$crate::JobId) -> $crate::Result<bool> {
+                self.$field.remove(id).await
+            }
+            async fn set_enabled(
+                &self,
+                id: &$crate::JobId,
+                enabled: bool,
+                next: Option<$crate::Timestamp>,
+            ) -> $crate::Result<()> {
+                self.$field.set_enabled(id, enabled, next).await
+            }
+            async fn trigger(
+                &self,
+                id: &$crate::JobId,
+                at: $crate::Timestamp,
+            ) -> $crate::Result<()> {
+                self.$field.trigger(id, at).await
+            }
+            async fn due(
+                &self,
+                q: &$crate::store::DueQuery,
+            ) -> $crate::Result<$crate::store::Page<$crate::DueFire>> {
+                self.$field.due(q).await
+            }
+            async fn start_runs(
+                &self,
+                runs: &[$crate::StartRun],
+            ) -> $crate::Result<Vec<$crate::StartOutcome>> {
+                self.$field.start_runs(runs).await
+            }
+            async fn finish_runs(
+                &self,
+                runs: &[$crate::FinishRun],
+            ) -> $crate::Result<Vec<$crate::FinishOutcome>> {
+                self.$field.finish_runs(runs).await
+            }
+        }
+        #[async_trait::async_trait]
+        impl $crate::store::RunLog for $ty {
+            async fn runs(
+                &self,
+                q: &$crate::store::RunQuery,
+            ) -> $crate::Result<Vec<$crate::RunRecord>> {
+                self.$field.runs(q).await
+            }
+            async fn purge_runs(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
+                self.$field.purge_runs(before).await
+            }
+            async fn daily_stats(
+                &self,
+                from: chrono::NaiveDate,
+                to: chrono::NaiveDate,
+            ) -> $crate::Result<Vec<$crate::DailyStats>> {
+                self.$field.daily_stats(from, to).await
+            }
+        }
+        #[async_trait::async_trait]
+        impl $crate::store::NodeRegistry for $ty {
+            async fn heartbeat(
+                &self,
+                node: &$crate::NodeInfo,
+            ) -> $crate::Result<$crate::Timestamp> {
+                self.$field.heartbeat(node).await
+            }
+            async fn nodes(&self) -> $crate::Result<$crate::store::Page<$crate::NodeRecord>> {
+                self.$field.nodes().await
+            }
+            async fn reap_nodes(
+                &self,
+                silent_for: std::time::Duration,
+            ) -> $crate::Result<Vec<String>> {
+                self.$field.reap_nodes(silent_for).await
+            }
+            async fn deregister(&self, node_id: &str) -> $crate::Result<bool> {
+                self.$field.deregister(node_id).await
+            }
+            async fn orphaned_runs(&self, limit: usize) -> $crate::Result<Vec<$crate::RunRecord>> {
+                self.$field.orphaned_runs(limit).await
+            }
+        }
+        #[async_trait::async_trait]
+        impl $crate::store::AlarmOutbox for $ty {
+            async fn claim_alarms(
+                &self,
+                c: &$crate::store::AlarmClaim,
+            ) -> $crate::Result<$crate::store::Page<$crate::AlarmRecord>> {
+                self.$field.claim_alarms(c).await
+            }
+            async fn complete_alarm(
+                &self,
+                id: $crate::AlarmId,
+                owner: &str,
+                d: &$crate::AlarmDelivery,
+            ) -> $crate::Result<bool> {
+                self.$field.complete_alarm(id, owner, d).await
+            }
+            async fn alarms(
+                &self,
+                q: &$crate::store::AlarmQuery,
+            ) -> $crate::Result<Vec<$crate::AlarmRecord>> {
+                self.$field.alarms(q).await
+            }
+            async fn purge_alarms(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
+                self.$field.purge_alarms(before).await
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use delegate_store;

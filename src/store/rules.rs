@@ -1,0 +1,302 @@
+//! The start and finish rules: when a store writes a run's start or finish. This is
+//! the one statement of them; stores that decide in Rust call these functions, and the
+//! stores that decide inside the database (the PostgreSQL statement, the Redis
+//! scripts) are held to them by [`conformance::start_rules_agree`](crate::conformance::start_rules_agree)
+//! and [`finish_rules_agree`](crate::conformance::finish_rules_agree),
+//! which drives every combination of state through the store and compares.
+//!
+//! Refusals are checked in the order the functions list them, so a store reports the
+//! same reason for the same state.
+
+use crate::job::JobId;
+use crate::record::{
+    FinishRefusal, FinishRun, JobRecord, RunId, RunRecord, RunStatus, StartRefusal, StartRun,
+};
+use crate::time::Timestamp;
+
+/// The part of a stored job the rules read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobState {
+    /// Not paused.
+    pub enabled: bool,
+    /// Bumped on every change of definition.
+    pub version: u64,
+    /// When the job is next due.
+    pub next_fire_at: Option<Timestamp>,
+    /// The run in progress.
+    pub running: Option<RunId>,
+    /// The newest fencing token the store accepted for the job.
+    pub last_token: u64,
+}
+
+impl From<&JobRecord> for JobState {
+    fn from(r: &JobRecord) -> Self {
+        JobState {
+            enabled: r.job.enabled(),
+            version: r.version,
+            next_fire_at: r.next_fire_at,
+            running: r.running,
+            last_token: r.last_token,
+        }
+    }
+}
+
+/// The part of a stored run the finish rule reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunState {
+    /// Its job.
+    pub job_id: JobId,
+    /// Whether it is still `Running`.
+    pub running: bool,
+    /// The token it started under.
+    pub token: u64,
+    /// The fire it belongs to.
+    pub fire_at: Timestamp,
+}
+
+impl From<&RunRecord> for RunState {
+    fn from(r: &RunRecord) -> Self {
+        RunState {
+            job_id: r.job_id.clone(),
+            running: r.status == RunStatus::Running,
+            token: r.token,
+            fire_at: r.fire_at,
+        }
+    }
+}
+
+/// Whether `req` may start, given the job's state (`None`: no such job).
+///
+/// In order: the job exists, is enabled, has the request's `version`, has no run in
+/// progress, is due at the request's `fire_at`, and its last token is not newer than
+/// the request's. On success the store sets `last_token = req.token` and makes the
+/// new run the job's running run.
+pub fn start(job: Option<&JobState>, req: &StartRun) -> Result<(), StartRefusal> {
+    let Some(j) = job else {
+        return Err(StartRefusal::NotFound);
+    };
+    if !j.enabled {
+        Err(StartRefusal::Disabled)
+    } else if j.version != req.version {
+        Err(StartRefusal::Changed)
+    } else if j.running.is_some() {
+        Err(StartRefusal::Running)
+    } else if j.next_fire_at != Some(req.fire_at) {
+        Err(StartRefusal::NotDue)
+    } else if j.last_token > req.token {
+        Err(StartRefusal::Fenced {
+            current: j.last_token,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether `req` may finish its run, given the run's and the job's state (`None`: no
+/// such run / the job was removed). `Ok(rescheduled)`: the finish is written, and
+/// `req.next` goes into the job when `rescheduled`.
+///
+/// In order: the run exists and is `Running`; its token is acceptable — normally the
+/// request's token is the run's own and still the job's last token; for a takeover
+/// (recording a lost run) it is at least both — and the run belongs to the request's
+/// job. The next state is applied only when the job still has the request's
+/// `version` and is still due at the run's fire (an upsert, pause or trigger during
+/// the run wins).
+pub fn finish(
+    run: Option<&RunState>,
+    job: Option<&JobState>,
+    req: &FinishRun,
+) -> Result<bool, FinishRefusal> {
+    let Some(run) = run else {
+        return Err(FinishRefusal::NotFound);
+    };
+    if !run.running {
+        return Err(FinishRefusal::NotRunning);
+    }
+    let current = job.map_or(run.token, |j| j.last_token);
+    let token_ok = if req.takeover {
+        req.token >= current && req.token >= run.token
+    } else {
+        req.token == run.token && req.token >= current
+    };
+    if !token_ok || run.job_id != req.job_id {
+        return Err(FinishRefusal::Fenced { current });
+    }
+    Ok(job.is_some_and(|j| j.version == req.version && j.next_fire_at == Some(run.fire_at)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{NextFire, TriggerKind};
+
+    fn t(ms: i64) -> Timestamp {
+        Timestamp::from_millis(ms)
+    }
+
+    fn job() -> JobState {
+        JobState {
+            enabled: true,
+            version: 2,
+            next_fire_at: Some(t(100)),
+            running: None,
+            last_token: 5,
+        }
+    }
+
+    fn start_req(version: u64, fire: i64, token: u64) -> StartRun {
+        StartRun {
+            job_id: JobId::new("j").unwrap(),
+            fire_at: t(fire),
+            version,
+            token,
+            node: "n".into(),
+            attempt: 1,
+            trigger: TriggerKind::Schedule,
+            covers: None,
+        }
+    }
+
+    fn finish_req(token: u64, takeover: bool, version: u64) -> FinishRun {
+        FinishRun {
+            run_id: RunId(1),
+            job_id: JobId::new("j").unwrap(),
+            token,
+            takeover,
+            status: RunStatus::Succeeded,
+            error: None,
+            will_retry: false,
+            version,
+            next: NextFire {
+                at: None,
+                trigger: TriggerKind::Schedule,
+                attempt: 0,
+                resume_after: None,
+            },
+            alarms: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn start_checks_in_order() {
+        let j = job();
+        assert_eq!(
+            start(None, &start_req(2, 100, 5)),
+            Err(StartRefusal::NotFound)
+        );
+        let off = JobState {
+            enabled: false,
+            ..j.clone()
+        };
+        // Disabled wins over every later condition.
+        assert_eq!(
+            start(Some(&off), &start_req(1, 1, 1)),
+            Err(StartRefusal::Disabled)
+        );
+        assert_eq!(
+            start(Some(&j), &start_req(1, 1, 1)),
+            Err(StartRefusal::Changed)
+        );
+        let busy = JobState {
+            running: Some(RunId(9)),
+            ..j.clone()
+        };
+        assert_eq!(
+            start(Some(&busy), &start_req(2, 1, 1)),
+            Err(StartRefusal::Running)
+        );
+        assert_eq!(
+            start(Some(&j), &start_req(2, 1, 1)),
+            Err(StartRefusal::NotDue)
+        );
+        assert_eq!(
+            start(Some(&j), &start_req(2, 100, 4)),
+            Err(StartRefusal::Fenced { current: 5 })
+        );
+        assert_eq!(
+            start(Some(&j), &start_req(2, 100, 5)),
+            Ok(()),
+            "an equal token starts"
+        );
+        assert_eq!(start(Some(&j), &start_req(2, 100, 6)), Ok(()));
+    }
+
+    #[test]
+    fn finish_checks_tokens_and_reschedules_only_unchanged_jobs() {
+        let run = RunState {
+            job_id: JobId::new("j").unwrap(),
+            running: true,
+            token: 5,
+            fire_at: t(100),
+        };
+        let j = job();
+        assert_eq!(
+            finish(None, Some(&j), &finish_req(5, false, 2)),
+            Err(FinishRefusal::NotFound)
+        );
+        let done = RunState {
+            running: false,
+            ..run.clone()
+        };
+        assert_eq!(
+            finish(Some(&done), Some(&j), &finish_req(5, false, 2)),
+            Err(FinishRefusal::NotRunning)
+        );
+        assert_eq!(
+            finish(Some(&run), Some(&j), &finish_req(5, false, 2)),
+            Ok(true)
+        );
+        assert_eq!(
+            finish(Some(&run), Some(&j), &finish_req(5, false, 3)),
+            Ok(false),
+            "changed since"
+        );
+        let moved = JobState {
+            next_fire_at: Some(t(200)),
+            ..j.clone()
+        };
+        assert_eq!(
+            finish(Some(&run), Some(&moved), &finish_req(5, false, 2)),
+            Ok(false),
+            "triggered since"
+        );
+        assert_eq!(
+            finish(Some(&run), None, &finish_req(5, false, 2)),
+            Ok(false),
+            "removed since"
+        );
+        assert_eq!(
+            finish(Some(&run), Some(&j), &finish_req(6, false, 2)),
+            Err(FinishRefusal::Fenced { current: 5 }),
+            "not the run's own token"
+        );
+        let newer = JobState {
+            last_token: 7,
+            ..j.clone()
+        };
+        assert_eq!(
+            finish(Some(&run), Some(&newer), &finish_req(5, false, 2)),
+            Err(FinishRefusal::Fenced { current: 7 }),
+            "a newer lease holder fenced it out"
+        );
+        assert_eq!(
+            finish(Some(&run), Some(&newer), &finish_req(7, true, 2)),
+            Ok(true),
+            "takeover"
+        );
+        assert_eq!(
+            finish(Some(&run), Some(&newer), &finish_req(6, true, 2)),
+            Err(FinishRefusal::Fenced { current: 7 }),
+            "a takeover older than the last token"
+        );
+        let other = RunState {
+            job_id: JobId::new("k").unwrap(),
+            ..run.clone()
+        };
+        assert_eq!(
+            finish(Some(&other), Some(&j), &finish_req(5, false, 2)),
+            Err(FinishRefusal::Fenced { current: 5 }),
+            "a run of another job"
+        );
+    }
+}
