@@ -108,8 +108,7 @@ async fn open(backend: &str, prefix: &str) -> Backend {
                     .await
                     .unwrap();
             store.migrate().await.unwrap();
-            let locks =
-                jobwheel::sqlite::SqliteLocks::new(store.pool().clone(), store.prefix()).unwrap();
+            let locks = store.locks();
             (Arc::new(store), Arc::new(locks))
         }
         "postgres" | "postgres+redis" => {
@@ -120,10 +119,7 @@ async fn open(backend: &str, prefix: &str) -> Backend {
                 .unwrap();
             store.migrate().await.unwrap();
             let locks: Arc<dyn LockProvider> = if backend == "postgres" {
-                Arc::new(jobwheel::postgres::PgLocks::new(
-                    store.pool().clone(),
-                    store.tables(),
-                ))
+                Arc::new(store.locks())
             } else {
                 let client = redis::Client::open(redis()).unwrap();
                 let conn = redis::aio::ConnectionManager::new(client).await.unwrap();
@@ -138,8 +134,7 @@ async fn open(backend: &str, prefix: &str) -> Backend {
                 .await
                 .unwrap();
             store.migrate().await.unwrap();
-            let locks =
-                jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap();
+            let locks = store.locks();
             (Arc::new(store), Arc::new(locks))
         }
         "redis" => {

@@ -92,10 +92,7 @@ async fn main() -> jobwheel::Result<()> {
                     .await?;
                 store.migrate().await?;
                 let locks: Arc<dyn LockProvider> = if backend == "postgres" {
-                    Arc::new(jobwheel::postgres::PgLocks::new(
-                        store.pool().clone(),
-                        store.tables(),
-                    ))
+                    Arc::new(store.locks())
                 } else {
                     let redis = arg("--redis").expect("--redis");
                     let client = redis::Client::open(redis.as_str())
@@ -114,8 +111,7 @@ async fn main() -> jobwheel::Result<()> {
                     .build()
                     .await?;
                 store.migrate().await?;
-                let locks =
-                    jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap();
+                let locks = store.locks();
                 let results = Results::My(store.pool().clone(), table);
                 (Arc::new(store), Arc::new(locks), results)
             }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use jobwheel::mysql::{MySqlLocks, MySqlStore};
+use jobwheel::mysql::MySqlStore;
 
 #[tokio::main]
 async fn main() -> jobwheel::Result<()> {
@@ -14,6 +14,6 @@ async fn main() -> jobwheel::Result<()> {
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
     let store = MySqlStore::builder(&url).prefix("example_").build().await?;
     store.migrate().await?;
-    let locks = MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap();
+    let locks = store.locks();
     common::demo(store, locks, &url).await
 }

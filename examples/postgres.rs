@@ -6,7 +6,7 @@
 
 mod common;
 
-use jobwheel::postgres::{PgLocks, PgStore};
+use jobwheel::postgres::PgStore;
 
 #[tokio::main]
 async fn main() -> jobwheel::Result<()> {
@@ -14,6 +14,6 @@ async fn main() -> jobwheel::Result<()> {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let store = PgStore::builder(&url).prefix("example_").build().await?;
     store.migrate().await?;
-    let locks = PgLocks::new(store.pool().clone(), store.tables());
+    let locks = store.locks();
     common::demo(store, locks, &url).await
 }

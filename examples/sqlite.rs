@@ -3,7 +3,7 @@
 //! `cargo run --example sqlite [path/to/jobs.db]` (default: a file in the temp dir).
 //! Run it in two terminals on the same file: each fire still runs once.
 
-use jobwheel::sqlite::{SqliteLocks, SqliteStore};
+use jobwheel::sqlite::SqliteStore;
 use jobwheel::{Job, JobContext, JobError, RunQuery, Schedule, Scheduler};
 use std::time::Duration;
 
@@ -19,7 +19,7 @@ async fn main() -> jobwheel::Result<()> {
         .build()
         .await?;
     store.migrate().await?;
-    let locks = SqliteLocks::new(store.pool().clone(), store.prefix()).unwrap();
+    let locks = store.locks();
     let scheduler = Scheduler::builder()
         .store(store)
         .locks(locks)

@@ -78,3 +78,35 @@ impl<L: LockProvider + ?Sized> LockProvider for Arc<L> {
         (**self).release(leases).await
     }
 }
+
+/// Implements [`LockProvider`] for a wrapper type by delegating to one of its fields.
+#[allow(unused_macros)]
+macro_rules! delegate_locks {
+    ($ty:ty => $field:ident, $name:expr) => {
+        #[async_trait::async_trait]
+        impl $crate::lock::LockProvider for $ty {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            async fn acquire(
+                &self,
+                owner: &str,
+                requests: &[$crate::lock::LockRequest],
+            ) -> $crate::Result<Vec<Option<$crate::lock::Lease>>> {
+                self.$field.acquire(owner, requests).await
+            }
+            async fn renew(
+                &self,
+                leases: &[$crate::lock::Lease],
+                ttl: std::time::Duration,
+            ) -> $crate::Result<Vec<Option<$crate::lock::Lease>>> {
+                self.$field.renew(leases, ttl).await
+            }
+            async fn release(&self, leases: &[$crate::lock::Lease]) -> $crate::Result<Vec<bool>> {
+                self.$field.release(leases).await
+            }
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use delegate_locks;

@@ -30,8 +30,12 @@ fn prefix(name: &str) -> String {
 
 /// Drops the tables of one prefix once a test is done with them.
 async fn drop_tables(url: &str, prefix: &str) {
-    let store = open(url, prefix).await;
-    let tables: Vec<String> = ["jobs", "runs", "nodes", "alarms", "locks", "schema"]
+    let store = MySqlStore::builder(url)
+        .prefix(prefix)
+        .build()
+        .await
+        .unwrap();
+    let tables: Vec<String> = ["jobs", "runs", "nodes", "alarms", "locks", "migrations"]
         .iter()
         .map(|t| format!("{prefix}{t}"))
         .collect();
@@ -51,7 +55,12 @@ async fn mysql_passes_the_conformance_suites() {
     let store = open(&url, &p).await;
     store.migrate().await.expect("migrate is idempotent");
     conformance::store_suite(&store).await;
-    conformance::lock_suite(&MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap()).await;
+    let raw = support::raw_rows::MySqlRows {
+        pool: store.pool().clone(),
+        prefix: p.clone(),
+    };
+    conformance::raw_rows_suite(Arc::new(store.clone()), &raw).await;
+    conformance::lock_suite(&store.locks()).await;
     drop_tables(&url, &p).await;
 }
 
@@ -82,7 +91,7 @@ async fn two_schedulers_on_one_database_run_every_fire_once() {
         let (url, p) = (url.clone(), p.clone());
         async move {
             let store = open(&url, &p).await;
-            let locks = MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap();
+            let locks = store.locks();
             (
                 Arc::new(store) as Arc<dyn JobStore>,
                 Arc::new(locks) as Arc<dyn LockProvider>,
@@ -102,7 +111,7 @@ async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_on
             let (url, p) = (url.clone(), p.clone());
             async move {
                 let store = open(&url, &p).await;
-                let locks = MySqlLocks::new(store.pool().clone(), store.prefix()).unwrap();
+                let locks = store.locks();
                 (
                     Arc::new(store) as Arc<dyn JobStore>,
                     Arc::new(locks) as Arc<dyn LockProvider>,
@@ -113,6 +122,71 @@ async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_on
             p99_bound: None,
             ..support::cluster::Fleet::three_nodes(100)
         },
+    )
+    .await;
+    drop_tables(&url, &p).await;
+}
+
+/// MySQL locks, then Redis locks, then MySQL locks again on one store, jobs running
+/// throughout: every provider's tokens are microseconds of its server's clock.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_job_keeps_firing_when_the_lock_provider_changes() {
+    let Some(url) = url() else { return };
+    let Some(redis_url) = support::server_url("JOBWHEEL_REDIS_URL") else {
+        return;
+    };
+    let p = prefix("switch");
+    let store = open(&url, &p).await;
+    let redis_prefix = format!("{p}:");
+    let redis = jobwheel::redis::RedisStore::connect_with_prefix(&redis_url, &redis_prefix)
+        .await
+        .unwrap();
+    let sql_locks = || -> Arc<dyn LockProvider> {
+        Arc::new(MySqlLocks::new(store.pool().clone(), &p).unwrap())
+    };
+    support::switch::every_job_keeps_firing_across_lock_providers(
+        Arc::new(store.clone()),
+        vec![
+            ("mysql", sql_locks()),
+            (
+                "redis",
+                Arc::new(jobwheel::redis::RedisLocks::new(
+                    redis.connection().clone(),
+                    &redis_prefix,
+                )),
+            ),
+            ("mysql", sql_locks()),
+        ],
+    )
+    .await;
+    support::redis_keys::drop_keys(&redis_url, &redis_prefix)
+        .await
+        .unwrap();
+    drop_tables(&url, &p).await;
+}
+
+#[tokio::test]
+async fn migration_records_are_adopted_and_checked() {
+    let Some(url) = url() else { return };
+    let p = prefix("records");
+    let store = open(&url, &p).await;
+    let pool = store.pool().clone();
+    support::migrations::records_are_checked(
+        |sql| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&pool)
+                    .await
+                    .map(|r| r.rows_affected())
+                    .map_err(|e| e.to_string())
+            }
+        },
+        || store.migrate(),
+        &p,
+        "X'00'",
+        2,
     )
     .await;
     drop_tables(&url, &p).await;

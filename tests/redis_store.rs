@@ -44,6 +44,11 @@ async fn redis_store_passes_the_conformance_suites() {
     let (store, locks) = open(&url, &p).await;
     store.migrate().await.expect("migrate is idempotent");
     conformance::store_suite(&store).await;
+    let raw = support::raw_rows::RedisRows {
+        conn: store.connection().clone(),
+        prefix: p.clone(),
+    };
+    conformance::raw_rows_suite(Arc::new(store.clone()), &raw).await;
     conformance::lock_suite(&locks).await;
     drop_keys(&url, &p).await;
 }

@@ -45,6 +45,11 @@ async fn sqlite_passes_the_conformance_suites() {
     let store = open(&db.url()).await;
     store.migrate().await.expect("migrate is idempotent");
     conformance::store_suite(&store).await;
+    let raw = support::raw_rows::SqliteRows {
+        pool: store.pool().clone(),
+        prefix: store.prefix().to_string(),
+    };
+    conformance::raw_rows_suite(Arc::new(store.clone()), &raw).await;
     conformance::lock_suite(&SqliteLocks::new(store.pool().clone(), store.prefix()).unwrap()).await;
 }
 
@@ -87,7 +92,7 @@ async fn two_schedulers_on_one_file_run_every_fire_once() {
         let url = url.clone();
         async move {
             let store = open(&url).await;
-            let locks = SqliteLocks::new(store.pool().clone(), store.prefix()).unwrap();
+            let locks = store.locks();
             (
                 Arc::new(store) as Arc<dyn JobStore>,
                 Arc::new(locks) as Arc<dyn jobwheel::LockProvider>,
@@ -106,7 +111,7 @@ async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_on
             let url = url.clone();
             async move {
                 let store = open(&url).await;
-                let locks = SqliteLocks::new(store.pool().clone(), store.prefix()).unwrap();
+                let locks = store.locks();
                 (
                     Arc::new(store) as Arc<dyn JobStore>,
                     Arc::new(locks) as Arc<dyn jobwheel::LockProvider>,
@@ -117,6 +122,30 @@ async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_on
             p99_bound: None,
             ..support::cluster::Fleet::three_nodes(100)
         },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn migration_records_are_adopted_and_checked() {
+    let db = TempDb::new("records");
+    let store = open(&db.url()).await;
+    let pool = store.pool().clone();
+    support::migrations::records_are_checked(
+        |sql| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&pool)
+                    .await
+                    .map(|r| r.rows_affected())
+                    .map_err(|e| e.to_string())
+            }
+        },
+        || store.migrate(),
+        store.prefix(),
+        "X'00'",
+        2,
     )
     .await;
 }

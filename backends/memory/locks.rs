@@ -6,6 +6,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// An instant in microseconds, as lock tokens count.
+fn micros(t: Timestamp) -> u64 {
+    u64::try_from(t.as_millis())
+        .unwrap_or(0)
+        .saturating_mul(1000)
+}
+
 #[derive(Debug)]
 struct Slot {
     /// Last token granted; kept after release so tokens never repeat.
@@ -15,7 +22,10 @@ struct Slot {
 
 /// In-process leases for one process (or several schedulers in one process).
 ///
-/// Tokens count up per key from 1 and are kept for the life of the value.
+/// A grant's token is the clock's time in microseconds, or one more than the key's
+/// previous token if that is larger (as every bundled lock provider does, so tokens
+/// stay comparable when a deployment changes lock provider). Tokens are kept for the
+/// life of the value.
 #[derive(Debug, Clone)]
 pub struct LocalLocks {
     clock: Arc<dyn Clock>,
@@ -66,7 +76,7 @@ impl LockProvider for LocalLocks {
                 if matches!(&slot.holder, Some((_, until)) if *until > now) {
                     return None;
                 }
-                slot.token += 1;
+                slot.token = (slot.token + 1).max(micros(now));
                 let expires_at = now + r.ttl;
                 slot.holder = Some((owner.to_string(), expires_at));
                 Some(Lease {

@@ -148,20 +148,11 @@ impl AlarmOutbox for MemoryStore {
         }
         rec.claimed_by = None;
         rec.claim_until = None;
-        match delivery {
-            AlarmDelivery::Sent => {
-                rec.status = AlarmStatus::Sent;
-                rec.next_attempt_at = None;
-            }
-            AlarmDelivery::NotNeeded => {
-                rec.status = AlarmStatus::NotNeeded;
-                rec.next_attempt_at = None;
-            }
-            AlarmDelivery::Failed { error, retry_at } => {
-                rec.status = AlarmStatus::Failed;
-                rec.next_attempt_at = *retry_at;
-                rec.last_error = Some(error.clone());
-            }
+        let (status, error, retry_at) = delivery.parts();
+        rec.status = status;
+        rec.next_attempt_at = retry_at;
+        if let Some(e) = error {
+            rec.last_error = Some(e.to_string());
         }
         if rec.next_attempt_at.is_none() {
             inner.claimable.remove(&id);

@@ -5,9 +5,9 @@
 //! call is one transaction with a fixed number of statements whatever the batch size:
 //! a `SELECT … FOR UPDATE` of the rows involved, the conditions decided in request
 //! order, then one multi-row `INSERT` and one `UPDATE` joined to the batch's rows per
-//! table; a lock grant is one `INSERT … ON DUPLICATE KEY UPDATE` and a read. Instants are `BIGINT` epoch
-//! milliseconds; the store's clock is computed from `UTC_TIMESTAMP(6)`,
-//! so the session time zone never matters. Alarm claims use `FOR UPDATE SKIP LOCKED`.
+//! table (leases the same way). Instants are `BIGINT` epoch milliseconds; the store's
+//! clock is computed from `UTC_TIMESTAMP(6)`, so the session time zone never matters.
+//! Alarm claims use `FOR UPDATE SKIP LOCKED`.
 //!
 //! Ids compare bytewise (`utf8mb4_bin`). The SQL is the shared SQL store's
 //! (`backends/sql/`); this module is the dialect.
@@ -16,26 +16,20 @@
 //! # async fn t() -> jobwheel::Result<()> {
 //! let store = jobwheel::mysql::MySqlStore::builder("mysql://root@127.0.0.1/app").build().await?;
 //! store.migrate().await?;
-//! let locks = jobwheel::mysql::MySqlLocks::new(store.pool().clone(), store.prefix())?;
+//! let locks = store.locks();
 //! # Ok(()) }
 //! ```
 
-mod locks;
-
-pub use locks::MySqlLocks;
-
 use crate::error::{Error, Result};
 use crate::record::DueKey;
-use crate::sql::migrate::{self, Embedded};
-use crate::sql::{Dialect, Sql, SqlStore, check_ident, query};
-use async_trait::async_trait;
+use crate::sql::migrate::Embedded;
+use crate::sql::{Dialect, Sql, check_ident, sql_handles, union_values};
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions, MySqlRow};
 use sqlx::{MySql, Transaction};
 use std::sync::Arc;
 
-pub(crate) use crate::sql::{marks, retrying, values};
-
 const NAME: &str = "mysql";
+/// The migrations (`{t}` is the table prefix).
 const MIGRATIONS: &[Embedded] = &[
     (
         1,
@@ -78,7 +72,16 @@ pub(crate) struct MySqlDialect {
     prefix: Arc<str>,
 }
 
-#[async_trait]
+impl MySqlDialect {
+    fn new(pool: MySqlPool, prefix: &str) -> Result<Self> {
+        check_prefix(prefix)?;
+        Ok(MySqlDialect {
+            pool,
+            prefix: prefix.into(),
+        })
+    }
+}
+
 impl Dialect for MySqlDialect {
     type Row = MySqlRow;
     type Tx = Transaction<'static, MySql>;
@@ -87,6 +90,9 @@ impl Dialect for MySqlDialect {
     const TRIGGER: &'static str = "`trigger`";
     const DIV: &'static str = "DIV";
     const NOW_MS: &'static str = NOW_MS;
+    const NOW_US: &'static str =
+        "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))";
+    const LOCK_KEY: &'static str = "lock_key";
     const DUE: &'static str = "enabled = TRUE AND running_run IS NULL AND next_fire_at IS NOT NULL";
     const FOR_UPDATE: &'static str = " FOR UPDATE";
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
@@ -94,9 +100,18 @@ impl Dialect for MySqlDialect {
     // `IGNORE` reports 0 for a duplicate (and every value it inserts is validated).
     const INSERT_IGNORE: &'static str = "INSERT IGNORE INTO";
     const ON_CONFLICT_IGNORE: &'static str = "";
+    const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
+    // A named lock with a timeout: sqlx's own `GET_LOCK(…, -1)` does not wait on
+    // MariaDB, where a negative timeout is not "forever".
+    const MIGRATE_LOCK: Option<&'static str> =
+        Some("SELECT CAST(GET_LOCK(?, 60) AS SIGNED) AS got");
 
     fn t(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
+    }
+
+    fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     fn err(&self, op: &'static str, e: sqlx::Error) -> Error {
@@ -112,56 +127,29 @@ impl Dialect for MySqlDialect {
         );
     }
 
-    fn update_from(&self, target: &str, set: &str, values: &str) -> String {
-        format!("UPDATE {target} j JOIN {values} ON j.id = v.id SET {set}")
+    fn values(&self, cols: &[&str], rows: usize) -> String {
+        union_values(cols, rows)
     }
 
-    async fn fetch(&self, op: &'static str, q: Sql) -> Result<Vec<MySqlRow>> {
-        query::<MySql>(q.text, q.args)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db_err(op))
+    fn update_from(&self, target: &str, key: &str, set: &str, values: &str) -> String {
+        format!("UPDATE {target} j JOIN {values} ON j.{key} = v.id SET {set}")
     }
 
-    async fn exec(&self, op: &'static str, q: Sql) -> Result<u64> {
-        let r = query::<MySql>(q.text, q.args)
-            .execute(&self.pool)
-            .await
-            .map_err(db_err(op))?;
-        Ok(r.rows_affected())
-    }
-
-    async fn begin(&self, op: &'static str) -> Result<Self::Tx> {
-        self.pool.begin().await.map_err(db_err(op))
-    }
-
-    async fn fetch_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<Vec<MySqlRow>> {
-        query::<MySql>(q.text, q.args)
-            .fetch_all(&mut **tx)
-            .await
-            .map_err(db_err(op))
-    }
-
-    async fn exec_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<u64> {
-        let r = query::<MySql>(q.text, q.args)
-            .execute(&mut **tx)
-            .await
-            .map_err(db_err(op))?;
-        Ok(r.rows_affected())
-    }
-
-    async fn commit(&self, tx: Self::Tx, op: &'static str) -> Result<()> {
-        tx.commit().await.map_err(db_err(op))
-    }
+    crate::sql::executes_on!(MySql, std::convert::identity, |pool| pool.begin());
 }
 
-/// A [`JobStore`](crate::JobStore) in MySQL 8 or MariaDB 10.6+.
-#[derive(Debug, Clone)]
-pub struct MySqlStore {
-    inner: SqlStore<MySqlDialect>,
+sql_handles! {
+    /// A [`JobStore`](crate::JobStore) in MySQL 8 or MariaDB 10.6+. A pool given to
+    /// `from_pool` should open its sessions in `READ COMMITTED` (the builder's do), so
+    /// that concurrent claimers take no gap locks.
+    store MySqlStore;
+    /// Row leases in `<prefix>locks` (the SQL store's locks: one transaction per
+    /// batch, rows taken in key order, deadlocks retried, tokens from the server's
+    /// clock in µs). Usable with any store.
+    locks MySqlLocks;
+    builder MySqlBuilder;
+    dialect MySqlDialect, pool MySqlPool, names prefix: &str;
 }
-
-crate::store::delegate_store!(MySqlStore => inner);
 
 impl MySqlStore {
     /// A builder for `url`.
@@ -173,73 +161,9 @@ impl MySqlStore {
         }
     }
 
-    /// A store on an existing pool. Errors when the prefix is not a valid table-name
-    /// prefix. The pool's sessions should use `READ COMMITTED` (the builder's do), so
-    /// that concurrent claimers take no gap locks.
-    pub fn from_pool(pool: MySqlPool, prefix: &str) -> Result<Self> {
-        check_prefix(prefix)?;
-        Ok(MySqlStore {
-            inner: SqlStore {
-                d: MySqlDialect {
-                    pool,
-                    prefix: prefix.into(),
-                },
-            },
-        })
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &MySqlPool {
-        &self.inner.d.pool
-    }
-
     /// The table prefix.
     pub fn prefix(&self) -> &str {
         &self.inner.d.prefix
-    }
-
-    /// Runs the migrations not yet applied to these tables. Idempotent; nodes running
-    /// it at once take turns on the server's `GET_LOCK`. Errors with
-    /// [`Error::SchemaTooNew`] when a newer jobwheel migrated them.
-    pub async fn migrate(&self) -> Result<()> {
-        let d = &self.inner.d;
-        let table = d.t("migrations");
-        let m = migrate::migrator(
-            MIGRATIONS,
-            |sql| sql.replace("{t}", &d.prefix),
-            table.clone(),
-        );
-        let err = |e| migrate::map_err(NAME, MIGRATIONS, e);
-        // Our own named lock around the whole run: the migrator's `GET_LOCK(…, -1)` does
-        // not wait on MariaDB, where a negative timeout is not "forever".
-        let mut conn = d.pool.acquire().await.map_err(db_err("migrate"))?;
-        let lock = format!("jobwheel.migrate.{}", d.prefix);
-        let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 60)")
-            .bind(&lock)
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(db_err("migrate"))?;
-        if got != Some(1) {
-            return Err(Error::backend(
-                NAME,
-                "migrate",
-                true,
-                "timed out waiting for the migration lock",
-            ));
-        }
-        let result = async {
-            sqlx::migrate::Migrate::ensure_migrations_table(&mut *conn, &table)
-                .await
-                .map_err(err)?;
-            migrate::adopt_legacy(d, &m, &table).await?;
-            m.run(&mut *conn).await.map_err(err)
-        }
-        .await;
-        let _ = sqlx::query("SELECT RELEASE_LOCK(?)")
-            .bind(&lock)
-            .execute(&mut *conn)
-            .await;
-        result
     }
 }
 
@@ -252,28 +176,12 @@ pub struct MySqlBuilder {
 }
 
 impl MySqlBuilder {
-    /// Table prefix (default `jobwheel_`).
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-    /// Pool size (default 8).
-    pub fn max_connections(mut self, n: u32) -> Self {
-        self.max_connections = n;
-        self
-    }
     /// Connects. Does not migrate: call [`MySqlStore::migrate`].
     pub async fn build(self) -> Result<MySqlStore> {
         check_prefix(&self.prefix)?;
-        if self.max_connections == 0 {
-            return Err(Error::invalid(
-                "mysql.max_connections",
-                0,
-                "must be at least 1",
-            ));
-        }
+        let pool_size = self.pool_size()?;
         let pool = MySqlPoolOptions::new()
-            .max_connections(self.max_connections)
+            .max_connections(pool_size)
             // No gap locks: concurrent claimers and lockers do not deadlock on ranges.
             .after_connect(|conn, _meta| {
                 Box::pin(async move {

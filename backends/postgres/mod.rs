@@ -1,10 +1,11 @@
 //! The PostgreSQL backend: [`PgStore`] and [`PgLocks`] (feature `postgres`).
 //!
-//! Each batched call is **one statement**: starts, finishes, lock grants, renewals and
-//! releases take arrays (`UNNEST`) and do their checks and writes in data-modifying
-//! CTEs, so a batch costs one round trip whatever its size. The store's clock is the
-//! server's `clock_timestamp()`; instants are `BIGINT` epoch milliseconds, so no
-//! session time zone is involved. Alarm claims use `FOR UPDATE SKIP LOCKED`.
+//! Starts and finishes are **one statement per batch**: they take arrays (`UNNEST`)
+//! and do their checks and writes in data-modifying CTEs, so a batch costs one round
+//! trip whatever its size. Leases are the SQL store's (one transaction per batch). The
+//! store's clock is the server's `clock_timestamp()`; instants are `BIGINT` epoch
+//! milliseconds, so no session time zone is involved. Alarm claims use `FOR UPDATE
+//! SKIP LOCKED`.
 //!
 //! Job ids compare bytewise (the id columns use the `"C"` collation), as on every
 //! backend. Everything but the one-statement start and finish is the shared SQL store's
@@ -14,24 +15,21 @@
 //! # async fn t() -> jobwheel::Result<()> {
 //! let store = jobwheel::postgres::PgStore::builder("postgres://app@db/app").build().await?;
 //! store.migrate().await?;
-//! let locks = jobwheel::postgres::PgLocks::new(store.pool().clone(), store.tables());
+//! let locks = store.locks();
 //! # Ok(()) }
 //! ```
 
 mod batch;
-mod locks;
-
-pub use locks::PgLocks;
 
 use crate::error::{Error, Result};
 use crate::record::{DueKey, FinishOutcome, FinishRun, StartOutcome, StartRun};
-use crate::sql::migrate::{self, Embedded};
-use crate::sql::{Dialect, Sql, SqlStore, check_ident, query};
-use async_trait::async_trait;
+use crate::sql::migrate::Embedded;
+use crate::sql::{Dialect, Sql, check_ident, sql_handles, value_rows};
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Transaction};
 
 const NAME: &str = "postgres";
+/// The migrations (`{t}` is `<schema>.<prefix>`, `{p}` the prefix, for index names).
 const MIGRATIONS: &[Embedded] = &[
     (
         1,
@@ -93,7 +91,16 @@ pub(crate) struct PgDialect {
     tables: Tables,
 }
 
-#[async_trait]
+impl PgDialect {
+    /// `tables` were checked when they were made.
+    fn new(pool: PgPool, tables: &Tables) -> Result<Self> {
+        Ok(PgDialect {
+            pool,
+            tables: tables.clone(),
+        })
+    }
+}
+
 impl Dialect for PgDialect {
     type Row = PgRow;
     type Tx = Transaction<'static, Postgres>;
@@ -102,14 +109,33 @@ impl Dialect for PgDialect {
     const TRIGGER: &'static str = "trigger";
     const DIV: &'static str = "/";
     const NOW_MS: &'static str = NOW_MS;
+    const NOW_US: &'static str = "floor(extract(epoch from clock_timestamp()) * 1000000)::bigint";
+    const LOCK_KEY: &'static str = "key";
     const DUE: &'static str = "enabled AND running_run IS NULL AND next_fire_at IS NOT NULL";
     const FOR_UPDATE: &'static str = " FOR UPDATE";
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const INSERT_IGNORE: &'static str = "INSERT INTO";
     const ON_CONFLICT_IGNORE: &'static str = " ON CONFLICT DO NOTHING";
+    const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
+    // One session holds an advisory lock for the whole run, so nodes migrating at once
+    // never race on `CREATE … IF NOT EXISTS` (which PostgreSQL does not make safe
+    // against itself).
+    const MIGRATE_LOCK: Option<&'static str> =
+        Some("SELECT CAST(1 AS BIGINT) AS got FROM pg_advisory_lock(hashtext(?)) AS l");
 
     fn t(&self, name: &str) -> String {
         self.tables.t(name)
+    }
+
+    fn prefix(&self) -> &str {
+        &self.tables.prefix
+    }
+
+    fn migrate_prelude(&self) -> Option<String> {
+        Some(format!(
+            "CREATE SCHEMA IF NOT EXISTS {}",
+            self.tables.schema
+        ))
     }
 
     fn err(&self, op: &'static str, e: sqlx::Error) -> Error {
@@ -124,47 +150,19 @@ impl Dialect for PgDialect {
         );
     }
 
-    fn update_from(&self, target: &str, set: &str, values: &str) -> String {
-        format!("UPDATE {target} AS j SET {set} FROM {values} WHERE j.id = v.id")
+    fn values(&self, cols: &[&str], rows: usize) -> String {
+        format!(
+            "(VALUES {}) AS v({})",
+            value_rows(cols.len(), rows),
+            cols.join(", ")
+        )
     }
 
-    async fn fetch(&self, op: &'static str, q: Sql) -> Result<Vec<PgRow>> {
-        query::<Postgres>(numbered(&q.text), q.args)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db_err(op))
+    fn update_from(&self, target: &str, key: &str, set: &str, values: &str) -> String {
+        format!("UPDATE {target} AS j SET {set} FROM {values} WHERE j.{key} = v.id")
     }
 
-    async fn exec(&self, op: &'static str, q: Sql) -> Result<u64> {
-        let r = query::<Postgres>(numbered(&q.text), q.args)
-            .execute(&self.pool)
-            .await
-            .map_err(db_err(op))?;
-        Ok(r.rows_affected())
-    }
-
-    async fn begin(&self, op: &'static str) -> Result<Self::Tx> {
-        self.pool.begin().await.map_err(db_err(op))
-    }
-
-    async fn fetch_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<Vec<PgRow>> {
-        query::<Postgres>(numbered(&q.text), q.args)
-            .fetch_all(&mut **tx)
-            .await
-            .map_err(db_err(op))
-    }
-
-    async fn exec_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<u64> {
-        let r = query::<Postgres>(numbered(&q.text), q.args)
-            .execute(&mut **tx)
-            .await
-            .map_err(db_err(op))?;
-        Ok(r.rows_affected())
-    }
-
-    async fn commit(&self, tx: Self::Tx, op: &'static str) -> Result<()> {
-        tx.commit().await.map_err(db_err(op))
-    }
+    crate::sql::executes_on!(Postgres, |t: String| numbered(&t), |pool| pool.begin());
 
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
         self.start_batch(runs).await
@@ -175,13 +173,16 @@ impl Dialect for PgDialect {
     }
 }
 
-/// A [`JobStore`](crate::JobStore) in PostgreSQL.
-#[derive(Debug, Clone)]
-pub struct PgStore {
-    inner: SqlStore<PgDialect>,
+sql_handles! {
+    /// A [`JobStore`](crate::JobStore) in PostgreSQL.
+    store PgStore;
+    /// Row leases in `<schema>.<prefix>locks` (the SQL store's locks: one transaction
+    /// per batch, rows taken in key order, tokens from the server's clock in µs).
+    /// Usable with any store.
+    locks PgLocks;
+    builder PgBuilder;
+    dialect PgDialect, pool PgPool, names tables: &Tables;
 }
-
-crate::store::delegate_store!(PgStore => inner);
 
 impl PgStore {
     /// A builder for `url`.
@@ -194,71 +195,9 @@ impl PgStore {
         }
     }
 
-    /// A store on an existing pool (for example the application's own).
-    pub fn from_pool(pool: PgPool, tables: Tables) -> Self {
-        PgStore {
-            inner: SqlStore {
-                d: PgDialect { pool, tables },
-            },
-        }
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &PgPool {
-        &self.inner.d.pool
-    }
-
     /// Where the tables live.
     pub fn tables(&self) -> &Tables {
         &self.inner.d.tables
-    }
-
-    /// Runs the migrations not yet applied to these tables (creating the schema if
-    /// needed). Idempotent; nodes running it at once take turns on an advisory lock.
-    /// Errors with [`Error::SchemaTooNew`] when a newer jobwheel migrated them.
-    pub async fn migrate(&self) -> Result<()> {
-        let d = &self.inner.d;
-        let tables = &d.tables;
-        let table = tables.t("migrations");
-        let m = migrate::migrator(
-            MIGRATIONS,
-            |sql| {
-                sql.replace("{t}", &tables.t(""))
-                    .replace("{p}", &tables.prefix)
-            },
-            table.clone(),
-        );
-        let err = |e| migrate::map_err(NAME, MIGRATIONS, e);
-        // One session holds an advisory lock for the whole run, so nodes migrating at
-        // once never race on `CREATE … IF NOT EXISTS` (which PostgreSQL does not make
-        // safe against itself).
-        let mut conn = d.pool.acquire().await.map_err(db_err("migrate"))?;
-        let lock = format!("jobwheel.migrate.{}", tables.t(""));
-        sqlx::query("SELECT pg_advisory_lock(hashtext($1))")
-            .bind(&lock)
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err("migrate"))?;
-        let result = async {
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "CREATE SCHEMA IF NOT EXISTS {}",
-                tables.schema
-            )))
-            .execute(&mut *conn)
-            .await
-            .map_err(db_err("migrate"))?;
-            sqlx::migrate::Migrate::ensure_migrations_table(&mut *conn, &table)
-                .await
-                .map_err(err)?;
-            migrate::adopt_legacy(d, &m, &table).await?;
-            m.run(&mut *conn).await.map_err(err)
-        }
-        .await;
-        let _ = sqlx::query("SELECT pg_advisory_unlock(hashtext($1))")
-            .bind(&lock)
-            .execute(&mut *conn)
-            .await;
-        result
     }
 }
 
@@ -301,31 +240,15 @@ impl PgBuilder {
         self.schema = schema.into();
         self
     }
-    /// Table prefix (default `jobwheel_`).
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-    /// Pool size (default 8).
-    pub fn max_connections(mut self, n: u32) -> Self {
-        self.max_connections = n;
-        self
-    }
     /// Connects. Does not migrate: call [`PgStore::migrate`].
     pub async fn build(self) -> Result<PgStore> {
         let tables = Tables::new(&self.schema, &self.prefix)?;
-        if self.max_connections == 0 {
-            return Err(Error::invalid(
-                "postgres.max_connections",
-                0,
-                "must be at least 1",
-            ));
-        }
+        let pool_size = self.pool_size()?;
         let pool = PgPoolOptions::new()
-            .max_connections(self.max_connections)
+            .max_connections(pool_size)
             .connect(&self.url)
             .await
             .map_err(db_err("connect"))?;
-        Ok(PgStore::from_pool(pool, tables))
+        PgStore::from_pool(pool, &tables)
     }
 }

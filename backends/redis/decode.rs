@@ -81,14 +81,11 @@ pub(super) fn run_record(id: &str, h: &Fields) -> Result<RunRecord> {
     let w = "decode run";
     let status = field(h, "status", w)?;
     let fire_at = Timestamp::from_millis(int(h, "fire", w)?);
-    let covers = match (opt_int(h, "cfires", w)?, opt_int(h, "cthrough", w)?) {
-        (Some(fires), Some(through)) => Some(FireSpan {
-            fires: fires.max(0) as u64,
-            first: fire_at,
-            through: Timestamp::from_millis(through),
-        }),
-        _ => None,
-    };
+    let covers = FireSpan::from_stored(
+        fire_at,
+        opt_int(h, "cfires", w)?,
+        opt_int(h, "cthrough", w)?,
+    );
     Ok(RunRecord {
         id: RunId(parse_int(id, w)?),
         job_id: JobId::new(field(h, "job", w)?)?,

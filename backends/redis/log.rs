@@ -260,18 +260,12 @@ impl AlarmOutbox for RedisStore {
         owner: &str,
         delivery: &AlarmDelivery,
     ) -> Result<bool> {
-        let (status, error, retry) = match delivery {
-            AlarmDelivery::Sent => (AlarmStatus::Sent, "", None),
-            AlarmDelivery::NotNeeded => (AlarmStatus::NotNeeded, "", None),
-            AlarmDelivery::Failed { error, retry_at } => {
-                (AlarmStatus::Failed, error.as_str(), *retry_at)
-            }
-        };
+        let (status, error, retry) = delivery.parts();
         let mut call = self.call(&self.scripts.complete_alarm);
         call.arg(id.0)
             .arg(owner)
             .arg(status.as_str())
-            .arg(error)
+            .arg(error.unwrap_or(""))
             .arg(flag_ms(retry));
         let n: i64 = self.invoke(call, "complete_alarm").await?;
         Ok(n > 0)

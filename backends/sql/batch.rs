@@ -4,7 +4,7 @@
 
 use super::decode::SqlRow;
 use super::outbox::insert_alarms;
-use super::{Dialect, Sql, decode, marks, now_in, retrying, values};
+use super::{Dialect, Sql, decode, marks, now_in, retrying};
 use crate::error::{Error, Result};
 use crate::record::*;
 use crate::store::rules::{self, JobState, RunState};
@@ -114,8 +114,9 @@ async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOut
         }
         let mut update = Sql::new(d.update_from(
             &d.t("jobs"),
+            "id",
             "last_token = v.t, running_run = v.r",
-            &values(&["id", "t", "r"], accepted.len()),
+            &d.values(&["id", "t", "r"], accepted.len()),
         ));
         for &i in &accepted {
             let r = &runs[i];
@@ -225,8 +226,9 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
     if !done.is_empty() {
         let mut update = Sql::new(d.update_from(
             &d.t("runs"),
+            "id",
             "status = v.s, error = v.e, will_retry = v.w, ended_at = v.at",
-            &values(&["id", "s", "e", "w", "at"], done.len()),
+            &d.values(&["id", "s", "e", "w", "at"], done.len()),
         ));
         for f in &done {
             update = update
@@ -242,12 +244,13 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
         // `n` (rescheduled) picks the new next state or keeps the stored one.
         let mut update = Sql::new(d.update_from(
             &d.t("jobs"),
+            "id",
             "last_token = v.t, running_run = v.r,
              next_fire_at = CASE WHEN v.n THEN v.nat ELSE next_fire_at END,
              next_trigger = CASE WHEN v.n THEN v.ntr ELSE next_trigger END,
              attempt = CASE WHEN v.n THEN v.na ELSE attempt END,
              resume_after = CASE WHEN v.n THEN v.nra ELSE resume_after END",
-            &values(
+            &d.values(
                 &["id", "t", "r", "n", "nat", "ntr", "na", "nra"],
                 writes.len(),
             ),

@@ -158,17 +158,11 @@ pub(crate) fn run_record(backend: &'static str, row: &impl SqlRow) -> Result<Run
     let status = col(backend, w, row.text("status"))?;
     let trigger = col(backend, w, row.text("trigger"))?;
     let fire_at = Timestamp::from_millis(col(backend, w, row.int("fire_at"))?);
-    let covers = match (
+    let covers = FireSpan::from_stored(
+        fire_at,
         col(backend, w, row.opt_int("covered_fires"))?,
         col(backend, w, row.opt_int("covered_through"))?,
-    ) {
-        (Some(fires), Some(through)) => Some(FireSpan {
-            fires: fires.max(0) as u64,
-            first: fire_at,
-            through: Timestamp::from_millis(through),
-        }),
-        _ => None,
-    };
+    );
     Ok(RunRecord {
         id: RunId(col(backend, w, row.int("id"))?),
         job_id: JobId::new(col(backend, w, row.text("job_id"))?)?,

@@ -12,33 +12,45 @@ use crate::error::{Error, Result};
 use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 use sqlx::{AssertSqlSafe, SqlSafeStr};
 use std::borrow::Cow;
+use std::time::Duration;
 
-/// One embedded migration: version, description, SQL with the dialect's table-name
-/// placeholders.
+/// One embedded migration: version, description, SQL in which `{t}` stands for the
+/// tables' full name prefix (with the PostgreSQL schema) and `{p}` for the bare
+/// prefix (index names).
 pub(crate) type Embedded = (i64, &'static str, &'static str);
 
-/// sqlx's migrator for `list`, each SQL passed through `names` (which fills in the
-/// table names), recording into `table`.
-pub(crate) fn migrator(
-    list: &[Embedded],
-    names: impl Fn(&str) -> String,
-    table: String,
-) -> Migrator {
-    let migrations = list
+/// Runs the dialect's migrations not yet applied to its tables. Where the database
+/// holds a lock for the run ([`Dialect::MIGRATE_LOCK`]) it runs once; otherwise a
+/// node migrating at the same time may win a version, and the run is tried again
+/// (up to five times) until the migrator sees every version applied.
+pub(crate) async fn run<D: Dialect>(d: &D) -> Result<()> {
+    let table = d.t("migrations");
+    let full = d.t("");
+    let migrations = D::MIGRATIONS
         .iter()
         .map(|(version, description, sql)| {
+            let sql = sql.replace("{t}", &full).replace("{p}", d.prefix());
             Migration::new(
                 *version,
                 Cow::Borrowed(*description),
                 MigrationType::Simple,
-                AssertSqlSafe(names(sql)).into_sql_str(),
+                AssertSqlSafe(sql).into_sql_str(),
                 false,
             )
         })
         .collect();
     let mut m = Migrator::with_migrations(migrations);
-    m.dangerous_set_table_name(table);
-    m
+    m.dangerous_set_table_name(table.clone());
+    let mut tries = 0;
+    loop {
+        match d.migrate_on_one_connection(&m, &table).await {
+            Err(Error::Backend { .. }) if D::MIGRATE_LOCK.is_none() && tries < 5 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(20 << tries)).await;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Maps the migrator's error: a version recorded in the database but unknown here

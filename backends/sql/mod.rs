@@ -12,16 +12,19 @@
 
 mod batch;
 pub(crate) mod decode;
+mod handles;
 mod jobs;
+pub(crate) mod locks;
 mod log;
 pub(crate) mod migrate;
 mod outbox;
 
 use crate::error::{Error, Result};
 use crate::record::{DueKey, FinishOutcome, FinishRun, StartOutcome, StartRun};
-use async_trait::async_trait;
 use decode::SqlRow;
+pub(crate) use handles::sql_handles;
 use std::fmt;
+use std::future::Future;
 
 /// One bind parameter.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,12 +134,10 @@ pub(crate) fn marks(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
 
-/// A derived table `v` of `rows` rows of placeholders named `cols`, bound row by row:
-/// `(SELECT ? AS a, ? AS b UNION ALL SELECT ?, ? …) AS v`. A batched `UPDATE` joins it
-/// on the key (see [`Dialect::update_from`]): one index lookup per row, where a
-/// `CASE key WHEN … END` per column compares every row with every arm (quadratic in
-/// the batch: 57 µs of server time per row at 1,000 rows, measured on MariaDB 10.11).
-pub(crate) fn values(cols: &[&str], rows: usize) -> String {
+/// A derived table `v` of `rows` rows of placeholders named `cols`, bound row by row,
+/// as `SELECT`s joined by `UNION ALL`: `(SELECT ? AS a, ? AS b UNION ALL SELECT ?, ? …)
+/// AS v` (the form MySQL and MariaDB both read; see [`Dialect::values`]).
+pub(crate) fn union_values(cols: &[&str], rows: usize) -> String {
     let first = cols
         .iter()
         .map(|c| format!("? AS {c}"))
@@ -146,8 +147,12 @@ pub(crate) fn values(cols: &[&str], rows: usize) -> String {
     format!("(SELECT {first}{rest}) AS v")
 }
 
+/// The rows of a `VALUES` list: `(?, ?), (?, ?) …`.
+pub(crate) fn value_rows(cols: usize, rows: usize) -> String {
+    vec![format!("({})", marks(cols)); rows].join(", ")
+}
+
 /// What differs between the SQL servers. Everything else is [`SqlStore`]'s, once.
-#[async_trait]
 pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
     /// The driver's row type.
     type Row: SqlRow + Send + Sync;
@@ -162,6 +167,10 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
     const DIV: &'static str;
     /// The store's clock as an SQL expression in epoch milliseconds, never ahead of it.
     const NOW_MS: &'static str;
+    /// The same clock in microseconds, for lock tokens.
+    const NOW_US: &'static str;
+    /// The locks table's key column (`key` is reserved in MySQL).
+    const LOCK_KEY: &'static str;
     /// The due scan's filter, written exactly as the due index's predicate.
     const DUE: &'static str;
     /// Appended to a `SELECT` whose rows the transaction goes on to write.
@@ -173,40 +182,86 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
     const INSERT_IGNORE: &'static str;
     /// What follows the values of [`INSERT_IGNORE`](Self::INSERT_IGNORE).
     const ON_CONFLICT_IGNORE: &'static str;
+    /// The migrations, in order ([`migrate::Embedded`]).
+    const MIGRATIONS: &'static [migrate::Embedded];
+    /// A statement taking a session lock for a whole migration run, with one
+    /// placeholder for the lock's name, returning a `BIGINT` column `got`, 1 once the
+    /// lock is held (the session's end releases it). `None` where the database's own
+    /// write lock serializes migrations (SQLite).
+    const MIGRATE_LOCK: Option<&'static str>;
 
     /// A table's full name.
     fn t(&self, name: &str) -> String;
+    /// The bare table prefix (without a schema).
+    fn prefix(&self) -> &str;
+    /// A statement to run before the migrations, on the same connection (PostgreSQL
+    /// creates the schema).
+    fn migrate_prelude(&self) -> Option<String> {
+        None
+    }
     /// Maps a driver error, marking the temporary ones.
     fn err(&self, op: &'static str, e: sqlx::Error) -> Error;
     /// Appends the keyset condition "after `key`" to a due scan.
     fn keyset(&self, q: &mut Sql, key: &DueKey);
-    /// An `UPDATE` of `target` (aliased `j`) joined on `j.id = v.id` to the derived
+    /// A derived table `v` of `rows` rows of placeholders named `cols`, bound row by
+    /// row. A batched `UPDATE` joins it on the key ([`update_from`](Self::update_from)):
+    /// one index lookup per row, where a `CASE key WHEN … END` per column compares
+    /// every row with every arm (quadratic in the batch: 57 µs of server time per row
+    /// at 1,000 rows, measured on MariaDB 10.11).
+    fn values(&self, cols: &[&str], rows: usize) -> String;
+    /// An `UPDATE` of `target` (aliased `j`) joined on `j.<key> = v.id` to the derived
     /// table `values` (aliased `v`), setting `set` (unqualified target columns).
-    fn update_from(&self, target: &str, set: &str, values: &str) -> String;
+    fn update_from(&self, target: &str, key: &str, set: &str, values: &str) -> String;
 
     /// Runs a query outside a transaction and returns its rows.
-    async fn fetch(&self, op: &'static str, q: Sql) -> Result<Vec<Self::Row>>;
+    fn fetch(
+        &self,
+        op: &'static str,
+        q: Sql,
+    ) -> impl Future<Output = Result<Vec<Self::Row>>> + Send;
     /// Runs a statement outside a transaction; rows affected.
-    async fn exec(&self, op: &'static str, q: Sql) -> Result<u64>;
+    fn exec(&self, op: &'static str, q: Sql) -> impl Future<Output = Result<u64>> + Send;
     /// Opens a write transaction.
-    async fn begin(&self, op: &'static str) -> Result<Self::Tx>;
+    fn begin(&self, op: &'static str) -> impl Future<Output = Result<Self::Tx>> + Send;
     /// Runs a query in `tx`.
-    async fn fetch_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql)
-    -> Result<Vec<Self::Row>>;
+    fn fetch_in(
+        &self,
+        tx: &mut Self::Tx,
+        op: &'static str,
+        q: Sql,
+    ) -> impl Future<Output = Result<Vec<Self::Row>>> + Send;
     /// Runs a statement in `tx`; rows affected.
-    async fn exec_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<u64>;
+    fn exec_in(
+        &self,
+        tx: &mut Self::Tx,
+        op: &'static str,
+        q: Sql,
+    ) -> impl Future<Output = Result<u64>> + Send;
     /// Commits `tx`.
-    async fn commit(&self, tx: Self::Tx, op: &'static str) -> Result<()>;
+    fn commit(&self, tx: Self::Tx, op: &'static str) -> impl Future<Output = Result<()>> + Send;
+    /// On one connection, under [`MIGRATE_LOCK`](Self::MIGRATE_LOCK): the prelude, the
+    /// migrations table, the adoption of an earlier runner's table, then `m`.
+    fn migrate_on_one_connection(
+        &self,
+        m: &sqlx::migrate::Migrator,
+        table: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
 
     /// Records starts; by default with the rules decided in Rust over locked rows
     /// ([`batch::start`]).
-    async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
-        batch::start(self, runs).await
+    fn start_runs(
+        &self,
+        runs: &[StartRun],
+    ) -> impl Future<Output = Result<Vec<StartOutcome>>> + Send {
+        batch::start(self, runs)
     }
     /// Records finishes; by default with the rules decided in Rust over locked rows
     /// ([`batch::finish`]).
-    async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
-        batch::finish(self, runs).await
+    fn finish_runs(
+        &self,
+        runs: &[FinishRun],
+    ) -> impl Future<Output = Result<Vec<FinishOutcome>>> + Send {
+        batch::finish(self, runs)
     }
 }
 
@@ -273,3 +328,103 @@ pub(crate) fn check_ident(field: &'static str, v: &str, allow_empty: bool) -> Re
         ))
     }
 }
+
+/// The execution methods of a [`Dialect`] for the driver `$db`, whose `pool` field is
+/// the pool, `begin` opens a write transaction on it, and `$rewrite` turns the
+/// statement's text into the driver's.
+macro_rules! executes_on {
+    ($db:ty, $rewrite:expr, |$pool:ident| $begin:expr) => {
+        async fn fetch(
+            &self,
+            op: &'static str,
+            q: $crate::sql::Sql,
+        ) -> $crate::Result<Vec<Self::Row>> {
+            $crate::sql::query::<$db>($rewrite(q.text), q.args)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_err(op))
+        }
+        async fn exec(&self, op: &'static str, q: $crate::sql::Sql) -> $crate::Result<u64> {
+            let r = $crate::sql::query::<$db>($rewrite(q.text), q.args)
+                .execute(&self.pool)
+                .await
+                .map_err(db_err(op))?;
+            Ok(r.rows_affected())
+        }
+        async fn begin(&self, op: &'static str) -> $crate::Result<Self::Tx> {
+            let $pool = &self.pool;
+            $begin.await.map_err(db_err(op))
+        }
+        async fn fetch_in(
+            &self,
+            tx: &mut Self::Tx,
+            op: &'static str,
+            q: $crate::sql::Sql,
+        ) -> $crate::Result<Vec<Self::Row>> {
+            $crate::sql::query::<$db>($rewrite(q.text), q.args)
+                .fetch_all(&mut **tx)
+                .await
+                .map_err(db_err(op))
+        }
+        async fn exec_in(
+            &self,
+            tx: &mut Self::Tx,
+            op: &'static str,
+            q: $crate::sql::Sql,
+        ) -> $crate::Result<u64> {
+            let r = $crate::sql::query::<$db>($rewrite(q.text), q.args)
+                .execute(&mut **tx)
+                .await
+                .map_err(db_err(op))?;
+            Ok(r.rows_affected())
+        }
+        async fn commit(&self, tx: Self::Tx, op: &'static str) -> $crate::Result<()> {
+            tx.commit().await.map_err(db_err(op))
+        }
+        async fn migrate_on_one_connection(
+            &self,
+            m: &sqlx::migrate::Migrator,
+            table: &str,
+        ) -> $crate::Result<()> {
+            use $crate::sql::decode::SqlRow as _;
+            let op = "migrate";
+            let err = |e| $crate::sql::migrate::map_err(Self::NAME, Self::MIGRATIONS, e);
+            let mut conn = self.pool.acquire().await.map_err(db_err(op))?;
+            let result = async {
+                if let Some(lock) = Self::MIGRATE_LOCK {
+                    let name = format!("jobwheel.migrate.{}", self.t(""));
+                    let row =
+                        $crate::sql::query::<$db>($rewrite(lock.to_string()), vec![name.into()])
+                            .fetch_one(&mut *conn)
+                            .await
+                            .map_err(db_err(op))?;
+                    if row.opt_int("got").map_err(db_err(op))? != Some(1) {
+                        return Err($crate::Error::backend(
+                            Self::NAME,
+                            op,
+                            true,
+                            "timed out waiting for the migration lock",
+                        ));
+                    }
+                }
+                if let Some(prelude) = self.migrate_prelude() {
+                    $crate::sql::query::<$db>($rewrite(prelude), vec![])
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(db_err(op))?;
+                }
+                sqlx::migrate::Migrate::ensure_migrations_table(&mut *conn, table)
+                    .await
+                    .map_err(err)?;
+                $crate::sql::migrate::adopt_legacy(self, m, table).await?;
+                m.run_direct(None, &mut *conn, false).await.map_err(err)
+            }
+            .await;
+            // The lock belongs to the session: closing it releases the lock whatever
+            // happened above, and the pool opens a fresh connection in its place.
+            let _ = conn.close().await;
+            result
+        }
+    };
+}
+pub(crate) use executes_on;

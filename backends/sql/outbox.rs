@@ -106,22 +106,14 @@ impl<D: Dialect> AlarmOutbox for SqlStore<D> {
         owner: &str,
         delivery: &AlarmDelivery,
     ) -> Result<bool> {
-        let (status, next, error) = match delivery {
-            AlarmDelivery::Sent => (AlarmStatus::Sent, None, None),
-            AlarmDelivery::NotNeeded => (AlarmStatus::NotNeeded, None, None),
-            AlarmDelivery::Failed { error, retry_at } => (
-                AlarmStatus::Failed,
-                retry_at.map(Timestamp::as_millis),
-                Some(error.as_str()),
-            ),
-        };
+        let (status, error, retry_at) = delivery.parts();
         let q = Sql::new(format!(
             "UPDATE {} SET status = ?, next_attempt_at = ?, last_error = COALESCE(?, last_error), claimed_by = NULL,
              claim_until = NULL WHERE id = ? AND status = 'sending' AND claimed_by = ?",
             self.d.t("alarms")
         ))
         .bind(status.as_str())
-        .bind(next)
+        .bind(retry_at.map(Timestamp::as_millis))
         .bind(error)
         .bind(id.0)
         .bind(owner);

@@ -11,22 +11,17 @@
 //! # async fn t() -> jobwheel::Result<()> {
 //! let store = jobwheel::sqlite::SqliteStore::builder("sqlite:///var/lib/app/jobs.db").build().await?;
 //! store.migrate().await?;
-//! let locks = jobwheel::sqlite::SqliteLocks::new(store.pool().clone(), store.prefix())?;
+//! let locks = store.locks();
 //! # Ok(()) }
 //! ```
 //!
 //! The SQL itself is the shared SQL store's (`backends/sql/`); this module is the
 //! dialect: how statements run on SQLite's driver, its clock, and its joined `UPDATE`.
 
-mod locks;
-
-pub use locks::SqliteLocks;
-
 use crate::error::{Error, Result};
 use crate::record::DueKey;
-use crate::sql::migrate::{self, Embedded};
-use crate::sql::{Dialect, Sql, SqlStore, check_ident, query};
-use async_trait::async_trait;
+use crate::sql::migrate::Embedded;
+use crate::sql::{Dialect, Sql, check_ident, sql_handles, value_rows};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
@@ -37,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const NAME: &str = "sqlite";
+/// The migrations (`{p}` is the table prefix).
 const MIGRATIONS: &[Embedded] = &[
     (
         1,
@@ -78,7 +74,16 @@ pub(crate) struct SqliteDialect {
     prefix: Arc<str>,
 }
 
-#[async_trait]
+impl SqliteDialect {
+    fn new(pool: SqlitePool, prefix: &str) -> Result<Self> {
+        check_prefix(prefix)?;
+        Ok(SqliteDialect {
+            pool,
+            prefix: prefix.into(),
+        })
+    }
+}
+
 impl Dialect for SqliteDialect {
     type Row = SqliteRow;
     type Tx = Transaction<'static, Sqlite>;
@@ -87,15 +92,24 @@ impl Dialect for SqliteDialect {
     const TRIGGER: &'static str = "trigger";
     const DIV: &'static str = "/";
     const NOW_MS: &'static str = NOW_MS;
+    const NOW_US: &'static str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
+    const LOCK_KEY: &'static str = "key";
     const DUE: &'static str = "enabled = 1 AND running_run IS NULL AND next_fire_at IS NOT NULL";
     // A `BEGIN IMMEDIATE` transaction already holds the database's write lock.
     const FOR_UPDATE: &'static str = "";
     const SKIP_LOCKED: &'static str = "";
     const INSERT_IGNORE: &'static str = "INSERT INTO";
     const ON_CONFLICT_IGNORE: &'static str = " ON CONFLICT DO NOTHING";
+    const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
+    // Processes migrating one file at once queue on its write lock, and retry.
+    const MIGRATE_LOCK: Option<&'static str> = None;
 
     fn t(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
+    }
+
+    fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     fn err(&self, op: &'static str, e: sqlx::Error) -> Error {
@@ -109,64 +123,37 @@ impl Dialect for SqliteDialect {
         );
     }
 
-    fn update_from(&self, target: &str, set: &str, values: &str) -> String {
-        format!("UPDATE {target} AS j SET {set} FROM {values} WHERE j.id = v.id")
+    fn values(&self, cols: &[&str], rows: usize) -> String {
+        // A multi-row VALUES is not bound by SQLite's 500-term limit on compound SELECTs.
+        let named = cols
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("column{} AS {c}", i + 1))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "(SELECT {named} FROM (VALUES {})) AS v",
+            value_rows(cols.len(), rows)
+        )
     }
 
-    async fn fetch(&self, op: &'static str, q: Sql) -> Result<Vec<SqliteRow>> {
-        query::<Sqlite>(q.text, q.args)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db_err(op))
+    fn update_from(&self, target: &str, key: &str, set: &str, values: &str) -> String {
+        format!("UPDATE {target} AS j SET {set} FROM {values} WHERE j.{key} = v.id")
     }
 
-    async fn exec(&self, op: &'static str, q: Sql) -> Result<u64> {
-        let r = query::<Sqlite>(q.text, q.args)
-            .execute(&self.pool)
-            .await
-            .map_err(db_err(op))?;
-        Ok(r.rows_affected())
-    }
-
-    async fn begin(&self, op: &'static str) -> Result<Self::Tx> {
-        self.pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(db_err(op))
-    }
-
-    async fn fetch_in(
-        &self,
-        tx: &mut Self::Tx,
-        op: &'static str,
-        q: Sql,
-    ) -> Result<Vec<SqliteRow>> {
-        query::<Sqlite>(q.text, q.args)
-            .fetch_all(&mut **tx)
-            .await
-            .map_err(db_err(op))
-    }
-
-    async fn exec_in(&self, tx: &mut Self::Tx, op: &'static str, q: Sql) -> Result<u64> {
-        let r = query::<Sqlite>(q.text, q.args)
-            .execute(&mut **tx)
-            .await
-            .map_err(db_err(op))?;
-        Ok(r.rows_affected())
-    }
-
-    async fn commit(&self, tx: Self::Tx, op: &'static str) -> Result<()> {
-        tx.commit().await.map_err(db_err(op))
-    }
+    crate::sql::executes_on!(Sqlite, std::convert::identity, |pool| pool
+        .begin_with("BEGIN IMMEDIATE"));
 }
 
-/// A [`JobStore`](crate::JobStore) in one SQLite database.
-#[derive(Debug, Clone)]
-pub struct SqliteStore {
-    inner: SqlStore<SqliteDialect>,
+sql_handles! {
+    /// A [`JobStore`](crate::JobStore) in one SQLite database.
+    store SqliteStore;
+    /// Row leases in `<prefix>locks` (the SQL store's locks: one transaction per
+    /// batch, tokens from the clock in µs). Usable with any store.
+    locks SqliteLocks;
+    builder SqliteBuilder;
+    dialect SqliteDialect, pool SqlitePool, names prefix: &str;
 }
-
-crate::store::delegate_store!(SqliteStore => inner);
 
 impl SqliteStore {
     /// A builder for `url`.
@@ -179,64 +166,9 @@ impl SqliteStore {
         }
     }
 
-    /// A store on an existing pool (for example the one the application already has).
-    /// Errors when the prefix is not a valid table-name prefix.
-    pub fn from_pool(pool: SqlitePool, prefix: &str) -> Result<Self> {
-        check_prefix(prefix)?;
-        Ok(SqliteStore {
-            inner: SqlStore {
-                d: SqliteDialect {
-                    pool,
-                    prefix: prefix.into(),
-                },
-            },
-        })
-    }
-
-    /// The pool.
-    pub fn pool(&self) -> &SqlitePool {
-        &self.inner.d.pool
-    }
-
     /// The table prefix.
     pub fn prefix(&self) -> &str {
         &self.inner.d.prefix
-    }
-
-    /// Runs the migrations not yet applied to these tables. Idempotent; processes
-    /// running it at once take turns on SQLite's write lock. Errors with
-    /// [`Error::SchemaTooNew`] when a newer jobwheel migrated them.
-    pub async fn migrate(&self) -> Result<()> {
-        let d = &self.inner.d;
-        let table = d.t("migrations");
-        let m = migrate::migrator(
-            MIGRATIONS,
-            |sql| sql.replace("{p}", &d.prefix),
-            table.clone(),
-        );
-        let mut tries = 0;
-        loop {
-            let result = async {
-                let mut conn = d.pool.acquire().await.map_err(db_err("migrate"))?;
-                sqlx::migrate::Migrate::ensure_migrations_table(&mut *conn, &table)
-                    .await
-                    .map_err(|e| migrate::map_err(NAME, MIGRATIONS, e))?;
-                migrate::adopt_legacy(d, &m, &table).await?;
-                m.run(&d.pool)
-                    .await
-                    .map_err(|e| migrate::map_err(NAME, MIGRATIONS, e))
-            }
-            .await;
-            // A process migrating the same file at once may win a version: run again,
-            // and the migrator sees it applied.
-            match result {
-                Err(Error::Backend { .. }) if tries < 5 => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(20 << tries)).await;
-                }
-                other => return other,
-            }
-        }
     }
 }
 
@@ -250,16 +182,6 @@ pub struct SqliteBuilder {
 }
 
 impl SqliteBuilder {
-    /// Table prefix (default `jobwheel_`).
-    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-    /// Pool size (default 4).
-    pub fn max_connections(mut self, n: u32) -> Self {
-        self.max_connections = n;
-        self
-    }
     /// How long a writer waits for another process's write lock (default 10 s).
     pub fn busy_timeout(mut self, d: Duration) -> Self {
         self.busy_timeout = d;
@@ -270,13 +192,7 @@ impl SqliteBuilder {
     /// Does not migrate: call [`SqliteStore::migrate`].
     pub async fn build(self) -> Result<SqliteStore> {
         check_prefix(&self.prefix)?;
-        if self.max_connections == 0 {
-            return Err(Error::invalid(
-                "sqlite.max_connections",
-                0,
-                "must be at least 1",
-            ));
-        }
+        let pool_size = self.pool_size()?;
         let options = SqliteConnectOptions::from_str(&self.url)
             .map_err(|e| Error::invalid("sqlite.url", &self.url, e.to_string()))?
             .create_if_missing(true)
@@ -288,7 +204,7 @@ impl SqliteBuilder {
         let deadline = std::time::Instant::now() + self.busy_timeout;
         let pool = loop {
             match SqlitePoolOptions::new()
-                .max_connections(self.max_connections)
+                .max_connections(pool_size)
                 .connect_with(options.clone())
                 .await
                 .map_err(db_err("connect"))

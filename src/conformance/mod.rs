@@ -23,6 +23,7 @@
 
 mod due;
 mod locks;
+mod rows;
 mod rules;
 mod spans;
 mod store;
@@ -30,6 +31,10 @@ mod store_log;
 
 pub use due::{due_ordering_and_limits, due_pages};
 pub use locks::*;
+pub use rows::{
+    RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
+    rows_from_newer_versions_are_read, unreadable_rows_are_skipped,
+};
 pub use rules::{finish_rules_agree, start_rules_agree};
 pub use spans::{jobs_keep_where_their_schedule_resumes, runs_keep_their_misfire_span};
 pub use store::{
@@ -40,14 +45,25 @@ pub use store_log::*;
 
 use crate::lock::LockProvider;
 use crate::store::JobStore;
+use std::sync::Arc;
 
 /// A prefix unique to one check run, so checks can share a database.
 pub(crate) fn unique(name: &str) -> String {
     format!("cf-{:08x}-{name}", fastrand::u32(..))
 }
 
-/// Runs every [`JobStore`] check in turn.
+/// Runs every [`JobStore`] check in turn: the four part suites below.
 pub async fn store_suite(store: &dyn JobStore) {
+    jobs_suite(store).await;
+    run_log_suite(store).await;
+    node_registry_suite(store).await;
+    alarm_outbox_suite(store).await;
+}
+
+/// The checks of [`Jobs`](crate::store::Jobs): definitions, due order and paging,
+/// conditional start and finish, fencing, the start/finish rules against
+/// [`rules`](crate::store::rules), payload sizes and id order.
+pub async fn jobs_suite(store: &dyn JobStore) {
     upsert_get_list_remove(store).await;
     refuses_missing_jobs(store).await;
     due_ordering_and_limits(store).await;
@@ -56,15 +72,43 @@ pub async fn store_suite(store: &dyn JobStore) {
     finish_writes_state_run_and_alarms(store).await;
     finish_yields_to_changes_during_the_run(store).await;
     fencing(store).await;
-    runs_keep_their_misfire_span(store).await;
     jobs_keep_where_their_schedule_resumes(store).await;
     start_rules_agree(store).await;
     finish_rules_agree(store).await;
+    oversized_payloads_read_back(store).await;
+    ids_sort_bytewise(store).await;
+}
+
+/// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention
+/// and daily statistics (runs are made through [`Jobs`](crate::store::Jobs)).
+pub async fn run_log_suite(store: &dyn JobStore) {
     run_log_queries(store).await;
+    runs_keep_their_misfire_span(store).await;
     purge_runs(store).await;
     daily_stats(store).await;
+}
+
+/// The checks of [`NodeRegistry`](crate::store::NodeRegistry): heartbeats on the
+/// store's clock, dead nodes and the runs they left.
+pub async fn node_registry_suite(store: &dyn JobStore) {
     heartbeats_and_dead_nodes(store).await;
+}
+
+/// The checks of [`AlarmOutbox`](crate::store::AlarmOutbox): each event claimed by
+/// one claimer at a time, completed and retried; done events purged by retention.
+pub async fn alarm_outbox_suite(store: &dyn JobStore) {
     alarm_outbox_claimed_once(store).await;
+    alarm_outbox_purges_done_events(store).await;
+}
+
+/// Runs the checks that need rows written as they are ([`RawRows`]): unreadable rows
+/// are skipped and reported, rows from newer versions are read, and a scheduler on
+/// the store keeps firing every other job (this last check runs a scheduler for about
+/// two seconds of real time).
+pub async fn raw_rows_suite(store: Arc<dyn JobStore>, raw: &dyn RawRows) {
+    unreadable_rows_are_skipped(store.as_ref(), raw).await;
+    rows_from_newer_versions_are_read(store.as_ref(), raw).await;
+    bad_rows_do_not_stop_the_engine(store, raw).await;
 }
 
 /// Runs every [`LockProvider`] check in turn.

@@ -504,3 +504,78 @@ pub async fn alarm_outbox_claimed_once(store: &dyn JobStore) {
         8
     );
 }
+
+/// `purge_alarms` deletes the events that are done (sent, not needed, failed with no
+/// retry left) and created before the cut-off, and keeps those still to deliver or
+/// being delivered.
+pub async fn alarm_outbox_purges_done_events(store: &dyn JobStore) {
+    let job_id = unique("purge-alarm");
+    let ids = enqueue(store, &job_id, (0..5).map(|i| alarm(&job_id, i)).collect()).await;
+    let owner = unique("purger");
+    let mut claimed = Vec::new();
+    for _ in 0..20 {
+        let page = store
+            .claim_alarms(&AlarmClaim::new(&owner, 100, DAY))
+            .await
+            .unwrap();
+        if page.items.is_empty() {
+            break;
+        }
+        for rec in page.items {
+            if ids.contains(&rec.id) {
+                claimed.push(rec);
+            } else {
+                let done = AlarmDelivery::NotNeeded;
+                store.complete_alarm(rec.id, &owner, &done).await.unwrap();
+            }
+        }
+    }
+    claimed.sort_by_key(|r| r.id);
+    assert_eq!(claimed.len(), 5, "every event of the check is claimed");
+    let now = store.now().await.unwrap();
+    let failed = |retry_at| AlarmDelivery::Failed {
+        error: "smtp down".into(),
+        retry_at,
+    };
+    let deliveries = [
+        AlarmDelivery::Sent,
+        AlarmDelivery::NotNeeded,
+        failed(None),
+        failed(Some(now + DAY)),
+    ];
+    for (rec, d) in claimed.iter().zip(&deliveries) {
+        assert!(store.complete_alarm(rec.id, &owner, d).await.unwrap());
+    }
+    let left = |all: Vec<AlarmRecord>| -> Vec<AlarmId> {
+        let mut v: Vec<AlarmId> = all
+            .into_iter()
+            .filter(|a| a.event.job_id.as_str() == job_id)
+            .map(|a| a.id)
+            .collect();
+        v.sort();
+        v
+    };
+    let created = claimed.iter().map(|r| r.created_at).min().unwrap();
+    store
+        .purge_alarms(created - Duration::from_secs(1))
+        .await
+        .unwrap();
+    let all = store.alarms(&AlarmQuery::new(100_000)).await.unwrap();
+    assert_eq!(left(all), ids, "events created after the cut-off are kept");
+    let purged = store
+        .purge_alarms(now + Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(purged >= 3, "purge reports what it deleted: {purged}");
+    let all = store.alarms(&AlarmQuery::new(100_000)).await.unwrap();
+    assert_eq!(
+        left(all),
+        [claimed[3].id, claimed[4].id],
+        "done events are purged; one to retry and one being sent are kept"
+    );
+    let done = AlarmDelivery::NotNeeded;
+    store
+        .complete_alarm(claimed[4].id, &owner, &done)
+        .await
+        .unwrap();
+}

@@ -180,3 +180,17 @@ pub enum AlarmDelivery {
         retry_at: Option<Timestamp>,
     },
 }
+
+impl AlarmDelivery {
+    /// What a store writes for this delivery: the event's new status, the error to
+    /// keep (failures only) and when it is claimable again (`None`: never).
+    pub fn parts(&self) -> (AlarmStatus, Option<&str>, Option<Timestamp>) {
+        match self {
+            AlarmDelivery::Sent => (AlarmStatus::Sent, None, None),
+            AlarmDelivery::NotNeeded => (AlarmStatus::NotNeeded, None, None),
+            AlarmDelivery::Failed { error, retry_at } => {
+                (AlarmStatus::Failed, Some(error.as_str()), *retry_at)
+            }
+        }
+    }
+}

@@ -352,4 +352,15 @@ impl FireSpan {
     /// The most cron fires counted for one span (a per-second expression reaches it
     /// after about 11.5 days of missed fires).
     pub const MAX_COUNTED: u64 = 1_000_000;
+
+    /// The span a store kept as two nullable numbers beside the record's `fire_at`
+    /// (`first`): `fires` and `through` (epoch milliseconds); `None` unless both are
+    /// there.
+    pub fn from_stored(first: Timestamp, fires: Option<i64>, through: Option<i64>) -> Option<Self> {
+        Some(FireSpan {
+            fires: fires?.max(0) as u64,
+            first,
+            through: Timestamp::from_millis(through?),
+        })
+    }
 }

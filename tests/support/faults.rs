@@ -345,7 +345,13 @@ impl Cluster {
 
     pub async fn drop_tables(&self) {
         let tables: Vec<String> = [
-            "jobs", "runs", "nodes", "alarms", "locks", "schema", "results",
+            "jobs",
+            "runs",
+            "nodes",
+            "alarms",
+            "locks",
+            "migrations",
+            "results",
         ]
         .iter()
         .map(|t| format!("{}{t}", self.prefix))

@@ -4,9 +4,12 @@
 pub mod cluster;
 #[cfg(all(feature = "postgres", feature = "mysql", feature = "redis"))]
 pub mod faults;
+pub mod migrations;
+pub mod raw_rows;
 #[cfg(feature = "redis")]
 pub mod redis_keys;
 pub mod servers;
+pub mod switch;
 
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::{

@@ -1,0 +1,232 @@
+//! Row leases in an SQL table (ShedLock-style), for every dialect: one row per key
+//! with `owner`, `expires_at` and a fencing `token`. Each batched call is one
+//! transaction with a fixed number of statements — create the missing rows, lock the
+//! batch's rows in key order (the same order on every node, so concurrent batches
+//! wait for each other instead of deadlocking), decide in Rust, write with one joined
+//! `UPDATE` — retried when it loses a deadlock. A key's row (and its token) stays
+//! after release, so tokens never repeat.
+//!
+//! A grant's token is the server's clock in microseconds, or one more than the key's
+//! previous token if that is larger: strictly increasing per key, and comparable with
+//! the tokens of the Redis and in-process providers, so a deployment can change lock
+//! provider without fencing its own jobs out.
+
+use super::decode::SqlRow;
+use super::{Dialect, Sql, marks, retrying};
+use crate::error::Result;
+use crate::lock::{Lease, LockRequest};
+use crate::time::{Timestamp, duration_ms};
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// A lease row: owner, token, expiry (epoch ms; 0 when released).
+#[derive(Clone, Debug)]
+struct Row {
+    owner: Option<String>,
+    token: i64,
+    expires_at: i64,
+}
+
+/// Leases in `<prefix>locks` over a dialect.
+#[derive(Clone, Debug)]
+pub(crate) struct SqlLocks<D: Dialect> {
+    pub(crate) d: D,
+}
+
+impl<D: Dialect> SqlLocks<D> {
+    /// Opens a transaction, reads the clock (ms and µs), creates the rows of `keys`
+    /// that are missing when `create`, and locks and reads them in key order.
+    async fn lock_rows(
+        &self,
+        op: &'static str,
+        keys: &[&str],
+        create: bool,
+    ) -> Result<(D::Tx, i64, i64, HashMap<String, Row>)> {
+        let (d, table, key) = (&self.d, self.d.t("locks"), D::LOCK_KEY);
+        let mut tx = d.begin(op).await?;
+        let clock = d
+            .fetch_in(
+                &mut tx,
+                op,
+                Sql::new(format!(
+                    "SELECT {} AS now, {} AS now_us",
+                    D::NOW_MS,
+                    D::NOW_US
+                )),
+            )
+            .await?;
+        let e = |err| d.err(op, err);
+        let row = clock
+            .first()
+            .ok_or_else(|| crate::Error::backend(D::NAME, op, false, "no clock"))?;
+        let (now, now_us) = (row.int("now").map_err(e)?, row.int("now_us").map_err(e)?);
+        if create {
+            let mut insert = Sql::new(format!(
+                "{} {table} ({key}, owner, token, expires_at) VALUES {}{}",
+                D::INSERT_IGNORE,
+                vec!["(?, NULL, 0, 0)"; keys.len()].join(", "),
+                D::ON_CONFLICT_IGNORE
+            ));
+            insert.args.extend(keys.iter().map(|k| (*k).into()));
+            d.exec_in(&mut tx, op, insert).await?;
+        }
+        let mut read = Sql::new(format!(
+            "SELECT {key} AS k, owner, token, expires_at FROM {table} WHERE {key} IN ({}) ORDER BY {key}{}",
+            marks(keys.len()),
+            D::FOR_UPDATE
+        ));
+        read.args.extend(keys.iter().map(|k| (*k).into()));
+        let mut rows = HashMap::new();
+        for r in d.fetch_in(&mut tx, op, read).await? {
+            rows.insert(
+                r.text("k").map_err(e)?,
+                Row {
+                    owner: r.opt_text("owner").map_err(e)?,
+                    token: r.int("token").map_err(e)?,
+                    expires_at: r.int("expires_at").map_err(e)?,
+                },
+            );
+        }
+        Ok((tx, now, now_us, rows))
+    }
+
+    /// Writes the rows of `writes` in one joined `UPDATE` and commits.
+    async fn write_rows(
+        &self,
+        mut tx: D::Tx,
+        op: &'static str,
+        writes: &[(String, Row)],
+    ) -> Result<()> {
+        let d = &self.d;
+        if !writes.is_empty() {
+            let mut q = Sql::new(d.update_from(
+                &d.t("locks"),
+                D::LOCK_KEY,
+                "owner = v.o, token = v.t, expires_at = v.e",
+                &d.values(&["id", "o", "t", "e"], writes.len()),
+            ));
+            for (k, r) in writes {
+                q = q
+                    .bind(k.as_str())
+                    .bind(r.owner.clone())
+                    .bind(r.token)
+                    .bind(r.expires_at);
+            }
+            d.exec_in(&mut tx, op, q).await?;
+        }
+        d.commit(tx, op).await
+    }
+
+    /// Grants every requested key that is free or expired to `owner`.
+    pub(crate) async fn acquire(
+        &self,
+        owner: &str,
+        requests: &[LockRequest],
+    ) -> Result<Vec<Option<Lease>>> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let op = "acquire";
+        let mut keys: Vec<&str> = requests.iter().map(|r| r.key.as_str()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        retrying(|| async {
+            let (tx, now, now_us, mut rows) = self.lock_rows(op, &keys, true).await?;
+            let mut writes = Vec::new();
+            let mut out = Vec::with_capacity(requests.len());
+            for r in requests {
+                let grant = match rows.get_mut(r.key.as_str()) {
+                    Some(row) if row.expires_at <= now => {
+                        *row = Row {
+                            owner: Some(owner.to_string()),
+                            token: (row.token + 1).max(now_us),
+                            expires_at: now + duration_ms(r.ttl),
+                        };
+                        writes.push((r.key.clone(), row.clone()));
+                        Some(Lease {
+                            key: r.key.clone(),
+                            owner: owner.to_string(),
+                            token: row.token as u64,
+                            expires_at: Timestamp::from_millis(row.expires_at),
+                        })
+                    }
+                    _ => None,
+                };
+                out.push(grant);
+            }
+            self.write_rows(tx, op, &writes).await?;
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Extends each lease still held by its owner with its token.
+    pub(crate) async fn renew(
+        &self,
+        leases: &[Lease],
+        ttl: Duration,
+    ) -> Result<Vec<Option<Lease>>> {
+        self.update(leases, "renew", |row, l, now| {
+            (row.owner.as_deref() == Some(l.owner.as_str())
+                && row.token == l.token as i64
+                && row.expires_at > now)
+                .then(|| {
+                    row.expires_at = now + duration_ms(ttl);
+                    Lease {
+                        expires_at: Timestamp::from_millis(row.expires_at),
+                        ..l.clone()
+                    }
+                })
+        })
+        .await
+    }
+
+    /// Frees each lease still held by its owner with its token.
+    pub(crate) async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>> {
+        let out = self
+            .update(leases, "release", |row, l, _| {
+                (row.owner.as_deref() == Some(l.owner.as_str()) && row.token == l.token as i64)
+                    .then(|| {
+                        row.owner = None;
+                        row.expires_at = 0;
+                    })
+            })
+            .await?;
+        Ok(out.into_iter().map(|o| o.is_some()).collect())
+    }
+
+    /// Locks the leases' rows and applies `f` to each: a row it answers `Some` for was
+    /// changed and is written back; `None` leaves it alone.
+    async fn update<T>(
+        &self,
+        leases: &[Lease],
+        op: &'static str,
+        f: impl Fn(&mut Row, &Lease, i64) -> Option<T> + Sync,
+    ) -> Result<Vec<Option<T>>>
+    where
+        T: Send,
+    {
+        if leases.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut keys: Vec<&str> = leases.iter().map(|l| l.key.as_str()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        retrying(|| async {
+            let (tx, now, _, mut rows) = self.lock_rows(op, &keys, false).await?;
+            let mut writes = Vec::new();
+            let mut out = Vec::with_capacity(leases.len());
+            for l in leases {
+                let answer = rows.get_mut(&l.key).and_then(|row| {
+                    let a = f(row, l, now)?;
+                    writes.push((l.key.clone(), row.clone()));
+                    Some(a)
+                });
+                out.push(answer);
+            }
+            self.write_rows(tx, op, &writes).await?;
+            Ok(out)
+        })
+        .await
+    }
+}
