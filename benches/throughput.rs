@@ -123,7 +123,7 @@ async fn open(backend: &str, prefix: &str) -> Backend {
             } else {
                 let client = redis::Client::open(redis()).unwrap();
                 let conn = redis::aio::ConnectionManager::new(client).await.unwrap();
-                Arc::new(jobwheel::redis::RedisLocks::new(conn, prefix))
+                Arc::new(jobwheel::redis::RedisLocks::new(conn, prefix).unwrap())
             };
             (Arc::new(store), locks)
         }
@@ -143,8 +143,7 @@ async fn open(backend: &str, prefix: &str) -> Backend {
                     .await
                     .unwrap();
             store.migrate().await.unwrap();
-            let locks =
-                jobwheel::redis::RedisLocks::new(store.connection().clone(), &format!("{prefix}:"));
+            let locks = store.locks();
             (Arc::new(store), Arc::new(locks))
         }
         other => panic!(

@@ -10,7 +10,7 @@
 
 use jobwheel::email::{EmailAlarm, SmtpSecurity};
 use jobwheel::{
-    AlarmError, AlarmEvent, AlarmKind, AlarmPolicy, Job, JobAlarm, JobContext, JobError,
+    AlarmError, AlarmEvent, AlarmKind, AlarmPolicy, Job, JobAlarm, JobContext, JobResult,
     RetryPolicy, Schedule, Scheduler, SchedulerConfig, Throttled,
 };
 use std::io::Write;
@@ -46,6 +46,27 @@ impl JobAlarm for FileAlarm {
     }
 }
 
+/// The flaky job's payload.
+#[derive(serde::Deserialize)]
+struct Flaky {
+    /// The service it pretends to call.
+    upstream: String,
+}
+
+/// A call to a service that is down.
+fn call_upstream(upstream: &str, attempt: u32) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::ConnectionRefused,
+        format!("{upstream} refused attempt {attempt}"),
+    ))
+}
+
+/// Always fails: the I/O error goes up with `?` and into the run log and alarms.
+async fn flaky(ctx: JobContext, p: Flaky) -> JobResult {
+    call_upstream(&p.upstream, ctx.attempt)?;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> jobwheel::Result<()> {
     let smtp = std::env::var("JOBWHEEL_SMTP").unwrap_or_else(|_| "127.0.0.1:2525".into());
@@ -59,9 +80,7 @@ async fn main() -> jobwheel::Result<()> {
         .build()?;
     let path = std::env::temp_dir().join("jobwheel-alarms.jsonl");
     let scheduler = Scheduler::builder()
-        .handler("flaky", |ctx: JobContext| async move {
-            Err::<(), _>(JobError::msg(format!("attempt {} failed", ctx.attempt)))
-        })
+        .handler("flaky", flaky)
         .alarm(FileAlarm { path: path.clone() })
         // At most one e-mail per job and kind per minute; the rest are counted.
         .alarm(Throttled::new(email, Duration::from_secs(60)))
@@ -76,6 +95,7 @@ async fn main() -> jobwheel::Result<()> {
         "flaky",
         Schedule::every(Duration::from_secs(2))?,
     )
+    .payload(serde_json::json!({ "upstream": "billing.internal:443" }))
     .retry(RetryPolicy::new(
         2,
         Duration::from_millis(500),

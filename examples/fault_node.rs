@@ -17,7 +17,7 @@
 //! one line `METRICS {json}` with its counters. Short lease (3 s) and heartbeat (1 s)
 //! make faults show quickly.
 
-use jobwheel::{JobContext, JobError, JobStore, LockProvider, Scheduler, SchedulerConfig};
+use jobwheel::{JobContext, JobStore, LockProvider, Scheduler, SchedulerConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +27,14 @@ fn arg(name: &str) -> Option<String> {
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))
         .cloned()
+}
+
+/// The `work` job's payload.
+#[derive(serde::Deserialize)]
+struct Work {
+    /// How long a run takes after recording itself.
+    #[serde(default)]
+    sleep_ms: u64,
 }
 
 #[derive(Clone)]
@@ -100,7 +108,7 @@ async fn main() -> jobwheel::Result<()> {
                     let conn = redis::aio::ConnectionManager::new(client)
                         .await
                         .map_err(|e| jobwheel::Error::backend("redis", "connect", true, e))?;
-                    Arc::new(jobwheel::redis::RedisLocks::new(conn, &prefix))
+                    Arc::new(jobwheel::redis::RedisLocks::new(conn, &prefix)?)
                 };
                 let results = Results::Pg(store.pool().clone(), table);
                 (Arc::new(store), locks, results)
@@ -120,20 +128,21 @@ async fn main() -> jobwheel::Result<()> {
     let scheduler = Scheduler::builder()
         .store(store)
         .locks(locks)
-        .handler("work", move |ctx: JobContext| {
+        .handler("work", move |ctx: JobContext, work: Work| {
             let results = results.clone();
             async move {
                 let mut tries = 0;
-                while let Err(e) = results.record(&ctx).await {
-                    tries += 1;
-                    if tries > 120 {
-                        return Err(JobError::msg(format!("results: {e}")));
+                loop {
+                    match results.record(&ctx).await {
+                        Ok(()) => break,
+                        // Through an outage of up to 30 s; then the sqlx error fails the run.
+                        Err(e) if tries >= 120 => return Err(e.into()),
+                        Err(_) => tries += 1,
                     }
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
-                let ms = ctx.payload()["sleep_ms"].as_u64().unwrap_or(0);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                Ok::<(), JobError>(())
+                tokio::time::sleep(Duration::from_millis(work.sleep_ms)).await;
+                Ok(())
             }
         })
         .config(SchedulerConfig {

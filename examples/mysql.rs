@@ -6,14 +6,9 @@
 
 mod common;
 
-use jobwheel::mysql::MySqlStore;
-
 #[tokio::main]
-async fn main() -> jobwheel::Result<()> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("JOBWHEEL_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
-    let store = MySqlStore::builder(&url).prefix("example_").build().await?;
-    store.migrate().await?;
-    let locks = store.locks();
-    common::demo(store, locks, &url).await
+    common::demo(&url, "example_").await
 }

@@ -6,14 +6,9 @@
 
 mod common;
 
-use jobwheel::postgres::PgStore;
-
 #[tokio::main]
-async fn main() -> jobwheel::Result<()> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::var("JOBWHEEL_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let store = PgStore::builder(&url).prefix("example_").build().await?;
-    store.migrate().await?;
-    let locks = store.locks();
-    common::demo(store, locks, &url).await
+    common::demo(&url, "example_").await
 }

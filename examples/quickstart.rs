@@ -3,18 +3,16 @@
 //!
 //! `cargo run --example quickstart` (finishes by itself in about 12 seconds).
 
-use jobwheel::{
-    AlarmError, AlarmEvent, AlarmKind, AlarmPolicy, Job, JobAlarm, JobContext, JobError,
-    RetryPolicy, RunQuery, Schedule, Scheduler, SchedulerConfig, Timestamp,
-};
-use std::sync::Arc;
+use jobwheel::prelude::*;
+use jobwheel::{AlarmError, AlarmEvent, JobAlarm};
+use serde::Deserialize;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// A user-written alarm: prints each alarm event.
 struct ConsoleAlarm;
 
-#[async_trait::async_trait]
+#[jobwheel::async_trait]
 impl JobAlarm for ConsoleAlarm {
     fn name(&self) -> &str {
         "console"
@@ -35,31 +33,52 @@ impl JobAlarm for ConsoleAlarm {
     }
 }
 
+/// The `hello` jobs' payload.
+#[derive(Deserialize)]
+struct Greeting {
+    name: String,
+}
+
+async fn hello(ctx: JobContext, g: Greeting) -> JobResult {
+    println!(
+        "  hello {} from {} (fire {}, trigger {})",
+        g.name,
+        ctx.job.id(),
+        ctx.fire_at,
+        ctx.trigger.as_str()
+    );
+    Ok(())
+}
+
+/// Calls to the pretend upstream so far: the first two are refused.
+static CALLS: AtomicU32 = AtomicU32::new(0);
+
+fn call_upstream() -> std::io::Result<()> {
+    let n = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
+    if n < 3 {
+        let why = format!("upstream unavailable (call {n})");
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            why,
+        ));
+    }
+    Ok(())
+}
+
+/// Fails twice with the upstream's I/O error (`?` carries it to the run log), then
+/// succeeds.
+async fn sync(ctx: JobContext) -> JobResult {
+    println!("  sync attempt {} at {}", ctx.attempt, Timestamp::now());
+    call_upstream()?;
+    Ok(())
+}
+
 #[tokio::main]
-async fn main() -> jobwheel::Result<()> {
-    let flaky_calls = Arc::new(AtomicU32::new(0));
-    let calls = flaky_calls.clone();
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let scheduler = Scheduler::builder()
-        .handler("hello", |ctx: JobContext| async move {
-            println!(
-                "  hello from {} (fire {}, trigger {})",
-                ctx.job.id(),
-                ctx.fire_at,
-                ctx.trigger.as_str()
-            );
-            Ok::<(), JobError>(())
-        })
-        .handler("flaky", move |ctx: JobContext| {
-            let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
-            async move {
-                println!("  flaky attempt {} at {}", ctx.attempt, Timestamp::now());
-                if n < 3 {
-                    Err(JobError::msg(format!("upstream unavailable (call {n})")))
-                } else {
-                    Ok(())
-                }
-            }
-        })
+        .backend(connect("memory:").await?)
+        .handler("hello", hello)
+        .handler("sync", sync)
         .alarm(ConsoleAlarm)
         .config(SchedulerConfig {
             poll_interval: Duration::from_millis(200),
@@ -69,14 +88,12 @@ async fn main() -> jobwheel::Result<()> {
     let running = scheduler.start().await?;
     println!("node {} started", running.node_id());
 
+    let every_2s = Schedule::cron("*/2 * * * * ?", "Europe/Berlin")?;
     running
         .upsert(
-            Job::builder(
-                "every-2s",
-                "hello",
-                Schedule::cron("*/2 * * * * ?", "Europe/Berlin")?,
-            )
-            .build()?,
+            Job::builder("every-2s", "hello", every_2s)
+                .payload(serde_json::json!({ "name": "Berlin" }))
+                .build()?,
         )
         .await?;
     running
@@ -86,6 +103,7 @@ async fn main() -> jobwheel::Result<()> {
                 "hello",
                 Schedule::every(Duration::from_secs(3))?,
             )
+            .payload(serde_json::json!({ "name": "interval" }))
             .build()?,
         )
         .await?;
@@ -96,16 +114,13 @@ async fn main() -> jobwheel::Result<()> {
         recipients: vec![],
         ..AlarmPolicy::default()
     };
+    let soon = Schedule::once(Timestamp::now() + Duration::from_secs(1));
     running
         .upsert(
-            Job::builder(
-                "sync-once",
-                "flaky",
-                Schedule::once(Timestamp::now() + Duration::from_secs(1)),
-            )
-            .retry(retry)
-            .alarm(alarms)
-            .build()?,
+            Job::builder("sync-once", "sync", soon)
+                .retry(retry)
+                .alarm(alarms)
+                .build()?,
         )
         .await?;
 

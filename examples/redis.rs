@@ -6,14 +6,9 @@
 
 mod common;
 
-use jobwheel::redis::{RedisLocks, RedisStore};
-
 #[tokio::main]
-async fn main() -> jobwheel::Result<()> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url =
         std::env::var("JOBWHEEL_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/0".into());
-    let store = RedisStore::connect_with_prefix(&url, "example:").await?;
-    store.migrate().await?;
-    let locks = RedisLocks::new(store.connection().clone(), "example:");
-    common::demo(store, locks, &url).await
+    common::demo(&url, "example:").await
 }

@@ -3,35 +3,41 @@
 //! `cargo run --example sqlite [path/to/jobs.db]` (default: a file in the temp dir).
 //! Run it in two terminals on the same file: each fire still runs once.
 
-use jobwheel::sqlite::SqliteStore;
-use jobwheel::{Job, JobContext, JobError, RunQuery, Schedule, Scheduler};
+use jobwheel::prelude::*;
+use serde::Deserialize;
 use std::time::Duration;
 
+/// The tick job's payload.
+#[derive(Deserialize)]
+struct Tick {
+    /// A number written as text, parsed by the handler.
+    every: String,
+}
+
+async fn tick(ctx: JobContext, p: Tick) -> JobResult {
+    // A payload the handler cannot use fails the run with the parse error.
+    let every: u64 = p.every.parse()?;
+    println!(
+        "  {} ran fire {} on {} (every {every} s)",
+        ctx.job.id(),
+        ctx.fire_at,
+        ctx.node_id
+    );
+    Ok(())
+}
+
 #[tokio::main]
-async fn main() -> jobwheel::Result<()> {
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let path = std::env::args().nth(1).unwrap_or_else(|| {
         std::env::temp_dir()
             .join("jobwheel-example.db")
             .display()
             .to_string()
     });
-    let store = SqliteStore::builder(format!("sqlite://{path}"))
-        .build()
-        .await?;
-    store.migrate().await?;
-    let locks = store.locks();
+    let backend = connect(&format!("sqlite://{path}?mode=rwc")).await?;
     let scheduler = Scheduler::builder()
-        .store(store)
-        .locks(locks)
-        .handler("tick", |ctx: JobContext| async move {
-            println!(
-                "  {} ran fire {} on {}",
-                ctx.job.id(),
-                ctx.fire_at,
-                ctx.node_id
-            );
-            Ok::<(), JobError>(())
-        })
+        .backend(backend)
+        .handler("tick", tick)
         .build()?;
     let running = scheduler.start().await?;
     println!("node {} on {path}", running.node_id());
@@ -42,6 +48,7 @@ async fn main() -> jobwheel::Result<()> {
                 "tick",
                 Schedule::every(Duration::from_secs(1))?,
             )
+            .payload(serde_json::json!({ "every": "1" }))
             .build()?,
         )
         .await?;

@@ -1,6 +1,6 @@
 //! The [`Executor`] trait: where handlers run.
 
-use crate::handler::{JobContext, JobHandler};
+use crate::handler::{JobContext, JobError, JobHandler};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +10,8 @@ use std::time::Duration;
 pub enum Outcome {
     /// The handler returned `Ok`.
     Succeeded,
-    /// The handler returned an error.
-    Failed(String),
+    /// The handler returned an error (with its chain and retry advice).
+    Failed(JobError),
     /// The handler ran past its timeout and was cancelled.
     TimedOut,
     /// The run was cancelled through its context (shutdown, lost lease).

@@ -4,10 +4,13 @@ use crate::job::Job;
 use crate::record::{RunId, TriggerKind};
 use crate::time::Timestamp;
 use async_trait::async_trait;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Everything a handler knows about the run it is executing.
@@ -41,6 +44,22 @@ impl JobContext {
         self.job.payload()
     }
 
+    /// The job's payload decoded as `T`. A payload that does not fit is a
+    /// [permanent](JobError::permanent) error naming `T` and the mismatch, so `?` ends
+    /// the run without retries.
+    pub fn payload_as<T: DeserializeOwned>(&self) -> JobResult<T> {
+        serde_path_to_error::deserialize(self.job.payload()).map_err(|e| {
+            let path = e.path().to_string();
+            JobError::msg(format!(
+                "payload of job {} is not a {} (at `{path}`): {}",
+                self.job.id(),
+                std::any::type_name::<T>(),
+                e.inner()
+            ))
+            .permanent()
+        })
+    }
+
     /// Whether the run has been cancelled.
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
@@ -52,64 +71,240 @@ impl JobContext {
     }
 }
 
-/// The error a handler returns: a message recorded in the run log and alarms.
+/// What a handler returns: `Ok(())`, or a [`JobError`] saying what failed and
+/// whether to retry.
+pub type JobResult<T = ()> = Result<T, JobError>;
+
+/// What the engine does after a failed attempt, as the handler asked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RetryAdvice {
+    /// Follow the job's [`RetryPolicy`](crate::RetryPolicy) (the default).
+    #[default]
+    Policy,
+    /// Do not retry: the run is the final failure (with its alarm), and the schedule
+    /// continues.
+    Never,
+    /// Retry after this delay instead of the policy's backoff, if the policy has
+    /// attempts left.
+    After(Duration),
+}
+
+/// The error a handler returns: what failed, with its whole source chain, and
+/// whether to retry ([`permanent`](JobError::permanent),
+/// [`retry_after`](JobError::retry_after)).
 ///
-/// Any `std::error::Error` converts into it with `?`.
-#[derive(Clone, PartialEq, Eq)]
+/// Anything that converts into `Box<dyn std::error::Error + Send + Sync>` converts
+/// into it, so `?` works on any `std::error::Error + Send + Sync` (`sqlx::Error`,
+/// `reqwest::Error`, `std::io::Error`, …), on `anyhow::Error`, and on `String` and
+/// `&str`. The run log and alarms record [`chain`](JobError::chain): every message
+/// from the outermost error to its root cause, joined by `": "`.
+///
+/// Like `anyhow::Error`, it does not implement `std::error::Error` itself (that is
+/// what lets every error convert into it); [`source`](JobError::source) gives the
+/// error it wraps.
+#[derive(Clone)]
 pub struct JobError {
-    message: String,
+    chain: String,
+    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    retry: RetryAdvice,
 }
 
 impl JobError {
-    /// An error with this message.
+    /// An error with this message and no source.
     pub fn msg(message: impl fmt::Display) -> Self {
         JobError {
-            message: message.to_string(),
+            chain: message.to_string(),
+            source: None,
+            retry: RetryAdvice::Policy,
         }
     }
 
-    /// The message.
-    pub fn message(&self) -> &str {
-        &self.message
+    /// Wraps `error`, keeping its source chain.
+    pub fn new(error: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> Self {
+        let error: Arc<dyn std::error::Error + Send + Sync> = Arc::from(error.into());
+        let mut chain = error.to_string();
+        let mut next = error.source();
+        let mut depth = 0;
+        while let Some(cause) = next {
+            let text = cause.to_string();
+            // Wrappers often repeat their cause in their own message.
+            if !chain.ends_with(&text) {
+                chain.push_str(": ");
+                chain.push_str(&text);
+            }
+            next = cause.source();
+            depth += 1;
+            if depth == 64 {
+                break;
+            }
+        }
+        JobError {
+            chain,
+            source: Some(error),
+            retry: RetryAdvice::Policy,
+        }
+    }
+
+    /// Marks the error permanent: no retry, whatever the retry policy; the run is the
+    /// fire's final failure and raises its alarm.
+    pub fn permanent(mut self) -> Self {
+        self.retry = RetryAdvice::Never;
+        self
+    }
+
+    /// Asks for the next attempt after `delay` instead of the policy's backoff (once;
+    /// later failures follow the policy again). Has no effect when the policy has no
+    /// attempt left.
+    pub fn retry_after(mut self, delay: Duration) -> Self {
+        self.retry = RetryAdvice::After(delay);
+        self
+    }
+
+    /// What the handler asked for the next attempt.
+    pub fn retry(&self) -> RetryAdvice {
+        self.retry
+    }
+
+    /// Whether the error is [`permanent`](JobError::permanent).
+    pub fn is_permanent(&self) -> bool {
+        self.retry == RetryAdvice::Never
+    }
+
+    /// The whole chain of messages, outermost first, joined by `": "`: what the run
+    /// log records.
+    pub fn chain(&self) -> &str {
+        &self.chain
+    }
+
+    /// The error this one wraps, when it was made from one.
+    pub fn source(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.source.as_deref()
     }
 }
 
 impl fmt::Display for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.chain)
     }
 }
 
 impl fmt::Debug for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "JobError({:?})", self.message)
+        f.debug_struct("JobError")
+            .field("chain", &self.chain)
+            .field("retry", &self.retry)
+            .finish()
     }
 }
 
-impl<E: std::error::Error> From<E> for JobError {
+/// Equal when the chains and the advice are equal.
+impl PartialEq for JobError {
+    fn eq(&self, other: &Self) -> bool {
+        self.chain == other.chain && self.retry == other.retry
+    }
+}
+
+impl Eq for JobError {}
+
+impl<E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>> From<E> for JobError {
     fn from(e: E) -> Self {
-        JobError::msg(e)
+        JobError::new(e)
     }
 }
 
 /// Code that runs a job.
 ///
-/// Any `Fn(JobContext) -> impl Future<Output = Result<(), JobError>>` that is
-/// `Send + Sync + 'static` is a handler, so async closures work directly.
-/// A handler should return promptly once `ctx.cancel` is cancelled.
+/// Any `Fn(JobContext) -> impl Future<Output = JobResult>` that is
+/// `Send + Sync + 'static` is a handler, so async closures and `async fn`s work
+/// directly; a function that also takes the payload as a type of its own is one
+/// through [`Typed`] (which [`SchedulerBuilder::handler`](crate::SchedulerBuilder::handler)
+/// applies by itself). A handler should return promptly once `ctx.cancel` is cancelled.
 #[async_trait]
 pub trait JobHandler: Send + Sync + 'static {
     /// Runs one attempt.
-    async fn run(&self, ctx: JobContext) -> Result<(), JobError>;
+    async fn run(&self, ctx: JobContext) -> JobResult;
 }
 
 #[async_trait]
 impl<F, Fut> JobHandler for F
 where
     F: Fn(JobContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+    Fut: Future<Output = JobResult> + Send + 'static,
 {
-    async fn run(&self, ctx: JobContext) -> Result<(), JobError> {
+    async fn run(&self, ctx: JobContext) -> JobResult {
         (self)(ctx).await
+    }
+}
+
+/// A handler that takes the job's payload decoded as `P`: wraps any
+/// `Fn(JobContext, P) -> impl Future<Output = JobResult>`. A payload that does not
+/// decode as `P` fails the run [permanently](JobError::permanent), naming the type and
+/// the serde error (retrying cannot fix it).
+pub struct Typed<F, P> {
+    f: F,
+    _payload: PhantomData<fn() -> P>,
+}
+
+impl<F, P> Typed<F, P> {
+    /// Wraps `f`.
+    pub fn new(f: F) -> Self {
+        Typed {
+            f,
+            _payload: PhantomData,
+        }
+    }
+}
+
+impl<F, P> fmt::Debug for Typed<F, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Typed<{}>", std::any::type_name::<P>())
+    }
+}
+
+#[async_trait]
+impl<F, Fut, P> JobHandler for Typed<F, P>
+where
+    F: Fn(JobContext, P) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = JobResult> + Send + 'static,
+    P: DeserializeOwned + Send + 'static,
+{
+    async fn run(&self, ctx: JobContext) -> JobResult {
+        let payload = ctx.payload_as::<P>()?;
+        (self.f)(ctx, payload).await
+    }
+}
+
+/// What [`SchedulerBuilder::handler`](crate::SchedulerBuilder::handler) accepts: any
+/// [`JobHandler`] (marker [`Plain`]), or a function of the context and a typed payload
+/// (marker [`WithPayload`], wrapped in [`Typed`]). The marker only guides type
+/// inference; callers never name it.
+pub trait IntoHandler<M>: Send + Sync + 'static {
+    /// The handler.
+    fn into_handler(self) -> Arc<dyn JobHandler>;
+}
+
+/// [`IntoHandler`] marker for a [`JobHandler`].
+#[derive(Debug)]
+pub enum Plain {}
+
+/// [`IntoHandler`] marker for a function of the context and a payload of type `P`.
+#[derive(Debug)]
+pub struct WithPayload<P>(PhantomData<fn() -> P>);
+
+impl<H: JobHandler> IntoHandler<Plain> for H {
+    fn into_handler(self) -> Arc<dyn JobHandler> {
+        Arc::new(self)
+    }
+}
+
+impl<F, Fut, P> IntoHandler<WithPayload<P>> for F
+where
+    F: Fn(JobContext, P) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = JobResult> + Send + 'static,
+    P: DeserializeOwned + Send + 'static,
+{
+    fn into_handler(self) -> Arc<dyn JobHandler> {
+        Arc::new(Typed::new(self))
     }
 }

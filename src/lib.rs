@@ -21,6 +21,43 @@
 //! misfire policies and sends alarm events to every [`JobAlarm`]. The
 //! [`conformance`] suites are what every backend must pass.
 //!
+//! Embedding it takes a backend feature, [`connect`], a builder, handlers and
+//! [`start`](Scheduler::start):
+//!
+//! ```no_run
+//! use jobwheel::prelude::*;
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Report {
+//!     format: String,
+//! }
+//!
+//! /// A handler: the payload arrives typed, and `?` works on any error.
+//! async fn report(ctx: JobContext, p: Report) -> JobResult {
+//!     let template = std::fs::read_to_string(format!("templates/{}.txt", p.format))?;
+//!     println!("report for {} from {} bytes", ctx.fire_at, template.len());
+//!     Ok(())
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let backend = jobwheel::connect("postgres://app@localhost/app").await?; // migrated
+//!     let scheduler = Scheduler::builder()
+//!         .backend(backend)
+//!         .handler("report", report)
+//!         .build()?;
+//!     let running = scheduler.start().await?;
+//!     let daily = Schedule::cron("0 0 6 * * ?", "Europe/Paris")?;
+//!     let job = Job::builder("daily", "report", daily).payload(serde_json::json!({ "format": "pdf" }));
+//!     running.upsert(job.build()?).await?;
+//!     tokio::signal::ctrl_c().await?;
+//!     running.shutdown().await;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Schedules are computed in the job's zone:
+//!
 //! ```
 //! use jobwheel::{Job, Schedule, Timestamp};
 //!
@@ -35,6 +72,7 @@
 
 pub mod alarm;
 pub mod conformance;
+pub mod connect;
 pub mod engine;
 pub mod error;
 pub mod executor;
@@ -79,14 +117,33 @@ pub mod email;
 #[path = "../alarms/webhook.rs"]
 pub mod webhook;
 
+/// What an application embedding jobwheel needs in one `use jobwheel::prelude::*;`:
+/// the scheduler, jobs and schedules, handler types, policies and [`connect`].
+pub mod prelude {
+    pub use crate::connect::{Backend, BackendConfig, connect};
+    pub use crate::engine::{Scheduler, SchedulerConfig, SchedulerHandle};
+    pub use crate::handler::{JobContext, JobError, JobResult};
+    pub use crate::job::{Job, JobId};
+    pub use crate::policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
+    pub use crate::record::{RunStatus, TriggerKind};
+    pub use crate::schedule::Schedule;
+    pub use crate::store::{JobQuery, RunQuery};
+    pub use crate::time::Timestamp;
+}
+
+/// Re-exported so custom stores, lock providers and alarms need no dependency of
+/// their own: `#[jobwheel::async_trait]`.
+pub use async_trait::async_trait;
+
 pub use alarm::{AlarmError, JobAlarm, Retrying, Throttled};
+pub use connect::{Backend, BackendConfig, connect};
 pub use engine::{
     Doctor, EngineMetrics, MisfireCounts, Scheduler, SchedulerBuilder, SchedulerConfig,
     SchedulerHandle, ShutdownReport,
 };
 pub use error::{Error, Result};
 pub use executor::{Execution, Executor, Outcome};
-pub use handler::{JobContext, JobError, JobHandler};
+pub use handler::{JobContext, JobError, JobHandler, JobResult, RetryAdvice};
 pub use job::{Job, JobBuilder, JobId};
 pub use local_executor::{LocalExecutor, SlowLaneConfig};
 pub use lock::{Lease, LockProvider, LockRequest};
@@ -97,4 +154,9 @@ pub use store::{
     AlarmClaim, AlarmOutbox, AlarmQuery, CorruptRow, DueQuery, JobQuery, JobStore, Jobs,
     NodeRegistry, Page, RunLog, RunQuery,
 };
+/// The README's code blocks, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use time::{Clock, ManualClock, SystemClock, Timestamp, TokioClock};

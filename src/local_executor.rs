@@ -144,7 +144,7 @@ impl Executor for LocalExecutor {
         let outcome = tokio::select! {
             r = run => match r {
                 Ok(Ok(())) => Outcome::Succeeded,
-                Ok(Err(err)) => Outcome::Failed(err.to_string()),
+                Ok(Err(err)) => Outcome::Failed(err),
                 Err(p) => Outcome::Panicked(panic_message(p)),
             },
             _ = timeout => {

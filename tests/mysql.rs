@@ -151,10 +151,10 @@ async fn every_job_keeps_firing_when_the_lock_provider_changes() {
             ("mysql", sql_locks()),
             (
                 "redis",
-                Arc::new(jobwheel::redis::RedisLocks::new(
-                    redis.connection().clone(),
-                    &redis_prefix,
-                )),
+                Arc::new(
+                    jobwheel::redis::RedisLocks::new(redis.connection().clone(), &redis_prefix)
+                        .unwrap(),
+                ),
             ),
             ("mysql", sql_locks()),
         ],

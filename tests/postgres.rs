@@ -137,10 +137,9 @@ async fn every_job_keeps_firing_when_the_lock_provider_changes() {
         .await
         .unwrap();
     let redis_locks = || -> Arc<dyn LockProvider> {
-        Arc::new(jobwheel::redis::RedisLocks::new(
-            redis.connection().clone(),
-            &redis_prefix,
-        ))
+        Arc::new(
+            jobwheel::redis::RedisLocks::new(redis.connection().clone(), &redis_prefix).unwrap(),
+        )
     };
     let pg_locks: Arc<dyn LockProvider> = Arc::new(store.locks());
     support::switch::every_job_keeps_firing_across_lock_providers(

@@ -109,7 +109,7 @@ async fn postgres_store_with_redis_locks_runs_every_fire_once() {
             store.migrate().await.unwrap();
             let client = redis::Client::open(redis_url.as_str()).unwrap();
             let conn = redis::aio::ConnectionManager::new(client).await.unwrap();
-            let locks = RedisLocks::new(conn, &redis_prefix);
+            let locks = RedisLocks::new(conn, &redis_prefix).unwrap();
             (
                 Arc::new(store) as Arc<dyn JobStore>,
                 Arc::new(locks) as Arc<dyn LockProvider>,

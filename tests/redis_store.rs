@@ -24,7 +24,7 @@ async fn open(url: &str, prefix: &str) -> (RedisStore, RedisLocks) {
         .await
         .unwrap_or_else(|e| panic!("JOBWHEEL_REDIS_URL is set but Redis is unreachable: {e}"));
     store.migrate().await.unwrap();
-    let locks = RedisLocks::new(store.connection().clone(), prefix);
+    let locks = store.locks();
     (store, locks)
 }
 

@@ -92,15 +92,23 @@ impl RedisLocks {
     /// manager; keys go under `jobwheel:`.
     pub async fn connect(url: &str) -> Result<Self> {
         let client = redis::Client::open(url)
-            .map_err(|e| Error::invalid("redis.url", url, e.to_string()))?;
+            .map_err(|e| Error::invalid("redis.url", crate::connect::redact(url), e.to_string()))?;
         let conn = ConnectionManager::new(client)
             .await
             .map_err(redis_err("connect"))?;
-        Ok(RedisLocks::new(conn, "jobwheel:"))
+        RedisLocks::new(conn, "jobwheel:")
     }
 
-    /// On the application's existing connection manager, with keys under `prefix`.
-    pub fn new(conn: ConnectionManager, prefix: &str) -> Self {
+    /// On the application's existing connection manager, with keys under `prefix`
+    /// (1-100 printable ASCII characters without spaces; an error names
+    /// `redis.prefix` otherwise).
+    pub fn new(conn: ConnectionManager, prefix: &str) -> Result<Self> {
+        super::check_prefix(prefix)?;
+        Ok(RedisLocks::checked(conn, prefix))
+    }
+
+    /// With a prefix already checked.
+    pub(super) fn checked(conn: ConnectionManager, prefix: &str) -> Self {
         RedisLocks {
             conn,
             prefix: prefix.into(),

@@ -5,7 +5,7 @@
 //! # async fn t() -> jobwheel::Result<()> {
 //! let store = jobwheel::redis::RedisStore::connect("redis://127.0.0.1:6379/0").await?;
 //! store.migrate().await?;
-//! let locks = jobwheel::redis::RedisLocks::new(store.connection().clone(), "jobwheel:");
+//! let locks = store.locks();
 //! # Ok(()) }
 //! ```
 //!

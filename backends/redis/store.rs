@@ -96,7 +96,7 @@ impl RedisStore {
     /// Like [`connect`](Self::connect), with keys under `prefix`.
     pub async fn connect_with_prefix(url: &str, prefix: &str) -> Result<Self> {
         let client = redis::Client::open(url)
-            .map_err(|e| Error::invalid("redis.url", url, e.to_string()))?;
+            .map_err(|e| Error::invalid("redis.url", crate::connect::redact(url), e.to_string()))?;
         let conn = ConnectionManager::new(client)
             .await
             .map_err(redis_err("connect"))?;
@@ -117,6 +117,11 @@ impl RedisStore {
     /// The connection manager, for sharing with [`RedisLocks`](super::RedisLocks).
     pub fn connection(&self) -> &ConnectionManager {
         &self.conn
+    }
+
+    /// Leases on this store's connection, with keys under its prefix.
+    pub fn locks(&self) -> super::RedisLocks {
+        super::RedisLocks::checked(self.conn.clone(), &self.prefix)
     }
 
     /// Writes the schema version under the prefix. Idempotent; refuses a keyspace

@@ -137,6 +137,7 @@ pub(crate) fn marks(n: usize) -> String {
 /// A derived table `v` of `rows` rows of placeholders named `cols`, bound row by row,
 /// as `SELECT`s joined by `UNION ALL`: `(SELECT ? AS a, ? AS b UNION ALL SELECT ?, ? …)
 /// AS v` (the form MySQL and MariaDB both read; see [`Dialect::values`]).
+#[cfg(feature = "mysql")]
 pub(crate) fn union_values(cols: &[&str], rows: usize) -> String {
     let first = cols
         .iter()
@@ -148,6 +149,7 @@ pub(crate) fn union_values(cols: &[&str], rows: usize) -> String {
 }
 
 /// The rows of a `VALUES` list: `(?, ?), (?, ?) …`.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn value_rows(cols: usize, rows: usize) -> String {
     vec![format!("({})", marks(cols)); rows].join(", ")
 }

@@ -7,7 +7,7 @@ use super::slots::SlotRequest;
 use super::{Core, RunningEntry, bump, lock};
 use crate::error::Error;
 use crate::executor::{Execution, Outcome};
-use crate::handler::JobContext;
+use crate::handler::{JobContext, JobError};
 use crate::lock::Lease;
 use crate::record::*;
 use std::sync::Arc;
@@ -229,11 +229,11 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
         }
         None => {
             drop(grant);
-            Outcome::Failed(format!(
+            Outcome::Failed(JobError::msg(format!(
                 "no handler {:?} on node {}",
                 job.handler(),
                 core.node_id
-            ))
+            )))
         }
     };
     // The run's slot is free again: the next fire in line takes it.
@@ -241,22 +241,16 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
     core.slots.pump();
     let entry = lock(&core.running).remove(&run_id);
     let (lease, lost) = entry.map_or((lease, false), |e| (e.lease, e.lost));
-    let (status, error) = if lost {
-        (
+    let ended = if lost {
+        plan::Ended::new(
             RunStatus::Cancelled,
             Some("lease lost while running; result refused".to_string()),
         )
     } else {
-        plan::status_of(&outcome)
+        plan::Ended::of(&outcome)
     };
-    let p = plan::plan_finish(
-        &job,
-        &attempt,
-        status,
-        error,
-        core.store_now(),
-        fastrand::f64(),
-    );
+    let status = ended.status;
+    let p = plan::plan_finish(&job, &attempt, ended, core.store_now(), fastrand::f64());
     if p.will_retry {
         info!(status = status.as_str(), next = ?p.next.at, "retry scheduled");
     }

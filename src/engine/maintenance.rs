@@ -217,8 +217,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
     let p = plan::plan_finish(
         &rec.job,
         &attempt,
-        RunStatus::Lost,
-        error,
+        plan::Ended::new(RunStatus::Lost, error),
         core.store_now(),
         fastrand::f64(),
     );

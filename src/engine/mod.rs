@@ -39,7 +39,7 @@ pub use metrics::{EngineMetrics, MisfireCounts};
 use crate::alarm::JobAlarm;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
-use crate::handler::JobHandler;
+use crate::handler::{IntoHandler, JobHandler};
 use crate::job::JobId;
 use crate::local_executor::LocalExecutor;
 use crate::lock::LockProvider;
@@ -256,6 +256,13 @@ impl SchedulerBuilder {
         self.store = Some(Arc::new(store));
         self
     }
+    /// The store and lock provider of a [`Backend`](crate::Backend), as
+    /// [`connect`](crate::connect) returns them.
+    pub fn backend(mut self, backend: crate::Backend) -> Self {
+        self.store = Some(backend.store);
+        self.locks = Some(backend.locks);
+        self
+    }
     /// The lock provider (default: new [`LocalLocks`]).
     pub fn locks(mut self, locks: impl LockProvider) -> Self {
         self.locks = Some(Arc::new(locks));
@@ -267,8 +274,12 @@ impl SchedulerBuilder {
         self
     }
     /// Registers a handler under `name`; jobs name it in [`Job::handler`](crate::Job::handler).
-    pub fn handler(mut self, name: impl Into<String>, handler: impl JobHandler) -> Self {
-        self.handlers.insert(name.into(), Arc::new(handler));
+    /// Takes any [`JobHandler`] (an `async fn(JobContext) -> JobResult` or such a
+    /// closure), or a function that also takes the payload decoded as a type of its
+    /// own: `async fn report(ctx: JobContext, p: ReportParams) -> JobResult` (see
+    /// [`Typed`](crate::handler::Typed)).
+    pub fn handler<M>(mut self, name: impl Into<String>, handler: impl IntoHandler<M>) -> Self {
+        self.handlers.insert(name.into(), handler.into_handler());
         self
     }
     /// Adds an alarm; every alarm hears every alarm event.

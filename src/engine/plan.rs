@@ -2,6 +2,7 @@
 //! (misfire policy) and what a run's outcome writes (retry policy, next fire, alarms).
 
 use crate::executor::Outcome;
+use crate::handler::RetryAdvice;
 use crate::job::Job;
 use crate::policy::{AlarmKind, MisfirePolicy};
 use crate::record::{AlarmEvent, DueFire, FireSpan, NextFire, RunId, RunStatus, TriggerKind};
@@ -137,14 +138,41 @@ fn next_scheduled(schedule: &Schedule, after: Timestamp) -> NextFire {
     }
 }
 
-/// Maps an outcome to a status and message.
-pub(crate) fn status_of(outcome: &Outcome) -> (RunStatus, Option<String>) {
-    match outcome {
-        Outcome::Succeeded => (RunStatus::Succeeded, None),
-        Outcome::Failed(e) => (RunStatus::Failed, Some(e.clone())),
-        Outcome::TimedOut => (RunStatus::TimedOut, Some("timed out".into())),
-        Outcome::Cancelled => (RunStatus::Cancelled, Some("cancelled".into())),
-        Outcome::Panicked(p) => (RunStatus::Failed, Some(format!("handler panicked: {p}"))),
+/// How a run ended, as its finish records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ended {
+    pub(crate) status: RunStatus,
+    /// The message (a handler error's whole chain).
+    pub(crate) error: Option<String>,
+    /// What the handler asked for the next attempt.
+    pub(crate) retry: RetryAdvice,
+}
+
+impl Ended {
+    /// An end with no advice from a handler.
+    pub(crate) fn new(status: RunStatus, error: Option<String>) -> Self {
+        Ended {
+            status,
+            error,
+            retry: RetryAdvice::Policy,
+        }
+    }
+
+    /// Maps an executor's outcome.
+    pub(crate) fn of(outcome: &Outcome) -> Self {
+        match outcome {
+            Outcome::Succeeded => Ended::new(RunStatus::Succeeded, None),
+            Outcome::Failed(e) => Ended {
+                status: RunStatus::Failed,
+                error: Some(e.chain().to_string()),
+                retry: e.retry(),
+            },
+            Outcome::TimedOut => Ended::new(RunStatus::TimedOut, Some("timed out".into())),
+            Outcome::Cancelled => Ended::new(RunStatus::Cancelled, Some("cancelled".into())),
+            Outcome::Panicked(p) => {
+                Ended::new(RunStatus::Failed, Some(format!("handler panicked: {p}")))
+            }
+        }
     }
 }
 
@@ -182,11 +210,15 @@ pub(crate) fn plan_skip(
 pub(crate) fn plan_finish(
     job: &Job,
     a: &Attempt,
-    status: RunStatus,
-    error: Option<String>,
+    ended: Ended,
     now: Timestamp,
     unit: f64,
 ) -> FinishPlan {
+    let Ended {
+        status,
+        error,
+        retry: advice,
+    } = ended;
     let policy = job.alarm();
     let mut alarms: Vec<AlarmKind> = misfire_alarm(job, a).into_iter().collect();
     if !status.is_failure() {
@@ -208,16 +240,17 @@ pub(crate) fn plan_finish(
         alarms.push(AlarmKind::Failure);
     }
     let retry = job.retry();
-    if retry.should_retry(a.attempt) {
+    if advice != RetryAdvice::Never && retry.should_retry(a.attempt) {
         // An interrupted run (its node died, its lease was lost, shutdown cancelled
         // it) did not fail on its own: the same fire runs again at once, keeping its
         // instant. A failure of the handler waits out the backoff. Either way the
         // schedule resumes after the fire's base once the retries end, so fires that
         // came due meanwhile follow under the misfire policy.
-        let at = if matches!(status, RunStatus::Lost | RunStatus::Cancelled) {
-            a.fire_at
-        } else {
-            now + retry.delay_jittered(a.attempt, unit)
+        // A handler's `retry_after` replaces the backoff once.
+        let at = match advice {
+            _ if matches!(status, RunStatus::Lost | RunStatus::Cancelled) => a.fire_at,
+            RetryAdvice::After(d) => now.saturating_add(d),
+            _ => now + retry.delay_jittered(a.attempt, unit),
         };
         FinishPlan {
             status,

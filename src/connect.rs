@@ -1,0 +1,253 @@
+//! One line to a ready backend: [`connect`] reads a URL and returns a migrated store
+//! and its natural lock provider; [`BackendConfig`] is the same, loadable with serde.
+//!
+//! | URL | store | locks | feature |
+//! |---|---|---|---|
+//! | `memory:` | [`MemoryStore`](crate::memory::MemoryStore) | [`LocalLocks`](crate::memory::LocalLocks) | always |
+//! | `sqlite://jobs.db?mode=rwc`, `sqlite::memory:` | `SqliteStore` | its `locks()` | `sqlite` |
+//! | `postgres://…`, `postgresql://…` | `PgStore` | its `locks()` | `postgres` |
+//! | `mysql://…`, `mariadb://…` | `MySqlStore` | its `locks()` | `mysql` |
+//! | `redis://…`, `rediss://…` | `RedisStore` | its `locks()` | `redis` |
+//!
+//! Errors never echo a password: URLs in messages have their user information
+//! replaced by `***`.
+
+use crate::error::{Error, Result};
+use crate::lock::LockProvider;
+use crate::store::JobStore;
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// A store and the lock provider that goes with it, ready for
+/// [`SchedulerBuilder::backend`](crate::SchedulerBuilder::backend).
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Backend {
+    /// The store (migrated unless the config said not to).
+    pub store: Arc<dyn JobStore>,
+    /// Leases on the same server as the store (in-process for `memory:`).
+    pub locks: Arc<dyn LockProvider>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("store", &self.store.name())
+            .field("locks", &self.locks.name())
+            .finish()
+    }
+}
+
+/// Where and how to connect, e.g. from a TOML `[backend]` table:
+///
+/// ```toml
+/// url = "postgres://app@db/app"
+/// prefix = "jobwheel_"    # table or key prefix (optional)
+/// max_connections = 16    # SQL pool size (optional)
+/// migrate = true          # run pending migrations on connect (default)
+/// ```
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BackendConfig {
+    /// The backend's URL; its scheme picks the backend.
+    pub url: String,
+    /// Table prefix (SQL) or key prefix (Redis); the backend's default when `None`.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Pool size of an SQL backend; the backend's default when `None`.
+    #[serde(default)]
+    pub max_connections: Option<u32>,
+    /// Whether to run pending migrations on connect (default `true`).
+    #[serde(default = "yes")]
+    pub migrate: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl std::fmt::Debug for BackendConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendConfig")
+            .field("url", &redact(&self.url))
+            .field("prefix", &self.prefix)
+            .field("max_connections", &self.max_connections)
+            .field("migrate", &self.migrate)
+            .finish()
+    }
+}
+
+/// Connects to `url` with the backend's defaults and migrates it; see the
+/// [module](self) for the URLs.
+///
+/// Errors: [`Error::Invalid`] naming `backend.url` for an unknown scheme or one whose
+/// feature is not compiled in, or the backend's own errors (a bad URL, a failed
+/// connection, [`Error::SchemaTooNew`]).
+pub async fn connect(url: &str) -> Result<Backend> {
+    BackendConfig::new(url).connect().await
+}
+
+impl BackendConfig {
+    /// A config for `url` with every other field at its default.
+    pub fn new(url: impl Into<String>) -> Self {
+        BackendConfig {
+            url: url.into(),
+            prefix: None,
+            max_connections: None,
+            migrate: true,
+        }
+    }
+
+    /// With this table or key prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// With this SQL pool size.
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = Some(n);
+        self
+    }
+
+    /// Whether to migrate on connect.
+    pub fn migrate(mut self, migrate: bool) -> Self {
+        self.migrate = migrate;
+        self
+    }
+
+    /// Connects (and migrates, unless `migrate` is false). See [`connect`].
+    pub async fn connect(&self) -> Result<Backend> {
+        let scheme = self.url.split(':').next().unwrap_or_default();
+        match scheme {
+            "memory" => Ok(Backend {
+                store: Arc::new(crate::memory::MemoryStore::new()),
+                locks: Arc::new(crate::memory::LocalLocks::new()),
+            }),
+            #[cfg(feature = "sqlite")]
+            "sqlite" => {
+                let mut b = crate::sqlite::SqliteStore::builder(self.url.as_str());
+                if let Some(p) = &self.prefix {
+                    b = b.prefix(p.as_str());
+                }
+                if let Some(n) = self.max_connections {
+                    b = b.max_connections(n);
+                }
+                let store = b.build().await?;
+                self.finish(store.clone(), store.locks(), store.migrate())
+                    .await
+            }
+            #[cfg(feature = "postgres")]
+            "postgres" | "postgresql" => {
+                let mut b = crate::postgres::PgStore::builder(self.url.as_str());
+                if let Some(p) = &self.prefix {
+                    b = b.prefix(p.as_str());
+                }
+                if let Some(n) = self.max_connections {
+                    b = b.max_connections(n);
+                }
+                let store = b.build().await?;
+                self.finish(store.clone(), store.locks(), store.migrate())
+                    .await
+            }
+            #[cfg(feature = "mysql")]
+            "mysql" | "mariadb" => {
+                let url = match self.url.strip_prefix("mariadb:") {
+                    Some(rest) => format!("mysql:{rest}"),
+                    None => self.url.clone(),
+                };
+                let mut b = crate::mysql::MySqlStore::builder(url);
+                if let Some(p) = &self.prefix {
+                    b = b.prefix(p.as_str());
+                }
+                if let Some(n) = self.max_connections {
+                    b = b.max_connections(n);
+                }
+                let store = b.build().await?;
+                self.finish(store.clone(), store.locks(), store.migrate())
+                    .await
+            }
+            #[cfg(feature = "redis")]
+            "redis" | "rediss" => {
+                let prefix = self.prefix.as_deref().unwrap_or("jobwheel:");
+                let store =
+                    crate::redis::RedisStore::connect_with_prefix(&self.url, prefix).await?;
+                let locks = store.locks();
+                self.finish(store.clone(), locks, store.migrate()).await
+            }
+            // Reached only for a backend whose feature is off.
+            #[allow(unreachable_patterns)]
+            "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" | "redis" | "rediss" => {
+                let feature = match scheme {
+                    "postgresql" => "postgres",
+                    "mariadb" => "mysql",
+                    "rediss" => "redis",
+                    s => s,
+                };
+                Err(Error::invalid(
+                    "backend.url",
+                    redact(&self.url),
+                    format!("jobwheel was built without the `{feature}` feature"),
+                ))
+            }
+            _ => Err(Error::invalid(
+                "backend.url",
+                redact(&self.url),
+                "unknown scheme: expected memory:, sqlite:, postgres:, mysql:, mariadb: or redis:",
+            )),
+        }
+    }
+
+    #[cfg(any(
+        feature = "sqlite",
+        feature = "postgres",
+        feature = "mysql",
+        feature = "redis"
+    ))]
+    async fn finish(
+        &self,
+        store: impl JobStore,
+        locks: impl LockProvider,
+        migrate: impl std::future::Future<Output = Result<()>>,
+    ) -> Result<Backend> {
+        if self.migrate {
+            migrate.await?;
+        }
+        Ok(Backend {
+            store: Arc::new(store),
+            locks: Arc::new(locks),
+        })
+    }
+}
+
+/// `url` with any password (and user) replaced by `***`, for messages and logs.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redact_hides_user_information_only() {
+        assert_eq!(
+            redact("redis://:s3cr3tpw@127.0.0.1:notaport/9"),
+            "redis://***@127.0.0.1:notaport/9"
+        );
+        assert_eq!(
+            redact("postgres://app:pw@db/app?x=a@b"),
+            "postgres://***@db/app?x=a@b"
+        );
+        assert_eq!(redact("postgres://db/app"), "postgres://db/app");
+        assert_eq!(redact("sqlite::memory:"), "sqlite::memory:");
+    }
+}

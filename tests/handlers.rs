@@ -1,0 +1,209 @@
+//! Handlers as Rust users write them, on a paused clock: typed payloads, `?` on
+//! foreign errors with the whole chain in the run log, `permanent` and `retry_after`.
+
+mod support;
+
+use jobwheel::{
+    AlarmKind, Job, JobContext, JobError, JobResult, RetryPolicy, RunStatus, Schedule, Scheduler,
+    TriggerKind,
+};
+use serde::Deserialize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::*;
+
+const BASE: &str = "2026-01-01T00:00:00Z";
+
+#[derive(Debug, Deserialize, PartialEq, Clone)]
+struct Report {
+    format: String,
+    pages: u32,
+}
+
+/// A handler taking its payload typed, as an `async fn`.
+async fn report(ctx: JobContext, p: Report) -> JobResult {
+    SEEN.lock().unwrap().push((ctx.job.id().to_string(), p));
+    Ok(())
+}
+
+static SEEN: Mutex<Vec<(String, Report)>> = Mutex::new(Vec::new());
+
+/// A failure the way a real dependency reports it: an `anyhow` context over an io error.
+fn fetch() -> anyhow::Result<()> {
+    let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+    Err(anyhow::Error::new(io).context("fetching the upstream report"))
+}
+
+fn job(id: &str, handler: &str, retry: RetryPolicy) -> Job {
+    Job::builder(
+        id,
+        handler,
+        Schedule::once(at(BASE) + Duration::from_secs(1)),
+    )
+    .retry(retry)
+    .build()
+    .unwrap()
+}
+
+async fn scheduler_with(
+    name: &'static str,
+    h: impl jobwheel::JobHandler,
+) -> (jobwheel::memory::MemoryStore, jobwheel::SchedulerHandle) {
+    let (store, locks, _clock) = backend(BASE);
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler(name, h)
+        .handler("report", report)
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    (store, s.start().await.unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn typed_payloads_decode_and_a_mismatch_fails_once_without_retry() {
+    let (store, h) = scheduler_with("unused", |_c: JobContext| async { Ok(()) }).await;
+    let retry = RetryPolicy::new(5, Duration::from_secs(1), Duration::from_secs(10)).unwrap();
+    let good = Job::builder("good", "report", Schedule::once(at(BASE)))
+        .payload(serde_json::json!({ "format": "pdf", "pages": 3 }))
+        .build()
+        .unwrap();
+    let bad = Job::builder("bad", "report", Schedule::once(at(BASE)))
+        .payload(serde_json::json!({ "format": "pdf", "pages": "many" }))
+        .retry(retry)
+        .build()
+        .unwrap();
+    h.upsert(good).await.unwrap();
+    h.upsert(bad).await.unwrap();
+    advance(Duration::from_secs(60)).await;
+    h.shutdown().await;
+    let seen = SEEN.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [(
+            "good".to_string(),
+            Report {
+                format: "pdf".into(),
+                pages: 3
+            }
+        )]
+    );
+    let runs = runs_of(&store, "bad").await;
+    assert_eq!(
+        runs.len(),
+        1,
+        "a payload that does not decode is not retried"
+    );
+    assert_eq!(runs[0].status, RunStatus::Failed);
+    let error = runs[0].error.as_deref().unwrap();
+    assert!(
+        error.contains("handlers::Report") && error.contains("pages"),
+        "the error names the type and the field: {error}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_run_log_keeps_the_whole_error_chain_of_a_foreign_error() {
+    let (store, h) = scheduler_with("fetch", |_c: JobContext| async {
+        fetch()?;
+        Ok(())
+    })
+    .await;
+    h.upsert(job("f", "fetch", RetryPolicy::none()))
+        .await
+        .unwrap();
+    advance(Duration::from_secs(5)).await;
+    h.shutdown().await;
+    let runs = runs_of(&store, "f").await;
+    assert_eq!(
+        runs[0].error.as_deref(),
+        Some("fetching the upstream report: connection refused")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn permanent_skips_the_retries_and_raises_the_final_failure() {
+    let (store, h) = scheduler_with("perm", |_c: JobContext| async {
+        Err(JobError::msg("account closed").permanent())
+    })
+    .await;
+    let retry = RetryPolicy::new(5, Duration::from_secs(1), Duration::from_secs(10)).unwrap();
+    h.upsert(job("p", "perm", retry)).await.unwrap();
+    advance(Duration::from_secs(120)).await;
+    let alarms = h.alarms(&jobwheel::AlarmQuery::new(100)).await.unwrap();
+    h.shutdown().await;
+    let runs = runs_of(&store, "p").await;
+    assert_eq!(
+        runs.iter()
+            .map(|r| (r.attempt, r.status))
+            .collect::<Vec<_>>(),
+        [(1, RunStatus::Failed)],
+        "one attempt of five"
+    );
+    let kinds: Vec<AlarmKind> = alarms.iter().map(|a| a.event.kind).collect();
+    assert!(kinds.contains(&AlarmKind::FinalFailure), "{kinds:?}");
+    assert!(alarms.iter().all(|a| !a.event.will_retry));
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_replaces_the_backoff_once() {
+    let (l, c) = (
+        Log::default(),
+        Arc::new(jobwheel::TokioClock::starting_at(at(BASE))),
+    );
+    let (log, clock) = (l.clone(), c.clone());
+    let (store, h) = scheduler_with("later", move |ctx: JobContext| {
+        log.record(&ctx, &*clock);
+        let attempt = ctx.attempt;
+        async move {
+            match attempt {
+                1 => Err(JobError::msg("rate limited").retry_after(Duration::from_secs(600))),
+                _ => Err(JobError::msg("still failing")),
+            }
+        }
+    })
+    .await;
+    // The policy's backoff: 5 s, then 10 s.
+    let retry = RetryPolicy::new(3, Duration::from_secs(5), Duration::from_secs(3600)).unwrap();
+    let job = Job::builder(
+        "r",
+        "later",
+        Schedule::once(at(BASE) + Duration::from_secs(1)),
+    )
+    .retry(retry)
+    .build()
+    .unwrap();
+    h.upsert(job).await.unwrap();
+    advance(Duration::from_secs(900)).await;
+    h.shutdown().await;
+    let t = at(BASE);
+    let started: Vec<(u32, TriggerKind, i64)> = l
+        .of("r")
+        .iter()
+        .map(|s| (s.attempt, s.trigger, s.started.as_millis() - t.as_millis()))
+        .collect();
+    assert_eq!(
+        started.iter().map(|s| (s.0, s.1)).collect::<Vec<_>>(),
+        [
+            (1, TriggerKind::Schedule),
+            (2, TriggerKind::Retry),
+            (3, TriggerKind::Retry)
+        ]
+    );
+    let gap = |i: usize| Duration::from_millis((started[i].2 - started[i - 1].2) as u64);
+    let near =
+        |d: Duration, want: u64| d.abs_diff(Duration::from_secs(want)) < Duration::from_millis(50);
+    assert!(
+        near(gap(1), 600),
+        "retry_after(600 s) replaced the 5 s backoff: {:?}",
+        gap(1)
+    );
+    assert!(
+        near(gap(2), 10),
+        "the next retry follows the policy again: {:?}",
+        gap(2)
+    );
+    let runs = runs_of(&store, "r").await;
+    assert_eq!(runs.len(), 3);
+}
