@@ -67,13 +67,14 @@ async fn lag(jobs: usize, seconds: u64, aligned: bool) {
         let offset = if aligned { 0 } else { (i * 1000 / jobs) as i64 };
         let schedule =
             Schedule::interval(Duration::from_secs(1), Timestamp::from_millis(offset)).unwrap();
-        h.upsert(
-            Job::builder(format!("tick-{i}"), "noop", schedule)
-                .build()
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+        h.scheduler()
+            .upsert(
+                Job::builder(format!("tick-{i}"), "noop", schedule)
+                    .build()
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
     }
     // Measure whole seconds that start after every job is stored.
     let first = Timestamp::now().as_millis() / 1000 * 1000 + 2000;
@@ -133,14 +134,14 @@ async fn throughput(n: usize) {
     }
     let started = Instant::now();
     let h = s.start().await.unwrap();
-    while h.metrics().finished < n as u64 {
+    while h.scheduler().metrics().finished < n as u64 {
         tokio::time::sleep(Duration::from_millis(5)).await;
         if started.elapsed() > Duration::from_secs(300) {
             break;
         }
     }
     let took = started.elapsed();
-    let m = h.metrics();
+    let m = h.scheduler().metrics();
     h.shutdown().await;
     println!(
         "runs/s   | {n} one-shots due now, noop, 1 node | {} finished in {:.2} s | {:.0} runs/s | handler calls {}",

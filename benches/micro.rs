@@ -40,14 +40,33 @@ fn cron(c: &mut Criterion) {
             "0 */10 * * * ?",
             "America/New_York",
         ),
+        // The worst cases: every second inside a repeated hour (the second pass),
+        // right after a gap of a fixed-hour expression, and into Apia's skipped day.
+        (
+            "every second, NY repeated hour, second pass",
+            "* * * * * ?",
+            "America/New_York",
+        ),
+        (
+            "every second of hour 2, NY, after the spring gap",
+            "* * 2 * * ?",
+            "America/New_York",
+        ),
+        (
+            "every second, Apia, into the skipped day",
+            "* * * * * ?",
+            "Pacific/Apia",
+        ),
     ];
     let mut group = c.benchmark_group("cron_next_after");
     for (name, expr, zone) in cases {
         let s = CronSchedule::new(expr, zone).unwrap();
-        let from = if name.contains("fall-back") {
-            Timestamp::from_millis(1_793_512_800_000) // 2026-11-01T05:00:00Z, 01:00 EDT
-        } else {
-            start
+        let from = match name {
+            n if n.contains("fall-back") => Timestamp::from_millis(1_793_512_800_000), // 2026-11-01T06:00:00Z, 01:00 EST (second pass)
+            n if n.contains("second pass") => Timestamp::from_millis(1_793_514_600_000), // 2026-11-01T06:30:00Z, 01:30 EST
+            n if n.contains("spring gap") => Timestamp::from_millis(1_772_953_200_000), // 2026-03-08T07:00:00Z, 03:00 EDT
+            n if n.contains("Apia") => Timestamp::from_millis(1_325_239_199_000), // 2011-12-30T09:59:59Z, 23:59:59 on the 29th
+            _ => start,
         };
         group.bench_function(name, |b| b.iter(|| s.next_after(black_box(from))));
     }

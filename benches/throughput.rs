@@ -333,13 +333,20 @@ async fn drain(backend: &str, nodes: usize, jobs: usize) -> serde_json::Value {
         .then(|| profile::Profile::start(backend));
     let started = Instant::now();
     let handles = schedulers(backend, &prefix, nodes, &seen, micros_now()).await;
-    while handles.iter().map(|h| h.metrics().finished).sum::<u64>() < jobs as u64
+    while handles
+        .iter()
+        .map(|h| h.scheduler().metrics().finished)
+        .sum::<u64>()
+        < jobs as u64
         && started.elapsed() < Duration::from_secs(600)
     {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let took = started.elapsed().as_secs_f64();
-    let finished: u64 = handles.iter().map(|h| h.metrics().finished).sum();
+    let finished: u64 = handles
+        .iter()
+        .map(|h| h.scheduler().metrics().finished)
+        .sum();
     if let Some(p) = &profiling {
         p.report(finished, took);
     }

@@ -80,6 +80,7 @@ async fn main() -> jobwheel::Result<()> {
         .build()?;
     let path = std::env::temp_dir().join("jobwheel-alarms.jsonl");
     let scheduler = Scheduler::builder()
+        .backend(jobwheel::connect("memory:").await?)
         .handler("flaky", flaky)
         .alarm(FileAlarm { path: path.clone() })
         // At most one e-mail per job and kind per minute; the rest are counted.
@@ -107,7 +108,7 @@ async fn main() -> jobwheel::Result<()> {
         ..AlarmPolicy::default()
     })
     .build()?;
-    running.upsert(job).await?;
+    scheduler.upsert(job).await?;
     tokio::time::sleep(Duration::from_secs(6)).await;
     running.shutdown().await;
     println!("alarm events appended to {}:", path.display());

@@ -157,7 +157,7 @@ async fn main() -> jobwheel::Result<()> {
         })
         .build()?;
     let running = scheduler.start().await?;
-    println!("READY {}", running.node_id());
+    println!("READY {}", scheduler.node_id());
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
     tokio::select! {

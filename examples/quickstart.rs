@@ -86,17 +86,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .build()?;
     let running = scheduler.start().await?;
-    println!("node {} started", running.node_id());
+    println!("node {} started", scheduler.node_id());
 
     let every_2s = Schedule::cron("*/2 * * * * ?", "Europe/Berlin")?;
-    running
+    scheduler
         .upsert(
             Job::builder("every-2s", "hello", every_2s)
                 .payload(serde_json::json!({ "name": "Berlin" }))
                 .build()?,
         )
         .await?;
-    running
+    scheduler
         .upsert(
             Job::builder(
                 "every-3s",
@@ -115,7 +115,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..AlarmPolicy::default()
     };
     let soon = Schedule::once(Timestamp::now() + Duration::from_secs(1));
-    running
+    scheduler
         .upsert(
             Job::builder("sync-once", "sync", soon)
                 .retry(retry)

@@ -40,8 +40,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .handler("tick", tick)
         .build()?;
     let running = scheduler.start().await?;
-    println!("node {} on {path}", running.node_id());
-    running
+    println!("node {} on {path}", scheduler.node_id());
+    scheduler
         .upsert(
             Job::builder(
                 "heartbeat-report",

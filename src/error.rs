@@ -40,25 +40,22 @@ pub enum Error {
         /// Its id.
         id: String,
     },
-    /// A write was refused because the caller's fencing token is older than the
-    /// one the store last saw for the job: another node holds (or held) a newer lease.
-    #[error("stale fencing token {token} for job {job:?}: the store has seen {current}")]
-    Fenced {
-        /// The job id.
-        job: String,
-        /// The token the caller presented.
-        token: u64,
-        /// The newest token the store knows for the job.
-        current: u64,
+    /// The job names a handler that is not registered on this scheduler. Nothing was
+    /// stored.
+    #[error("no handler {handler:?} is registered on this scheduler")]
+    UnknownHandler {
+        /// The handler name the job asked for.
+        handler: String,
     },
-    /// The backend does not implement this operation.
-    #[error("{backend} does not support {operation}")]
-    NotSupported {
-        /// Backend name.
-        backend: &'static str,
-        /// Operation name.
-        operation: &'static str,
+    /// `start` was called on a scheduler that is already running (or has run).
+    #[error("scheduler {node:?} is already started")]
+    AlreadyStarted {
+        /// The node id of the scheduler.
+        node: String,
     },
+    /// The scheduler has stopped (or is stopping): the call was not carried out.
+    #[error("the scheduler is stopped")]
+    Stopped,
     /// A stored row could not be decoded. Calls that read many rows skip such rows
     /// and report them instead ([`Page::corrupt`](crate::store::Page::corrupt)); a
     /// call for that one row fails with this.

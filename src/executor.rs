@@ -7,6 +7,7 @@ use std::time::Duration;
 
 /// How one execution ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The handler returned `Ok`.
     Succeeded,

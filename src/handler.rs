@@ -148,6 +148,7 @@ impl JobError {
 
     /// Marks the error permanent: no retry, whatever the retry policy; the run is the
     /// fire's final failure and raises its alarm.
+    #[must_use]
     pub fn permanent(mut self) -> Self {
         self.retry = RetryAdvice::Never;
         self
@@ -156,6 +157,7 @@ impl JobError {
     /// Asks for the next attempt after `delay` instead of the policy's backoff (once;
     /// later failures follow the policy again). Has no effect when the policy has no
     /// attempt left.
+    #[must_use]
     pub fn retry_after(mut self, delay: Duration) -> Self {
         self.retry = RetryAdvice::After(delay);
         self

@@ -215,6 +215,7 @@ fn check_payload(payload: &Value, max_bytes: usize) -> Result<()> {
 
 /// Builds a [`Job`]; [`build`](JobBuilder::build) validates every field.
 #[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build()`"]
 pub struct JobBuilder {
     repr: JobRepr,
     max_payload_bytes: usize,

@@ -21,7 +21,7 @@
 //! misfire policies and sends alarm events to every [`JobAlarm`]. The
 //! [`conformance`] suites are what every backend must pass.
 //!
-//! Embedding it takes a backend feature, [`connect`], a builder, handlers and
+//! Embedding it takes a backend feature, [`connect()`], a builder, handlers and
 //! [`start`](Scheduler::start):
 //!
 //! ```no_run
@@ -49,7 +49,7 @@
 //!     let running = scheduler.start().await?;
 //!     let daily = Schedule::cron("0 0 6 * * ?", "Europe/Paris")?;
 //!     let job = Job::builder("daily", "report", daily).payload(serde_json::json!({ "format": "pdf" }));
-//!     running.upsert(job.build()?).await?;
+//!     scheduler.upsert(job.build()?).await?;
 //!     tokio::signal::ctrl_c().await?;
 //!     running.shutdown().await;
 //!     Ok(())
@@ -118,7 +118,7 @@ pub mod email;
 pub mod webhook;
 
 /// What an application embedding jobwheel needs in one `use jobwheel::prelude::*;`:
-/// the scheduler, jobs and schedules, handler types, policies and [`connect`].
+/// the scheduler, jobs and schedules, handler types, policies and [`connect()`].
 pub mod prelude {
     pub use crate::connect::{Backend, BackendConfig, connect};
     pub use crate::engine::{Scheduler, SchedulerConfig, SchedulerHandle};

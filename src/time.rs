@@ -46,11 +46,15 @@ impl Timestamp {
         Timestamp(dt.timestamp_millis())
     }
 
-    /// As a chrono UTC instant.
+    /// As a chrono UTC instant, clamped to chrono's range.
     pub fn to_datetime(self) -> DateTime<Utc> {
         Utc.timestamp_millis_opt(self.0)
             .single()
-            .unwrap_or(DateTime::<Utc>::MAX_UTC)
+            .unwrap_or(if self.0 < 0 {
+                DateTime::<Utc>::MIN_UTC
+            } else {
+                DateTime::<Utc>::MAX_UTC
+            })
     }
 
     /// `self + d`, saturating at the representable range.

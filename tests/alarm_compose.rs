@@ -198,6 +198,7 @@ async fn the_engine_retries_only_the_alarm_that_failed() {
         .unwrap();
     let running = s.start().await.unwrap();
     running
+        .scheduler()
         .upsert(
             Job::builder(
                 "once",
@@ -242,7 +243,11 @@ async fn the_scheduler_throttle_records_suppressed_events_as_not_needed() {
         .build()
         .unwrap();
     let running = s.start().await.unwrap();
-    running.upsert(failing_job("every-second")).await.unwrap();
+    running
+        .scheduler()
+        .upsert(failing_job("every-second"))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(14_500)).await;
     running.shutdown().await;
     let mut events = store.alarms(&jobwheel::AlarmQuery::new(100)).await.unwrap();

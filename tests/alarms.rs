@@ -263,6 +263,7 @@ async fn failing_alarms_are_retried_and_never_delay_other_fires() {
     let starts: Starts = Arc::default();
     let s = starts.clone();
     let scheduler = Scheduler::builder()
+        .backend(jobwheel::connect("memory:").await.unwrap())
         .handler("tick", move |ctx: JobContext| {
             s.lock().unwrap().push((ctx.fire_at, Timestamp::now()));
             async { Ok::<(), JobError>(()) }
@@ -302,6 +303,7 @@ async fn failing_alarms_are_retried_and_never_delay_other_fires() {
     let running = scheduler.start().await.unwrap();
     let now = Timestamp::now();
     running
+        .scheduler()
         .upsert(
             Job::builder(
                 "tick",
@@ -315,6 +317,7 @@ async fn failing_alarms_are_retried_and_never_delay_other_fires() {
         .unwrap();
     for i in 0..5 {
         running
+            .scheduler()
             .upsert(
                 Job::builder(format!("fail-{i}"), "fail", Schedule::once(now))
                     .retry(
@@ -398,6 +401,7 @@ async fn two_schedulers_on_one_store_deliver_each_alarm_exactly_once() {
     let now = Timestamp::now();
     for i in 0..40 {
         nodes[i % 2]
+            .scheduler()
             .upsert(
                 Job::builder(format!("f-{i}"), "fail", Schedule::once(now))
                     .retry(

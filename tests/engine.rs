@@ -18,28 +18,30 @@ const S: Duration = Duration::from_secs(1);
 #[tokio::test(start_paused = true)]
 async fn cron_fires_on_time_across_a_dst_change() {
     let (_store, log, h) = recording_scheduler("2026-03-08T06:50:00Z").await;
-    h.upsert(
-        Job::builder(
-            "fixed",
-            "h",
-            Schedule::cron("0 30 2 * * ?", "America/New_York").unwrap(),
+    h.scheduler()
+        .upsert(
+            Job::builder(
+                "fixed",
+                "h",
+                Schedule::cron("0 30 2 * * ?", "America/New_York").unwrap(),
+            )
+            .build()
+            .unwrap(),
         )
-        .build()
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-    h.upsert(
-        Job::builder(
-            "stepped",
-            "h",
-            Schedule::cron("0 0/30 * * * ?", "America/New_York").unwrap(),
+        .await
+        .unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder(
+                "stepped",
+                "h",
+                Schedule::cron("0 0/30 * * * ?", "America/New_York").unwrap(),
+            )
+            .build()
+            .unwrap(),
         )
-        .build()
-        .unwrap(),
-    )
-    .await
-    .unwrap();
+        .await
+        .unwrap();
     advance(Duration::from_secs(2 * 3600)).await;
     h.shutdown().await;
     let fires = |job: &str| log.of(job).iter().map(|s| s.fire_at).collect::<Vec<_>>();
@@ -85,7 +87,7 @@ async fn retries_follow_the_backoff_formula_then_return_to_the_schedule() {
         .retry(retry)
         .build()
         .unwrap();
-    h.upsert(job).await.unwrap();
+    h.scheduler().upsert(job).await.unwrap();
     advance(Duration::from_secs(600)).await;
     h.shutdown().await;
     // Created exactly on the hour: the first fire is now (at or after, never before).
@@ -153,7 +155,7 @@ async fn late(job: Job, due: &str, secs: u64) -> Misfired {
         .unwrap();
     let h = s.start().await.unwrap();
     advance(Duration::from_secs(secs)).await;
-    let metrics = h.metrics();
+    let metrics = h.scheduler().metrics();
     h.shutdown().await;
     Misfired {
         seen: log.of(&id),
@@ -323,9 +325,9 @@ async fn fires_during_retries_are_handled_by_the_misfire_policy() {
     .alarm(jobwheel::AlarmPolicy::silent())
     .build()
     .unwrap();
-    h.upsert(job).await.unwrap();
+    h.scheduler().upsert(job).await.unwrap();
     advance(Duration::from_secs(75)).await;
-    let metrics = h.metrics();
+    let metrics = h.scheduler().metrics();
     h.shutdown().await;
     let t = at("2026-01-01T00:00:00Z");
     let s = |n: u64| t + Duration::from_secs(n);
@@ -381,13 +383,14 @@ async fn a_job_never_overlaps_itself() {
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
-    h.upsert(
-        Job::builder("tick", "slow", Schedule::every(S).unwrap())
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder("tick", "slow", Schedule::every(S).unwrap())
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
     advance(Duration::from_secs(30)).await;
     h.shutdown().await;
     assert_eq!(max.load(Ordering::SeqCst), 1, "two runs of one job at once");
@@ -419,23 +422,25 @@ async fn timeouts_and_panics_are_failed_runs() {
         .unwrap();
     let h = s.start().await.unwrap();
     let once = Schedule::once(at("2026-01-01T00:00:01Z"));
-    h.upsert(
-        Job::builder("slow", "sleepy", once.clone())
-            .timeout(Duration::from_secs(2))
-            .retry(RetryPolicy::none())
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    h.upsert(
-        Job::builder("bad", "panicky", once)
-            .retry(RetryPolicy::none())
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder("slow", "sleepy", once.clone())
+                .timeout(Duration::from_secs(2))
+                .retry(RetryPolicy::none())
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder("bad", "panicky", once)
+                .retry(RetryPolicy::none())
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
     advance(Duration::from_secs(10)).await;
     h.shutdown().await;
     let slow = runs_of(&store, "slow").await;
@@ -454,30 +459,32 @@ async fn timeouts_and_panics_are_failed_runs() {
 #[tokio::test(start_paused = true)]
 async fn pause_resume_and_trigger_now() {
     let (_store, log, h) = recording_scheduler("2026-01-01T00:00:00Z").await;
-    h.upsert(
-        Job::builder(
-            "tick",
-            "h",
-            Schedule::every(Duration::from_secs(10)).unwrap(),
-        )
-        .build()
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-    h.upsert(
-        Job::builder("later", "h", Schedule::once(at("2026-06-01T00:00:00Z")))
+    h.scheduler()
+        .upsert(
+            Job::builder(
+                "tick",
+                "h",
+                Schedule::every(Duration::from_secs(10)).unwrap(),
+            )
             .build()
             .unwrap(),
-    )
-    .await
-    .unwrap();
+        )
+        .await
+        .unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder("later", "h", Schedule::once(at("2026-06-01T00:00:00Z")))
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
     advance(Duration::from_secs(35)).await;
     assert_eq!(log.of("tick").len(), 4, "fires at 0, 10, 20, 30 s");
-    h.pause("tick").await.unwrap();
+    h.scheduler().pause("tick").await.unwrap();
     advance(Duration::from_secs(60)).await;
     assert_eq!(log.of("tick").len(), 4, "a paused job does not fire");
-    h.resume("tick").await.unwrap();
+    h.scheduler().resume("tick").await.unwrap();
     advance(Duration::from_secs(25)).await;
     let after: Vec<_> = log.of("tick").iter().skip(4).map(|s| s.fire_at).collect();
     assert_eq!(
@@ -485,18 +492,21 @@ async fn pause_resume_and_trigger_now() {
         [at("2026-01-01T00:01:40Z"), at("2026-01-01T00:01:50Z")],
         "resumes from its next fire"
     );
-    h.trigger_now("later").await.unwrap();
+    h.scheduler().trigger_now("later").await.unwrap();
     advance(Duration::from_millis(10)).await;
     let later = log.of("later");
     assert_eq!(later.len(), 1, "trigger_now runs at once");
     assert_eq!(later[0].trigger, TriggerKind::Manual);
-    let rec = h.get("later").await.unwrap().unwrap();
+    let rec = h.scheduler().get("later").await.unwrap().unwrap();
     assert_eq!(
         rec.next_fire_at,
         Some(at("2026-06-01T00:00:00Z")),
         "a manual run keeps the one-shot's own instant"
     );
-    assert!(matches!(h.pause("nope").await, Err(Error::NotFound { .. })));
+    assert!(matches!(
+        h.scheduler().pause("nope").await,
+        Err(Error::NotFound { .. })
+    ));
     h.shutdown().await;
 }
 
@@ -518,7 +528,10 @@ async fn upsert_refuses_bad_input_and_stores_nothing() {
         .upsert(Job::builder("a", "nobody", every.clone()).build().unwrap())
         .await
         .unwrap_err();
-    assert_eq!(err.field(), Some("job.handler"));
+    assert!(
+        matches!(&err, Error::UnknownHandler { handler } if handler == "nobody"),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("\"nobody\""), "{err}");
     let big = Job::builder("b", "h", every)
         .payload(serde_json::json!({"text": "x".repeat(40)}))
@@ -556,6 +569,8 @@ fn config_loads_with_humane_durations_and_refuses_bad_values() {
     );
     let build = |c: SchedulerConfig| {
         Scheduler::builder()
+            .store(jobwheel::memory::MemoryStore::new())
+            .locks(jobwheel::memory::LocalLocks::new())
             .handler("h", |_c: JobContext| async { Ok::<(), JobError>(()) })
             .config(c)
             .build()
@@ -611,6 +626,10 @@ fn config_loads_with_humane_durations_and_refuses_bad_values() {
         Scheduler::builder().build().unwrap_err().field(),
         Some("handler")
     );
+    let no_store = Scheduler::builder()
+        .handler("h", |_c: JobContext| async { Ok::<(), JobError>(()) })
+        .build();
+    assert_eq!(no_store.unwrap_err().field(), Some("scheduler.store"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -628,17 +647,18 @@ async fn run_retention_purges_old_runs_hourly() {
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
-    h.upsert(
-        Job::builder(
-            "tick",
-            "h",
-            Schedule::every(Duration::from_secs(600)).unwrap(),
+    h.scheduler()
+        .upsert(
+            Job::builder(
+                "tick",
+                "h",
+                Schedule::every(Duration::from_secs(600)).unwrap(),
+            )
+            .build()
+            .unwrap(),
         )
-        .build()
-        .unwrap(),
-    )
-    .await
-    .unwrap();
+        .await
+        .unwrap();
     advance(Duration::from_secs(3 * 3600 + 60)).await;
     h.shutdown().await;
     assert_eq!(log.of("tick").len(), 19, "fires at 0, 10, …, 180 min");
@@ -655,4 +675,27 @@ async fn run_retention_purges_old_runs_hourly() {
         runs.iter().any(|r| r.fire_at == at("2026-01-01T03:00:00Z")),
         "recent runs stay"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn errors_say_what_kind_of_thing_went_wrong() {
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let s = Scheduler::builder()
+        .store(store)
+        .locks(locks)
+        .handler("h", |_c: JobContext| async { Ok::<(), JobError>(()) })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let running = s.start().await.unwrap();
+    let again = s.start().await.unwrap_err();
+    assert!(
+        matches!(&again, Error::AlreadyStarted { node } if node == "n1"),
+        "{again:?}"
+    );
+    running.shutdown().await;
+    assert!(matches!(
+        s.start().await.unwrap_err(),
+        Error::AlreadyStarted { .. }
+    ));
 }

@@ -84,14 +84,15 @@ async fn losing_the_lease_cancels_the_run_and_refuses_its_result() {
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
-    h.upsert(
-        Job::builder("j", "long", Schedule::once(at("2026-01-01T00:00:01Z")))
-            .retry(RetryPolicy::none())
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder("j", "long", Schedule::once(at("2026-01-01T00:00:01Z")))
+                .retry(RetryPolicy::none())
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
     advance(Duration::from_secs(5)).await;
     assert_eq!(
         runs_of(&store, "j").await[0].status,
@@ -113,7 +114,7 @@ async fn losing_the_lease_cancels_the_run_and_refuses_its_result() {
         (Duration::from_secs(4)..=Duration::from_secs(5)).contains(&took),
         "cancelled after {took:?}"
     );
-    assert_eq!(h.metrics().leases_lost, 1);
+    assert_eq!(h.scheduler().metrics().leases_lost, 1);
     h.shutdown().await;
 }
 
@@ -136,25 +137,27 @@ async fn shutdown_cancels_after_grace_records_and_releases_everything() {
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
-    h.upsert(
-        Job::builder(
-            "stuck",
-            "forever",
-            Schedule::once(at("2026-01-01T00:00:01Z")),
-        )
-        .build()
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-    // Armed but not started when shutdown begins (within the lookahead).
-    h.upsert(
-        Job::builder("soon", "quick", Schedule::once(at("2026-01-01T00:00:05Z")))
+    h.scheduler()
+        .upsert(
+            Job::builder(
+                "stuck",
+                "forever",
+                Schedule::once(at("2026-01-01T00:00:01Z")),
+            )
             .build()
             .unwrap(),
-    )
-    .await
-    .unwrap();
+        )
+        .await
+        .unwrap();
+    // Armed but not started when shutdown begins (within the lookahead).
+    h.scheduler()
+        .upsert(
+            Job::builder("soon", "quick", Schedule::once(at("2026-01-01T00:00:05Z")))
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
     advance(Duration::from_secs(2)).await;
     assert_eq!(
         locks.held.load(Ordering::SeqCst),
@@ -243,7 +246,7 @@ async fn two_schedulers_run_each_fire_once_and_deliver_each_alarm_once_to_every_
         let job = Job::builder(format!("ok-{i}"), "ok", Schedule::every(S).unwrap())
             .build()
             .unwrap();
-        handles[i % 2].upsert(job).await.unwrap();
+        handles[i % 2].scheduler().upsert(job).await.unwrap();
     }
     let policy = AlarmPolicy {
         events: vec![AlarmKind::Failure, AlarmKind::FinalFailure],
@@ -259,11 +262,17 @@ async fn two_schedulers_run_each_fire_once_and_deliver_each_alarm_once_to_every_
     .alarm(policy)
     .build()
     .unwrap();
-    handles[0].upsert(bad).await.unwrap();
+    handles[0].scheduler().upsert(bad).await.unwrap();
     advance(Duration::from_secs(30)).await;
     advance(Duration::from_millis(100)).await;
-    let started: u64 = handles.iter().map(|h| h.metrics().started).sum();
-    let refused: u64 = handles.iter().map(|h| h.metrics().finish_refused).sum();
+    let started: u64 = handles
+        .iter()
+        .map(|h| h.scheduler().metrics().started)
+        .sum();
+    let refused: u64 = handles
+        .iter()
+        .map(|h| h.scheduler().metrics().finish_refused)
+        .sum();
     for h in handles {
         h.shutdown().await;
     }
@@ -339,22 +348,24 @@ async fn a_slow_or_failing_alarm_never_delays_a_fire() {
         recipients: vec![],
         ..AlarmPolicy::default()
     };
-    h.upsert(
-        Job::builder("bad", "bad", Schedule::every(S).unwrap())
-            .retry(RetryPolicy::none())
-            .alarm(all)
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
-    h.upsert(
-        Job::builder("tick", "ok", Schedule::every(S).unwrap())
-            .build()
-            .unwrap(),
-    )
-    .await
-    .unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder("bad", "bad", Schedule::every(S).unwrap())
+                .retry(RetryPolicy::none())
+                .alarm(all)
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder("tick", "ok", Schedule::every(S).unwrap())
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
     advance(Duration::from_secs(60)).await;
     h.shutdown().await;
     let ticks = log.of("tick");
@@ -414,17 +425,18 @@ async fn backpressure_never_claims_more_than_the_executor_can_run() {
         .unwrap();
     let h = s.start().await.unwrap();
     for i in 0..50 {
-        h.upsert(
-            Job::builder(
-                format!("w{i}"),
-                "work",
-                Schedule::once(at("2026-01-01T00:00:00Z")),
+        h.scheduler()
+            .upsert(
+                Job::builder(
+                    format!("w{i}"),
+                    "work",
+                    Schedule::once(at("2026-01-01T00:00:00Z")),
+                )
+                .build()
+                .unwrap(),
             )
-            .build()
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+            .await
+            .unwrap();
     }
     advance(Duration::from_secs(40)).await;
     h.shutdown().await;
@@ -568,7 +580,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
                 <= Duration::from_secs(2),
         "the lost fire runs again at once, as the same fire: {runs:?}"
     );
-    assert_eq!(h.metrics().lost_recovered, 1);
+    assert_eq!(h.scheduler().metrics().lost_recovered, 1);
     let lost_alarms: Vec<_> = store
         .alarms(&jobwheel::AlarmQuery::new(100))
         .await

@@ -27,17 +27,18 @@ async fn more_jobs_than_slots_all_get_their_turn() {
         .unwrap();
     let h = s.start().await.unwrap();
     for i in 0..40 {
-        h.upsert(
-            Job::builder(
-                format!("j{i}"),
-                "h",
-                Schedule::every(Duration::from_secs(1)).unwrap(),
+        h.scheduler()
+            .upsert(
+                Job::builder(
+                    format!("j{i}"),
+                    "h",
+                    Schedule::every(Duration::from_secs(1)).unwrap(),
+                )
+                .build()
+                .unwrap(),
             )
-            .build()
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+            .await
+            .unwrap();
     }
     advance(Duration::from_millis(10_500)).await;
     h.shutdown().await;

@@ -145,24 +145,26 @@ async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
-    h.upsert(
-        Job::builder("report", "slow", Schedule::once(at("2026-01-01T00:00:01Z")))
+    h.scheduler()
+        .upsert(
+            Job::builder("report", "slow", Schedule::once(at("2026-01-01T00:00:01Z")))
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder(
+                "tick",
+                "tick",
+                Schedule::every(Duration::from_secs(1)).unwrap(),
+            )
             .build()
             .unwrap(),
-    )
-    .await
-    .unwrap();
-    h.upsert(
-        Job::builder(
-            "tick",
-            "tick",
-            Schedule::every(Duration::from_secs(1)).unwrap(),
         )
-        .build()
-        .unwrap(),
-    )
-    .await
-    .unwrap();
+        .await
+        .unwrap();
     advance(Duration::from_secs(30)).await;
     assert!(
         flaky.failed.load(Ordering::SeqCst) > 10,
@@ -188,6 +190,6 @@ async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
         ticks_after >= ticks_during + 9,
         "firing resumed: {ticks_during} -> {ticks_after}"
     );
-    assert!(h.metrics().backend_errors > 0);
+    assert!(h.scheduler().metrics().backend_errors > 0);
     h.shutdown().await;
 }

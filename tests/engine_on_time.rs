@@ -67,7 +67,7 @@ async fn mixed_load(policy: MisfirePolicy, stream: Stream) -> Outcome {
     .misfire(policy)
     .build()
     .unwrap();
-    h.upsert(tick).await.unwrap();
+    h.scheduler().upsert(tick).await.unwrap();
     let one_shot = |i: u64, at: Timestamp| {
         Job::builder(format!("once-{i:03}"), "h", Schedule::once(at))
             .build()
@@ -77,7 +77,7 @@ async fn mixed_load(policy: MisfirePolicy, stream: Stream) -> Outcome {
         Stream::Scheduled => {
             for i in 0..400 {
                 let at = t0 + Duration::from_millis(3_000 + i * 25);
-                h.upsert(one_shot(i, at)).await.unwrap();
+                h.scheduler().upsert(one_shot(i, at)).await.unwrap();
             }
             advance(Duration::from_secs(16)).await;
         }
@@ -85,7 +85,7 @@ async fn mixed_load(policy: MisfirePolicy, stream: Stream) -> Outcome {
             advance(Duration::from_secs(3)).await;
             for i in 0..400 {
                 let due = clock.now() + Duration::from_secs(1);
-                h.upsert(one_shot(i, due)).await.unwrap();
+                h.scheduler().upsert(one_shot(i, due)).await.unwrap();
                 advance(Duration::from_millis(25)).await;
             }
             advance(Duration::from_secs(3)).await;

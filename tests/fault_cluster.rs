@@ -326,7 +326,7 @@ async fn clock_skew(t: &Target) {
 async fn all_faults(backend: &'static str) {
     let Some(t) = targets(backend) else { return };
     if !faketime_present() {
-        println!("skipped: faketime is not installed");
+        support::skip("faketime is not installed (apt-get install faketime)");
         return;
     }
     let _serial = SERIAL.lock().await;

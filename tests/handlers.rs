@@ -74,8 +74,8 @@ async fn typed_payloads_decode_and_a_mismatch_fails_once_without_retry() {
         .retry(retry)
         .build()
         .unwrap();
-    h.upsert(good).await.unwrap();
-    h.upsert(bad).await.unwrap();
+    h.scheduler().upsert(good).await.unwrap();
+    h.scheduler().upsert(bad).await.unwrap();
     advance(Duration::from_secs(60)).await;
     h.shutdown().await;
     let seen = SEEN.lock().unwrap().clone();
@@ -110,7 +110,8 @@ async fn the_run_log_keeps_the_whole_error_chain_of_a_foreign_error() {
         Ok(())
     })
     .await;
-    h.upsert(job("f", "fetch", RetryPolicy::none()))
+    h.scheduler()
+        .upsert(job("f", "fetch", RetryPolicy::none()))
         .await
         .unwrap();
     advance(Duration::from_secs(5)).await;
@@ -129,9 +130,13 @@ async fn permanent_skips_the_retries_and_raises_the_final_failure() {
     })
     .await;
     let retry = RetryPolicy::new(5, Duration::from_secs(1), Duration::from_secs(10)).unwrap();
-    h.upsert(job("p", "perm", retry)).await.unwrap();
+    h.scheduler().upsert(job("p", "perm", retry)).await.unwrap();
     advance(Duration::from_secs(120)).await;
-    let alarms = h.alarms(&jobwheel::AlarmQuery::new(100)).await.unwrap();
+    let alarms = h
+        .scheduler()
+        .alarms(&jobwheel::AlarmQuery::new(100))
+        .await
+        .unwrap();
     h.shutdown().await;
     let runs = runs_of(&store, "p").await;
     assert_eq!(
@@ -174,7 +179,7 @@ async fn retry_after_replaces_the_backoff_once() {
     .retry(retry)
     .build()
     .unwrap();
-    h.upsert(job).await.unwrap();
+    h.scheduler().upsert(job).await.unwrap();
     advance(Duration::from_secs(900)).await;
     h.shutdown().await;
     let t = at(BASE);

@@ -66,7 +66,7 @@ pub(super) async fn mixed(
             .unwrap();
         handles.push(s.start().await.unwrap());
     }
-    let schedulers: Vec<Scheduler> = handles.iter().map(|h| (**h).clone()).collect();
+    let schedulers: Vec<Scheduler> = handles.iter().map(|h| h.scheduler().clone()).collect();
     // Whole seconds that start after every node is up.
     let first = Timestamp::now().as_millis() / 1000 * 1000 + 2000;
     let last = first + (seconds as i64 - 1) * 1000;

@@ -49,10 +49,10 @@ pub async fn demo(url: &str, prefix: &str) -> Result<(), Box<dyn std::error::Err
         .handler("report", report)
         .build()?;
     let running = scheduler.start().await?;
-    println!("node {} on {}", running.node_id(), url);
+    println!("node {} on {}", scheduler.node_id(), url);
     let payload = serde_json::json!({ "file": "jobwheel-example-report.txt" });
     let every_2s = Schedule::cron("*/2 * * * * ?", "UTC")?;
-    running
+    scheduler
         .upsert(
             Job::builder("example.report", "report", every_2s)
                 .payload(payload.clone())
@@ -60,7 +60,7 @@ pub async fn demo(url: &str, prefix: &str) -> Result<(), Box<dyn std::error::Err
         )
         .await?;
     let retry = RetryPolicy::new(5, Duration::from_secs(1), Duration::from_secs(30))?;
-    running
+    scheduler
         .upsert(
             Job::builder(
                 "example.sync",

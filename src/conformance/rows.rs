@@ -284,11 +284,11 @@ pub async fn bad_rows_do_not_stop_the_engine(store: Arc<dyn JobStore>, raw: &dyn
         count(&tick)
     );
     assert_eq!(
-        handle.metrics().corrupt_rows,
+        handle.scheduler().metrics().corrupt_rows,
         1,
         "the unreadable row is counted once, however often the poller meets it"
     );
-    let doctor = handle.doctor().await.unwrap();
+    let doctor = handle.scheduler().doctor().await.unwrap();
     assert!(!doctor.is_healthy());
     assert!(
         doctor.jobs.iter().any(|c| c.id == bad),

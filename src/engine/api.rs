@@ -14,6 +14,7 @@ fn job_id(id: &str) -> Result<JobId> {
 
 /// What [`Scheduler::doctor`] found: every stored row the store could not read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Doctor {
     /// Job rows skipped by every scan (they never fire until repaired or removed).
     pub jobs: Vec<CorruptRow>,
@@ -32,15 +33,14 @@ impl Scheduler {
     /// Creates or replaces a job and wakes the poller. Idempotent for an unchanged
     /// definition.
     ///
-    /// Errors: `job.handler` when no handler of that name is registered on this node,
+    /// Errors: [`Error::UnknownHandler`] when no handler of that name is registered on
+    /// this node; [`Error::Invalid`] naming
     /// `job.payload` over `config.max_payload_bytes`; nothing is stored then.
     pub async fn upsert(&self, job: Job) -> Result<UpsertOutcome> {
         if !self.core.handlers.contains_key(job.handler()) {
-            return Err(Error::invalid(
-                "job.handler",
-                job.handler(),
-                "no handler is registered under this name",
-            ));
+            return Err(Error::UnknownHandler {
+                handler: job.handler().to_string(),
+            });
         }
         job.check_payload(self.core.config.max_payload_bytes)?;
         let now = self.core.store.now().await?;

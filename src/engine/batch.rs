@@ -79,8 +79,5 @@ impl<Q: Send + 'static, R: Send + 'static> Batcher<Q, R> {
 }
 
 fn stopped() -> Error {
-    Error::NotSupported {
-        backend: "engine",
-        operation: "a call after the scheduler stopped",
-    }
+    Error::Stopped
 }

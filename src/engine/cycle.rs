@@ -42,11 +42,9 @@ pub(super) async fn start(core: &Arc<Core>) -> Result<()> {
         })
         .is_err()
     {
-        return Err(Error::invalid(
-            "scheduler",
-            &*core.node_id,
-            "already started",
-        ));
+        return Err(Error::AlreadyStarted {
+            node: core.node_id.to_string(),
+        });
     }
     let now = core.store.now().await?;
     let _ = core.started_at.set(now);

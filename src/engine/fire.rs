@@ -377,15 +377,7 @@ pub(crate) async fn finish(
                 );
                 return Some(out);
             }
-            Err(e)
-                if matches!(
-                    *e,
-                    Error::NotSupported {
-                        backend: "engine",
-                        ..
-                    }
-                ) =>
-            {
+            Err(e) if matches!(*e, Error::Stopped) => {
                 return None;
             }
             Err(e) => {

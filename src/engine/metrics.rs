@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Counters of one scheduler since it started.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EngineMetrics {
     /// Fires claimed (leases granted).
     pub claimed: u64,

@@ -4,16 +4,19 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> jobwheel::Result<()> {
-//! use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler};
+//! use jobwheel::prelude::*;
+//!
+//! async fn hello(ctx: JobContext) -> JobResult {
+//!     println!("fire {} of {}", ctx.fire_at, ctx.job.id());
+//!     Ok(())
+//! }
 //!
 //! let scheduler = Scheduler::builder()
-//!     .handler("hello", |ctx: JobContext| async move {
-//!         println!("fire {} of {}", ctx.fire_at, ctx.job.id());
-//!         Ok::<(), JobError>(())
-//!     })
+//!     .backend(connect("memory:").await?)
+//!     .handler("hello", hello)
 //!     .build()?;
 //! let running = scheduler.start().await?;
-//! running.upsert(Job::builder("greet", "hello", Schedule::cron("*/10 * * * * ?", "UTC")?).build()?).await?;
+//! scheduler.upsert(Job::builder("greet", "hello", Schedule::cron("*/10 * * * * ?", "UTC")?).build()?).await?;
 //! running.shutdown().await;
 //! # Ok(()) }
 //! ```
@@ -43,7 +46,6 @@ use crate::handler::{IntoHandler, JobHandler};
 use crate::job::JobId;
 use crate::local_executor::LocalExecutor;
 use crate::lock::LockProvider;
-use crate::memory::{LocalLocks, MemoryStore};
 use crate::record::*;
 use crate::store::JobStore;
 use crate::time::Timestamp;
@@ -224,6 +226,7 @@ impl Core {
 }
 
 /// Builds a [`Scheduler`].
+#[must_use = "a builder does nothing until `build()`"]
 pub struct SchedulerBuilder {
     store: Option<Arc<dyn JobStore>>,
     locks: Option<Arc<dyn LockProvider>>,
@@ -251,19 +254,19 @@ impl fmt::Debug for SchedulerBuilder {
 }
 
 impl SchedulerBuilder {
-    /// The job store (default: a new [`MemoryStore`]).
+    /// The job store (required, or given by [`backend`](Self::backend)).
     pub fn store(mut self, store: impl JobStore) -> Self {
         self.store = Some(Arc::new(store));
         self
     }
     /// The store and lock provider of a [`Backend`](crate::Backend), as
-    /// [`connect`](crate::connect) returns them.
+    /// [`connect`](crate::connect()) returns them.
     pub fn backend(mut self, backend: crate::Backend) -> Self {
         self.store = Some(backend.store);
         self.locks = Some(backend.locks);
         self
     }
-    /// The lock provider (default: new [`LocalLocks`]).
+    /// The lock provider (required, or given by [`backend`](Self::backend)).
     pub fn locks(mut self, locks: impl LockProvider) -> Self {
         self.locks = Some(Arc::new(locks));
         self
@@ -295,8 +298,9 @@ impl SchedulerBuilder {
 
     /// Validates the configuration and builds the scheduler (not yet running).
     ///
-    /// Errors: [`Error::Invalid`] naming the bad `config.*` field, or `handler` when
-    /// no handler is registered.
+    /// Errors: [`Error::Invalid`] naming the bad `config.*` field, `handler` when no
+    /// handler is registered, `scheduler.store` or `scheduler.locks` when either is
+    /// missing.
     pub fn build(self) -> Result<Scheduler> {
         self.config.validate()?;
         if self.handlers.is_empty() {
@@ -306,6 +310,15 @@ impl SchedulerBuilder {
                 "register at least one handler",
             ));
         }
+        let missing = |what: &'static str| {
+            Error::invalid(
+                what,
+                "none",
+                "set it with .store(..) and .locks(..), or .backend(jobwheel::connect(url).await?)",
+            )
+        };
+        let store = self.store.ok_or_else(|| missing("scheduler.store"))?;
+        let locks = self.locks.ok_or_else(|| missing("scheduler.locks"))?;
         let config = self.config;
         let node_id: Arc<str> = config
             .node_id
@@ -320,8 +333,8 @@ impl SchedulerBuilder {
         });
         Ok(Scheduler {
             core: Arc::new(Core {
-                store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
-                locks: self.locks.unwrap_or_else(|| Arc::new(LocalLocks::new())),
+                store,
+                locks,
                 slots: Arc::new(slots::Slots::new(executor.clone())),
                 executor,
                 alarms: self.alarms,
@@ -425,11 +438,9 @@ impl Scheduler {
     /// started or when the store cannot be reached for the first heartbeat.
     pub async fn start(&self) -> Result<SchedulerHandle> {
         if self.core.batch.get().is_some() {
-            return Err(Error::invalid(
-                "scheduler",
-                &*self.core.node_id,
-                "already started",
-            ));
+            return Err(Error::AlreadyStarted {
+                node: self.core.node_id.to_string(),
+            });
         }
         cycle::start(&self.core).await?;
         Ok(SchedulerHandle {
@@ -438,24 +449,21 @@ impl Scheduler {
     }
 }
 
-/// A running scheduler. Dereferences to [`Scheduler`] for the job operations.
+/// A running scheduler: what [`shutdown`](SchedulerHandle::shutdown) stops. The job
+/// operations are on the [`Scheduler`] (a cheap clone), also reachable through
+/// [`scheduler`](SchedulerHandle::scheduler).
 ///
-/// Dropping it without [`shutdown`](SchedulerHandle::shutdown) stops nothing: the
-/// loops run until the runtime ends.
+/// Dropping it without `shutdown` stops nothing: the loops run until the runtime
+/// ends, and running fires are neither drained nor recorded as cancelled.
 #[derive(Debug)]
+#[must_use = "a running scheduler is stopped gracefully only by `shutdown().await`"]
 pub struct SchedulerHandle {
     scheduler: Scheduler,
 }
 
-impl std::ops::Deref for SchedulerHandle {
-    type Target = Scheduler;
-    fn deref(&self) -> &Scheduler {
-        &self.scheduler
-    }
-}
-
 /// What a graceful shutdown did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ShutdownReport {
     /// Runs still going at the end of the grace period, cancelled and recorded.
     pub cancelled: usize,
@@ -464,6 +472,11 @@ pub struct ShutdownReport {
 }
 
 impl SchedulerHandle {
+    /// The scheduler this handle runs, for the job operations.
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
     /// Graceful shutdown: stop claiming, release the leases of fires not yet started,
     /// let running handlers finish for up to `config.shutdown_grace`, cancel and record
     /// the rest, release every lease, deregister the node.

@@ -40,8 +40,8 @@ impl DueFire {
 
 /// A position in the due order, `(fire_at, job id)`: [`Jobs::due`] with
 /// `after = Some(key)` returns only fires that sort strictly after it. The key need not
-/// be a fire that is still due. Job ids compare as the store orders them (bytewise in
-/// every bundled store but PostgreSQL, which uses the id column's collation).
+/// be a fire that is still due. Job ids compare bytewise (every bundled store orders
+/// them so, PostgreSQL through the `"C"` collation of its id columns).
 ///
 /// [`Jobs::due`]: crate::store::Jobs::due
 #[derive(Clone, Debug, PartialEq, Eq)]

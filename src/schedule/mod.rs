@@ -158,10 +158,13 @@ impl Schedule {
         match self {
             Schedule::Cron(c) => c.next_after(t),
             Schedule::Interval { every, anchor } => {
-                let p = duration_ms(*every);
-                let since = t.as_millis() - anchor.as_millis();
-                let k = since.div_euclid(p) + 1;
-                Some(Timestamp::from_millis(anchor.as_millis() + k * p))
+                // In i128: no instant and anchor overflow; `None` past the range.
+                let p = i128::from(duration_ms(*every).max(1));
+                let (t, anchor) = (i128::from(t.as_millis()), i128::from(anchor.as_millis()));
+                let k = (t - anchor).div_euclid(p) + 1;
+                i64::try_from(anchor + k * p)
+                    .ok()
+                    .map(Timestamp::from_millis)
             }
             Schedule::Once { at } => (*at > t).then_some(*at),
         }
@@ -173,7 +176,7 @@ impl Schedule {
     pub fn first_fire(&self, now: Timestamp) -> Option<Timestamp> {
         match self {
             Schedule::Once { at } => Some(*at),
-            _ => self.next_after(Timestamp::from_millis(now.as_millis() - 1)),
+            _ => self.next_after(Timestamp::from_millis(now.as_millis().saturating_sub(1))),
         }
     }
 
@@ -186,9 +189,11 @@ impl Schedule {
         }
         match self {
             Schedule::Interval { every, anchor } => {
-                let p = duration_ms(*every);
-                let k = |t: Timestamp| (t.as_millis() - anchor.as_millis()).div_euclid(p);
-                ((k(through) - k(after)).max(0) as u64).min(cap)
+                let p = i128::from(duration_ms(*every).max(1));
+                let k = |t: Timestamp| {
+                    (i128::from(t.as_millis()) - i128::from(anchor.as_millis())).div_euclid(p)
+                };
+                u64::try_from((k(through) - k(after)).max(0)).map_or(cap, |n| n.min(cap))
             }
             Schedule::Once { at } => u64::from(*at > after && *at <= through).min(cap),
             Schedule::Cron(c) => {
@@ -217,14 +222,11 @@ impl Schedule {
         }
         match self {
             Schedule::Interval { every, anchor } => {
-                let p = duration_ms(*every);
-                let k = (after.as_millis() - anchor.as_millis()).div_euclid(p);
-                let n = i64::try_from(n).ok()?;
-                let ms = k
-                    .checked_add(n)?
-                    .checked_mul(p)?
-                    .checked_add(anchor.as_millis())?;
-                Some(Timestamp::from_millis(ms))
+                let p = i128::from(duration_ms(*every).max(1));
+                let anchor = i128::from(anchor.as_millis());
+                let k = (i128::from(after.as_millis()) - anchor).div_euclid(p);
+                let ms = (k + i128::from(n)).checked_mul(p)?.checked_add(anchor)?;
+                i64::try_from(ms).ok().map(Timestamp::from_millis)
             }
             _ => {
                 let mut t = after;

@@ -34,6 +34,15 @@ fn ts(dt: &DateTime<Tz>) -> Timestamp {
     Timestamp::from_datetime(dt)
 }
 
+/// `t + secs`, or `None` past chrono's range.
+fn plus(t: NaiveDateTime, secs: i64) -> Option<NaiveDateTime> {
+    t.checked_add_signed(TimeDelta::try_seconds(secs)?)
+}
+
+fn instant(t: NaiveDateTime) -> Timestamp {
+    Timestamp::from_millis(t.and_utc().timestamp_millis())
+}
+
 /// The first instant (whole second) at which the zone's offset differs from its
 /// offset at `lo`, searching `(lo, hi]`, assuming at most one transition there.
 fn transition_in(tz: Tz, lo: NaiveDateTime, hi: NaiveDateTime) -> NaiveDateTime {
@@ -50,37 +59,54 @@ fn transition_in(tz: Tz, lo: NaiveDateTime, hi: NaiveDateTime) -> NaiveDateTime 
     hi
 }
 
-/// The first instant after the spring-forward gap that contains wall time `wall`.
-fn gap_end(tz: Tz, wall: NaiveDateTime) -> Timestamp {
-    let lo = wall - TimeDelta::hours(26);
-    let hi = wall + TimeDelta::hours(26);
+/// The spring-forward gap that contains wall time `wall`: its first instant after
+/// the gap, and the first wall time after it (that instant's wall time).
+fn gap_end(tz: Tz, wall: NaiveDateTime) -> Option<(Timestamp, NaiveDateTime)> {
+    let lo = plus(wall, -26 * 3600)?;
+    let hi = plus(wall, 26 * 3600)?;
     let t = transition_in(tz, lo, hi);
-    Timestamp::from_millis(t.and_utc().timestamp_millis())
+    Some((instant(t), plus(t, offset_secs(tz, &t))?))
 }
 
-/// The primary instant of a matching wall time, if it has one.
-fn primary(tz: Tz, wall: NaiveDateTime, fixed_hour: bool) -> Option<Timestamp> {
-    match tz.from_local_datetime(&wall) {
-        LocalResult::Single(dt) => Some(ts(&dt)),
-        LocalResult::Ambiguous(a, b) => Some(ts(&a).min(ts(&b))),
-        LocalResult::None => fixed_hour.then(|| gap_end(tz, wall)),
-    }
-}
-
-/// The next fire of `expr` in `tz` strictly after `t`, exact to the second.
+/// The next fire of `expr` in `tz` strictly after `t`, exact to the second; `None`
+/// when there is none within chrono's range and the expression's years.
+///
+/// Constant work per call, also inside a repeated or skipped local hour (or day):
+/// wall times whose instants are not after `t`, and wall times in a gap, are skipped
+/// as a block rather than one by one.
 pub(crate) fn next_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Timestamp> {
     let t_utc = naive_utc(t);
-    let wall_t = t_utc + TimeDelta::seconds(offset_secs(tz, &t_utc));
+    let wall_t = plus(t_utc, offset_secs(tz, &t_utc))?;
     let fixed = expr.has_fixed_hour();
 
     let mut first = None;
     let mut cursor = wall_t;
+    // Each turn finds the fire, or moves the cursor past a block: the wall times of
+    // one offset whose instants are not after `t`, or one gap. Near `t` that is at
+    // most a few turns; it ends at the expression's last year in any case.
     while let Some(wall) = expr.next_local(cursor) {
-        if let Some(p) = primary(tz, wall, fixed).filter(|p| *p > t) {
-            first = Some(p);
+        let primary = match tz.from_local_datetime(&wall) {
+            LocalResult::Single(dt) => ts(&dt),
+            LocalResult::Ambiguous(a, b) => ts(&a).min(ts(&b)),
+            LocalResult::None => {
+                let (end, end_wall) = gap_end(tz, wall)?;
+                if fixed && end > t {
+                    first = Some(end);
+                    break;
+                }
+                // Nothing else in the gap fires: continue at its end.
+                cursor = plus(end_wall, -1)?.max(wall);
+                continue;
+            }
+        };
+        if primary > t {
+            first = Some(primary);
             break;
         }
-        cursor = wall;
+        // Every later wall time of this offset up to `t`'s wall time in it has its
+        // instant at or before `t` too: skip them together.
+        let offset = (wall - naive_utc(primary)).num_seconds();
+        cursor = plus(t_utc, offset)?.max(wall);
     }
     if fixed {
         return first;
@@ -92,14 +118,14 @@ pub(crate) fn next_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Timest
 /// repeated wall time, when a fall-back transition lies near `t`.
 fn second_occurrence_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Timestamp> {
     let t_utc = naive_utc(t);
-    let lo = t_utc - TimeDelta::seconds(WINDOW_SECS);
-    let hi = t_utc + TimeDelta::seconds(WINDOW_SECS);
+    let lo = plus(t_utc, -WINDOW_SECS)?;
+    let hi = plus(t_utc, WINDOW_SECS)?;
     let (before, after) = (offset_secs(tz, &lo), offset_secs(tz, &hi));
     if after >= before {
         return None;
     }
     let trans = transition_in(tz, lo, hi);
-    let end = trans + TimeDelta::seconds(before - after);
+    let end = plus(trans, before - after)?;
     if t_utc >= end {
         return None;
     }
@@ -107,11 +133,9 @@ fn second_occurrence_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Time
     let start = if t_utc >= trans {
         t_utc
     } else {
-        trans - TimeDelta::seconds(1)
+        plus(trans, -1)?
     };
-    let wall = expr.next_local(start + TimeDelta::seconds(after))?;
-    let instant = wall - TimeDelta::seconds(after);
-    (instant < end)
-        .then(|| Timestamp::from_millis(instant.and_utc().timestamp_millis()))
-        .filter(|i| *i > t)
+    let wall = expr.next_local(plus(start, after)?)?;
+    let at = plus(wall, -after)?;
+    (at < end).then(|| instant(at)).filter(|i| *i > t)
 }

@@ -152,17 +152,17 @@ pub async fn run(w: &Workload) -> Played {
         let h = &handles[op.node() % handles.len()];
         match op {
             Op::Upsert { job, .. } => {
-                h.upsert(Job::clone(job)).await.unwrap();
+                h.scheduler().upsert(Job::clone(job)).await.unwrap();
             }
-            Op::Pause { id, .. } => h.pause(id).await.unwrap(),
-            Op::Resume { id, .. } => h.resume(id).await.unwrap(),
+            Op::Pause { id, .. } => h.scheduler().pause(id).await.unwrap(),
+            Op::Resume { id, .. } => h.scheduler().resume(id).await.unwrap(),
             Op::Remove { id, .. } => {
-                h.remove(id).await.unwrap();
+                h.scheduler().remove(id).await.unwrap();
             }
         }
     }
     tokio::time::sleep_until(start + w.length + w.tail).await;
-    let metrics = handles.iter().map(|h| h.metrics()).collect();
+    let metrics = handles.iter().map(|h| h.scheduler().metrics()).collect();
     // All at once, so no node keeps firing while another waits for its handlers.
     futures::future::join_all(handles.into_iter().map(|h| h.shutdown())).await;
     let runs = jobwheel::RunLog::runs(&store, &RunQuery::new().limit(usize::MAX))

@@ -47,6 +47,7 @@ where
     let now = Timestamp::now();
     for i in 0..20 {
         handles[i % 2]
+            .scheduler()
             .upsert(
                 Job::builder(
                     format!("tick-{i}"),
@@ -61,6 +62,7 @@ where
     }
     for i in 0..200 {
         handles[i % 2]
+            .scheduler()
             .upsert(
                 Job::builder(format!("once-{i}"), "count", Schedule::once(now))
                     .build()
@@ -71,6 +73,7 @@ where
     }
     let retry = RetryPolicy::new(2, Duration::from_secs(1), Duration::from_secs(1)).unwrap();
     handles[0]
+        .scheduler()
         .upsert(
             Job::builder("flaky", "fail", Schedule::once(now))
                 .retry(retry)
@@ -80,8 +83,8 @@ where
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(4500)).await;
-    let store = handles[0].store().clone();
-    let metrics: Vec<_> = handles.iter().map(|h| h.metrics()).collect();
+    let store = handles[0].scheduler().store().clone();
+    let metrics: Vec<_> = handles.iter().map(|h| h.scheduler().metrics()).collect();
     for h in handles {
         h.shutdown().await;
     }
@@ -209,7 +212,7 @@ where
             .unwrap();
         handles.push(sched.start().await.unwrap());
     }
-    let store = handles[0].store().clone();
+    let store = handles[0].scheduler().store().clone();
     for i in 0..jobs {
         let job = Job::builder(
             format!("every-{i}"),
@@ -218,7 +221,7 @@ where
         )
         .build()
         .unwrap();
-        handles[i % nodes].upsert(job).await.unwrap();
+        handles[i % nodes].scheduler().upsert(job).await.unwrap();
     }
     let began = Timestamp::now();
     let oneshot_jobs: Vec<Job> = (0..oneshots)
@@ -233,7 +236,7 @@ where
     }
     // The stream: a few one-shots every 20 ms through the schedulers, each due 0-2 s
     // after it is stored, with handlers of 50-500 ms.
-    let schedulers: Vec<Scheduler> = handles.iter().map(|h| (**h).clone()).collect();
+    let schedulers: Vec<Scheduler> = handles.iter().map(|h| h.scheduler().clone()).collect();
     let streamed = tokio::spawn({
         let schedulers = schedulers.clone();
         async move {

@@ -19,17 +19,44 @@ use jobwheel::{
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A server URL from `var`: `None` (with a printed line) when it is unset or empty,
-/// except under `CI=true`, where a missing server is a failure.
+/// A server URL from `var`: `None` (with the test reported skipped) when it is unset
+/// or empty, except under `CI=true`, where a missing server is a failure.
 pub fn server_url(var: &str) -> Option<String> {
     match std::env::var(var) {
         Ok(u) if !u.is_empty() => Some(u),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("CI=true but {var} is not set: these tests must run")
-        }
         _ => {
-            println!("skipped: {var} is not set");
+            skip(&format!("{var} is not set"));
             None
+        }
+    }
+}
+
+/// Reports the calling test as skipped because of `why`: under `CI=true` that is a
+/// failure; otherwise a line goes to the file `JOBWHEEL_SKIPS` names (which
+/// `./scripts/test` prints after the summary) and to the test's output.
+pub fn skip(why: &str) {
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("CI=true but {why}: this test must run");
+    }
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .map(|s| {
+            s.rsplit_once('-')
+                .map_or(s.clone(), |(name, _hash)| name.to_string())
+        })
+        .unwrap_or_default();
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let line = format!("{binary}::{test}: {why}");
+    println!("skipped: {line}");
+    if let Ok(path) = std::env::var("JOBWHEEL_SKIPS") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
         }
     }
 }

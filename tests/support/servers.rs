@@ -149,10 +149,7 @@ fn python() -> Option<&'static str> {
 impl SmtpServer {
     pub async fn start() -> Option<SmtpServer> {
         let Some(python) = python() else {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("CI=true but aiosmtpd is not installed (apt-get install python3-aiosmtpd)");
-            }
-            println!("skipped: aiosmtpd is not installed");
+            super::skip("aiosmtpd is not installed (apt-get install python3-aiosmtpd)");
             return None;
         };
         let port = std::net::TcpListener::bind("127.0.0.1:0")
