@@ -88,6 +88,25 @@ pub async fn connect(url: &str) -> Result<Backend> {
     BackendConfig::new(url).connect().await
 }
 
+/// Applies the config's prefix and pool size to an SQL store's builder, connects,
+/// and pairs the store with its own `locks()` (migrating it unless told not to).
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
+macro_rules! sql_backend {
+    ($config:expr, $builder:expr) => {{
+        let mut b = $builder;
+        if let Some(p) = &$config.prefix {
+            b = b.prefix(p.as_str());
+        }
+        if let Some(n) = $config.max_connections {
+            b = b.max_connections(n);
+        }
+        let store = b.build().await?;
+        $config
+            .finish(store.clone(), store.locks(), store.migrate())
+            .await
+    }};
+}
+
 impl BackendConfig {
     /// A config for `url` with every other field at its default.
     pub fn new(url: impl Into<String>) -> Self {
@@ -126,30 +145,10 @@ impl BackendConfig {
                 locks: Arc::new(crate::memory::LocalLocks::new()),
             }),
             #[cfg(feature = "sqlite")]
-            "sqlite" => {
-                let mut b = crate::sqlite::SqliteStore::builder(self.url.as_str());
-                if let Some(p) = &self.prefix {
-                    b = b.prefix(p.as_str());
-                }
-                if let Some(n) = self.max_connections {
-                    b = b.max_connections(n);
-                }
-                let store = b.build().await?;
-                self.finish(store.clone(), store.locks(), store.migrate())
-                    .await
-            }
+            "sqlite" => sql_backend!(self, crate::sqlite::SqliteStore::builder(self.url.as_str())),
             #[cfg(feature = "postgres")]
             "postgres" | "postgresql" => {
-                let mut b = crate::postgres::PgStore::builder(self.url.as_str());
-                if let Some(p) = &self.prefix {
-                    b = b.prefix(p.as_str());
-                }
-                if let Some(n) = self.max_connections {
-                    b = b.max_connections(n);
-                }
-                let store = b.build().await?;
-                self.finish(store.clone(), store.locks(), store.migrate())
-                    .await
+                sql_backend!(self, crate::postgres::PgStore::builder(self.url.as_str()))
             }
             #[cfg(feature = "mysql")]
             "mysql" | "mariadb" => {
@@ -157,16 +156,7 @@ impl BackendConfig {
                     Some(rest) => format!("mysql:{rest}"),
                     None => self.url.clone(),
                 };
-                let mut b = crate::mysql::MySqlStore::builder(url);
-                if let Some(p) = &self.prefix {
-                    b = b.prefix(p.as_str());
-                }
-                if let Some(n) = self.max_connections {
-                    b = b.max_connections(n);
-                }
-                let store = b.build().await?;
-                self.finish(store.clone(), store.locks(), store.migrate())
-                    .await
+                sql_backend!(self, crate::mysql::MySqlStore::builder(url))
             }
             #[cfg(feature = "redis")]
             "redis" | "rediss" => {

@@ -146,7 +146,7 @@ sql_handles! {
     /// Row leases in `<prefix>locks` (the SQL store's locks: one transaction per
     /// batch, rows taken in key order, deadlocks retried, tokens from the server's
     /// clock in µs). Usable with any store.
-    locks MySqlLocks;
+    locks MySqlLocks over crate::sql::locks::SqlLocks<MySqlDialect>;
     builder MySqlBuilder;
     dialect MySqlDialect, pool MySqlPool, names prefix: &str;
 }

@@ -20,6 +20,7 @@
 //! ```
 
 mod batch;
+mod locks;
 
 use crate::error::{Error, Result};
 use crate::record::{DueKey, FinishOutcome, FinishRun, StartOutcome, StartRun};
@@ -176,10 +177,10 @@ impl Dialect for PgDialect {
 sql_handles! {
     /// A [`JobStore`](crate::JobStore) in PostgreSQL.
     store PgStore;
-    /// Row leases in `<schema>.<prefix>locks` (the SQL store's locks: one transaction
-    /// per batch, rows taken in key order, tokens from the server's clock in µs).
-    /// Usable with any store.
-    locks PgLocks;
+    /// Row leases in `<schema>.<prefix>locks`: each batched call is one statement
+    /// (rows taken in key order), tokens are the server's clock in µs. Usable with any
+    /// store.
+    locks PgLocks over locks::PgLockStatements;
     builder PgBuilder;
     dialect PgDialect, pool PgPool, names tables: &Tables;
 }

@@ -2,7 +2,8 @@
 //! [`JobStore`](crate::JobStore), forwarded to [`SqlStore`](super::SqlStore)) and a lock
 //! provider ([`SqlLocks`](super::locks::SqlLocks)), both over one dialect and its pool.
 
-/// Declares `$store` and `$locks` over `$dialect`, whose inherent
+/// Declares `$store` and `$locks` (delegating to `$locks_impl`, a
+/// [`LocksOver`](super::locks::LocksOver) the dialect) over `$dialect`, whose inherent
 /// `fn new(pool: $pool, $names: $names_ty) -> Result<Self>` checks the table names:
 /// the store's `from_pool`, `pool`, `migrate` and `locks`, the lock provider's `new`,
 /// and the setters every builder shares (`$builder` has fields `prefix: String` and
@@ -10,7 +11,7 @@
 macro_rules! sql_handles {
     (
         $(#[$store_doc:meta])* store $store:ident;
-        $(#[$locks_doc:meta])* locks $locks:ident;
+        $(#[$locks_doc:meta])* locks $locks:ident over $locks_impl:ty;
         builder $builder:ident;
         dialect $dialect:ident, pool $pool:ty, names $names:ident: $names_ty:ty;
     ) => {
@@ -79,9 +80,9 @@ macro_rules! sql_handles {
             /// Leases in this store's locks table, on its pool.
             pub fn locks(&self) -> $locks {
                 $locks {
-                    inner: $crate::sql::locks::SqlLocks {
-                        d: self.inner.d.clone(),
-                    },
+                    inner: <$locks_impl as $crate::sql::locks::LocksOver<$dialect>>::over(
+                        self.inner.d.clone(),
+                    ),
                 }
             }
         }
@@ -89,7 +90,7 @@ macro_rules! sql_handles {
         $(#[$locks_doc])*
         #[derive(Debug, Clone)]
         pub struct $locks {
-            inner: $crate::sql::locks::SqlLocks<$dialect>,
+            inner: $locks_impl,
         }
 
         $crate::lock::delegate_locks!($locks => inner, <$dialect as $crate::sql::Dialect>::NAME);
@@ -100,9 +101,9 @@ macro_rules! sql_handles {
             /// created by the store's `migrate`. Errors when a name is invalid.
             pub fn new(pool: $pool, $names: $names_ty) -> $crate::Result<Self> {
                 Ok($locks {
-                    inner: $crate::sql::locks::SqlLocks {
-                        d: $dialect::new(pool, $names)?,
-                    },
+                    inner: <$locks_impl as $crate::sql::locks::LocksOver<$dialect>>::over(
+                        $dialect::new(pool, $names)?,
+                    ),
                 })
             }
         }

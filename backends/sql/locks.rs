@@ -1,15 +1,19 @@
 //! Row leases in an SQL table (ShedLock-style), for every dialect: one row per key
 //! with `owner`, `expires_at` and a fencing `token`. Each batched call is one
-//! transaction with a fixed number of statements — create the missing rows, lock the
-//! batch's rows in key order (the same order on every node, so concurrent batches
-//! wait for each other instead of deadlocking), decide in Rust, write with one joined
-//! `UPDATE` — retried when it loses a deadlock. A key's row (and its token) stays
+//! transaction with a fixed number of statements — lock the batch's rows in key order
+//! with the server's clock (the same order on every node, so concurrent batches wait
+//! for each other instead of deadlocking), create the missing rows and lock them too
+//! (first grants only), decide in Rust, write with one joined `UPDATE` — retried when
+//! it loses a deadlock. A key's row (and its token) stays
 //! after release, so tokens never repeat.
 //!
 //! A grant's token is the server's clock in microseconds, or one more than the key's
 //! previous token if that is larger: strictly increasing per key, and comparable with
 //! the tokens of the Redis and in-process providers, so a deployment can change lock
 //! provider without fencing its own jobs out.
+
+// A PostgreSQL-only build uses its own statements, not the generic provider.
+#![cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
 
 use super::decode::SqlRow;
 use super::{Dialect, Sql, marks, retrying};
@@ -33,51 +37,43 @@ pub(crate) struct SqlLocks<D: Dialect> {
     pub(crate) d: D,
 }
 
+/// A lock provider built over a dialect (its pool and table names): the generic
+/// [`SqlLocks`], or a dialect's own statements where they save round trips.
+pub(crate) trait LocksOver<D>: Sized {
+    /// The provider over `d`.
+    fn over(d: D) -> Self;
+}
+
+impl<D: Dialect> LocksOver<D> for SqlLocks<D> {
+    fn over(d: D) -> Self {
+        SqlLocks { d }
+    }
+}
+
 impl<D: Dialect> SqlLocks<D> {
-    /// Opens a transaction, reads the clock (ms and µs), creates the rows of `keys`
-    /// that are missing when `create`, and locks and reads them in key order.
-    async fn lock_rows(
+    /// Reads and locks the rows of `keys` in key order, with the server's clock (ms
+    /// and µs) in the same statement; the clock is `None` when no row exists.
+    async fn read_rows(
         &self,
+        tx: &mut D::Tx,
         op: &'static str,
         keys: &[&str],
-        create: bool,
-    ) -> Result<(D::Tx, i64, i64, HashMap<String, Row>)> {
-        let (d, table, key) = (&self.d, self.d.t("locks"), D::LOCK_KEY);
-        let mut tx = d.begin(op).await?;
-        let clock = d
-            .fetch_in(
-                &mut tx,
-                op,
-                Sql::new(format!(
-                    "SELECT {} AS now, {} AS now_us",
-                    D::NOW_MS,
-                    D::NOW_US
-                )),
-            )
-            .await?;
-        let e = |err| d.err(op, err);
-        let row = clock
-            .first()
-            .ok_or_else(|| crate::Error::backend(D::NAME, op, false, "no clock"))?;
-        let (now, now_us) = (row.int("now").map_err(e)?, row.int("now_us").map_err(e)?);
-        if create {
-            let mut insert = Sql::new(format!(
-                "{} {table} ({key}, owner, token, expires_at) VALUES {}{}",
-                D::INSERT_IGNORE,
-                vec!["(?, NULL, 0, 0)"; keys.len()].join(", "),
-                D::ON_CONFLICT_IGNORE
-            ));
-            insert.args.extend(keys.iter().map(|k| (*k).into()));
-            d.exec_in(&mut tx, op, insert).await?;
-        }
+        rows: &mut HashMap<String, Row>,
+    ) -> Result<Option<(i64, i64)>> {
+        let (d, key) = (&self.d, D::LOCK_KEY);
         let mut read = Sql::new(format!(
-            "SELECT {key} AS k, owner, token, expires_at FROM {table} WHERE {key} IN ({}) ORDER BY {key}{}",
+            "SELECT {key} AS k, owner, token, expires_at, {} AS now, {} AS now_us FROM {} WHERE {key} IN ({}) ORDER BY {key}{}",
+            D::NOW_MS,
+            D::NOW_US,
+            d.t("locks"),
             marks(keys.len()),
             D::FOR_UPDATE
         ));
         read.args.extend(keys.iter().map(|k| (*k).into()));
-        let mut rows = HashMap::new();
-        for r in d.fetch_in(&mut tx, op, read).await? {
+        let e = |err| d.err(op, err);
+        let mut clock = None;
+        for r in d.fetch_in(tx, op, read).await? {
+            clock = Some((r.int("now").map_err(e)?, r.int("now_us").map_err(e)?));
             rows.insert(
                 r.text("k").map_err(e)?,
                 Row {
@@ -87,6 +83,61 @@ impl<D: Dialect> SqlLocks<D> {
                 },
             );
         }
+        Ok(clock)
+    }
+
+    /// Opens a transaction and locks and reads the rows of `keys` in key order, with
+    /// the server's clock (ms and µs). When `create`, rows missing for some keys are
+    /// inserted first and read in a second statement; when every row exists (the
+    /// steady state) the call is three round trips besides `BEGIN`: read, write,
+    /// commit.
+    async fn lock_rows(
+        &self,
+        op: &'static str,
+        keys: &[&str],
+        create: bool,
+    ) -> Result<(D::Tx, i64, i64, HashMap<String, Row>)> {
+        let d = &self.d;
+        let mut tx = d.begin(op).await?;
+        let mut rows = HashMap::new();
+        let mut clock = self.read_rows(&mut tx, op, keys, &mut rows).await?;
+        let missing: Vec<&str> = keys
+            .iter()
+            .copied()
+            .filter(|k| !rows.contains_key(*k))
+            .collect();
+        if create && !missing.is_empty() {
+            let mut insert = Sql::new(format!(
+                "{} {} ({}, owner, token, expires_at) VALUES {}{}",
+                D::INSERT_IGNORE,
+                d.t("locks"),
+                D::LOCK_KEY,
+                vec!["(?, NULL, 0, 0)"; missing.len()].join(", "),
+                D::ON_CONFLICT_IGNORE
+            ));
+            insert.args.extend(missing.iter().map(|k| (*k).into()));
+            d.exec_in(&mut tx, op, insert).await?;
+            clock = self
+                .read_rows(&mut tx, op, &missing, &mut rows)
+                .await?
+                .or(clock);
+        }
+        let (now, now_us) = match clock {
+            Some(c) => c,
+            None => {
+                let q = Sql::new(format!(
+                    "SELECT {} AS now, {} AS now_us",
+                    D::NOW_MS,
+                    D::NOW_US
+                ));
+                let row = d.fetch_in(&mut tx, op, q).await?;
+                let e = |err| d.err(op, err);
+                let r = row
+                    .first()
+                    .ok_or_else(|| crate::Error::backend(D::NAME, op, false, "no clock"))?;
+                (r.int("now").map_err(e)?, r.int("now_us").map_err(e)?)
+            }
+        };
         Ok((tx, now, now_us, rows))
     }
 

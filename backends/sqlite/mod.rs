@@ -150,7 +150,7 @@ sql_handles! {
     store SqliteStore;
     /// Row leases in `<prefix>locks` (the SQL store's locks: one transaction per
     /// batch, tokens from the clock in µs). Usable with any store.
-    locks SqliteLocks;
+    locks SqliteLocks over crate::sql::locks::SqlLocks<SqliteDialect>;
     builder SqliteBuilder;
     dialect SqliteDialect, pool SqlitePool, names prefix: &str;
 }

@@ -15,7 +15,7 @@
 use super::cron::CronExpr;
 use crate::time::Timestamp;
 use chrono::offset::LocalResult;
-use chrono::{DateTime, NaiveDateTime, Offset, TimeDelta, TimeZone};
+use chrono::{DateTime, NaiveDateTime, Offset, TimeDelta, TimeZone, Timelike};
 use chrono_tz::Tz;
 
 /// Widest window in which a transition can change the meaning of a wall time
@@ -45,15 +45,47 @@ fn instant(t: NaiveDateTime) -> Timestamp {
 
 /// The first instant (whole second) at which the zone's offset differs from its
 /// offset at `lo`, searching `(lo, hi]`, assuming at most one transition there.
+///
+/// Transitions fall on whole minutes in practice, so the search runs over minutes
+/// first (about a third fewer zone lookups) and then confirms the second, falling
+/// back to a search over seconds within the minute when a transition is not on it.
 fn transition_in(tz: Tz, lo: NaiveDateTime, hi: NaiveDateTime) -> NaiveDateTime {
     let base = offset_secs(tz, &lo);
-    let (mut lo, mut hi) = (lo, hi);
+    let differs = |t: &NaiveDateTime| offset_secs(tz, t) != base;
+    // Transitions are on whole seconds: so is the search.
+    let whole = |t: NaiveDateTime| t.with_nanosecond(0).unwrap_or(t);
+    let (mut lo, mut hi) = (whole(lo), whole(hi));
+    // Minutes, from the first whole minute after `lo`.
+    let into_minute = lo.and_utc().timestamp().rem_euclid(60);
+    let first_minute = lo + TimeDelta::seconds(60 - into_minute);
+    if first_minute < hi {
+        if differs(&first_minute) {
+            hi = first_minute;
+        } else {
+            lo = first_minute;
+            while (hi - lo).num_seconds() > 60 {
+                let minutes = (hi - lo).num_seconds() / 60;
+                let mid = lo + TimeDelta::seconds(minutes / 2 * 60);
+                if differs(&mid) {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+        }
+    }
+    // The transition is in (lo, hi]; one lookup usually confirms it is on `hi`.
+    let before = hi - TimeDelta::seconds(1);
+    if before <= lo || !differs(&before) {
+        return hi;
+    }
+    hi = before;
     while (hi - lo).num_seconds() > 1 {
         let mid = lo + TimeDelta::seconds((hi - lo).num_seconds() / 2);
-        if offset_secs(tz, &mid) == base {
-            lo = mid;
-        } else {
+        if differs(&mid) {
             hi = mid;
+        } else {
+            lo = mid;
         }
     }
     hi
