@@ -77,6 +77,7 @@ async fn migrations_run_concurrently_and_names_are_validated() {
         .await
         .unwrap_err();
     assert_eq!(bad.field(), Some("postgres.schema"));
+    drop_tables(&url, &p).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
