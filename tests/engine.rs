@@ -599,6 +599,23 @@ fn config_loads_with_humane_durations_and_refuses_bad_values() {
         ),
         (
             SchedulerConfig {
+                concurrency: usize::MAX,
+                ..Default::default()
+            },
+            "config.concurrency",
+        ),
+        (
+            SchedulerConfig {
+                slow_lane: jobwheel::SlowLaneConfig {
+                    concurrency: 0,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            "config.slow_lane.concurrency",
+        ),
+        (
+            SchedulerConfig {
                 dead_after_beats: 1,
                 ..Default::default()
             },
@@ -625,6 +642,24 @@ fn config_loads_with_humane_durations_and_refuses_bad_values() {
     assert_eq!(
         Scheduler::builder().build().unwrap_err().field(),
         Some("handler")
+    );
+    let custom = Scheduler::builder()
+        .store(jobwheel::memory::MemoryStore::new())
+        .locks(jobwheel::memory::LocalLocks::new())
+        .executor(jobwheel::LocalExecutor::new(
+            4,
+            jobwheel::SlowLaneConfig::default(),
+        ))
+        .handler("h", |_c: JobContext| async { Ok::<(), JobError>(()) })
+        .config(SchedulerConfig {
+            concurrency: 8,
+            ..Default::default()
+        })
+        .build();
+    assert_eq!(
+        custom.unwrap_err().field(),
+        Some("config.concurrency"),
+        "a local-executor setting beside a custom executor is refused, not ignored"
     );
     let no_store = Scheduler::builder()
         .handler("h", |_c: JobContext| async { Ok::<(), JobError>(()) })

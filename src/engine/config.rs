@@ -119,6 +119,19 @@ fn at_least_one(field: &'static str, n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Executor slots: at least 1, and no more than a tokio semaphore holds.
+fn slots(field: &'static str, n: usize) -> Result<()> {
+    at_least_one(field, n)?;
+    if n > tokio::sync::Semaphore::MAX_PERMITS {
+        return Err(Error::invalid(
+            field,
+            n,
+            format!("must be at most {}", tokio::sync::Semaphore::MAX_PERMITS),
+        ));
+    }
+    Ok(())
+}
+
 impl SchedulerConfig {
     /// Checks every field. Errors: [`Error::Invalid`] naming `config.<field>`.
     pub fn validate(&self) -> Result<()> {
@@ -149,7 +162,9 @@ impl SchedulerConfig {
         }
         at_least_one("config.claim_batch", self.claim_batch)?;
         at_least_one("config.write_batch", self.write_batch)?;
-        at_least_one("config.concurrency", self.concurrency)?;
+        slots("config.concurrency", self.concurrency)?;
+        // An empty slow lane would hold a slow job forever while its lease is renewed.
+        slots("config.slow_lane.concurrency", self.slow_lane.concurrency)?;
         at_least_one("config.max_payload_bytes", self.max_payload_bytes)?;
         if self.dead_after_beats < 2 {
             return Err(Error::invalid(

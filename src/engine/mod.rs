@@ -325,6 +325,23 @@ impl SchedulerBuilder {
             .clone()
             .unwrap_or_else(default_node_id)
             .into();
+        if self.executor.is_some() {
+            let local = SchedulerConfig::default();
+            if config.concurrency != local.concurrency {
+                return Err(Error::invalid(
+                    "config.concurrency",
+                    config.concurrency,
+                    "sizes the built-in LocalExecutor only; a custom executor sizes itself",
+                ));
+            }
+            if config.slow_lane != local.slow_lane {
+                return Err(Error::invalid(
+                    "config.slow_lane",
+                    format!("{:?}", config.slow_lane),
+                    "configures the built-in LocalExecutor only; a custom executor has its own",
+                ));
+            }
+        }
         let executor: Arc<dyn Executor> = self.executor.unwrap_or_else(|| {
             Arc::new(LocalExecutor::new(
                 config.concurrency,
