@@ -103,9 +103,9 @@ impl PgLockStatements {
              {lock}
              UPDATE {t} l SET expires_at = {NOW_MS} + $4
              FROM r, locked
-             WHERE l.key = locked.key AND l.key = r.k AND l.owner = r.o AND l.token = r.tok
+             WHERE l.{KEY} = locked.key AND l.{KEY} = r.k AND l.owner = r.o AND l.token = r.tok
                AND l.expires_at > {NOW_MS}
-             RETURNING l.key, l.owner, l.token, l.expires_at",
+             RETURNING l.{KEY}, l.owner, l.token, l.expires_at",
             t = self.table,
             lock = lock_in_key_order(&self.table),
         )))
@@ -138,9 +138,9 @@ impl PgLockStatements {
         let rows: Vec<(String, String, i64)> = sqlx::query_as(AssertSqlSafe(format!(
             "WITH r AS (SELECT * FROM UNNEST($1::text[], $2::text[], $3::int8[]) AS r(k, o, tok)),
              {lock},
-             hit AS (SELECT l.key, l.owner, l.token FROM {t} l JOIN locked ON l.key = locked.key
-                     JOIN r ON l.key = r.k AND l.owner = r.o AND l.token = r.tok)
-             UPDATE {t} l SET owner = NULL, expires_at = 0 FROM hit WHERE l.key = hit.key
+             hit AS (SELECT l.{KEY} AS key, l.owner, l.token FROM {t} l JOIN locked ON l.{KEY} = locked.key
+                     JOIN r ON l.{KEY} = r.k AND l.owner = r.o AND l.token = r.tok)
+             UPDATE {t} l SET owner = NULL, expires_at = 0 FROM hit WHERE l.{KEY} = hit.key
              RETURNING hit.key, hit.owner, hit.token",
             t = self.table,
             lock = lock_in_key_order(&self.table),

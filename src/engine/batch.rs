@@ -73,11 +73,9 @@ impl<Q: Send + 'static, R: Send + 'static> Batcher<Q, R> {
     /// Queues one request and waits for its answer.
     pub(crate) async fn call(&self, q: Q) -> Result<R, Arc<Error>> {
         let (tx, rx) = oneshot::channel();
-        self.tx.send((q, tx)).map_err(|_| Arc::new(stopped()))?;
-        rx.await.map_err(|_| Arc::new(stopped()))?
+        self.tx
+            .send((q, tx))
+            .map_err(|_| Arc::new(Error::Stopped))?;
+        rx.await.map_err(|_| Arc::new(Error::Stopped))?
     }
-}
-
-fn stopped() -> Error {
-    Error::Stopped
 }

@@ -249,10 +249,9 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
     } else {
         plan::Ended::of(&outcome)
     };
-    let status = ended.status;
     let p = plan::plan_finish(&job, &attempt, ended, core.store_now(), fastrand::f64());
     if p.will_retry {
-        info!(status = status.as_str(), next = ?p.next.at, "retry scheduled");
+        info!(status = p.status.as_str(), next = ?p.next.at, "retry scheduled");
     }
     let next = p.next.clone();
     let run = RunAt {
