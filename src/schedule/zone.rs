@@ -65,7 +65,8 @@ fn transition_in(tz: Tz, lo: NaiveDateTime, hi: NaiveDateTime) -> NaiveDateTime 
             lo = first_minute;
             while (hi - lo).num_seconds() > 60 {
                 let minutes = (hi - lo).num_seconds() / 60;
-                let mid = lo + TimeDelta::seconds(minutes / 2 * 60);
+                // At least one minute on, or a span of 61-119 s would never shrink.
+                let mid = lo + TimeDelta::seconds((minutes / 2).max(1) * 60);
                 if differs(&mid) {
                     hi = mid;
                 } else {
@@ -170,4 +171,18 @@ fn second_occurrence_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Time
     let wall = expr.next_local(plus(start, after)?)?;
     let at = plus(wall, -after)?;
     (at < end).then(|| instant(at)).filter(|i| *i > t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_search_ends_when_a_minute_and_a_half_remain() {
+        let tz: Tz = "America/New_York".parse().unwrap();
+        let at = |s: &str| NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").unwrap();
+        // 2026-03-08 07:00:00 UTC is the spring-forward instant.
+        let t = transition_in(tz, at("2026-03-08 06:57:30"), at("2026-03-08 07:00:30"));
+        assert_eq!(t, at("2026-03-08 07:00:00"));
+    }
 }
