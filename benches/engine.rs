@@ -22,10 +22,9 @@ fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn config(concurrency: usize) -> SchedulerConfig {
+fn config() -> SchedulerConfig {
     SchedulerConfig {
         node_id: Some("bench".into()),
-        concurrency,
         claim_batch: 5000,
         write_batch: 2000,
         ..SchedulerConfig::default()
@@ -59,7 +58,8 @@ async fn lag(jobs: usize, seconds: u64, aligned: bool) {
             l.lock().unwrap().push((ctx.fire_at.as_millis(), lag));
             async { Ok::<(), JobError>(()) }
         })
-        .config(config(jobs * 6))
+        .executor(jobwheel::LocalExecutor::with_concurrency(jobs * 6).unwrap())
+        .config(config())
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
@@ -122,7 +122,8 @@ async fn throughput(n: usize) {
             d.fetch_add(1, Ordering::Relaxed);
             async { Ok::<(), JobError>(()) }
         })
-        .config(config(4096))
+        .executor(jobwheel::LocalExecutor::with_concurrency(4096).unwrap())
+        .config(config())
         .build()
         .unwrap();
     let now = Timestamp::now();

@@ -85,10 +85,8 @@ fn backoff(c: &mut Criterion) {
 /// iteration finds them due again) and `release`.
 fn memory_claim_path(c: &mut Criterion) {
     use jobwheel::memory::{LocalLocks, MemoryStore};
-    use jobwheel::{
-        FinishOutcome, FinishRun, Job, Jobs, LockProvider, LockRequest, NextFire, RunStatus,
-        Schedule, StartOutcome, StartRun, TriggerKind,
-    };
+    use jobwheel::store::{FinishOutcome, FinishRun, Jobs, NextFire, StartOutcome, StartRun};
+    use jobwheel::{Job, LockProvider, LockRequest, RunStatus, Schedule, TriggerKind};
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -106,7 +104,7 @@ fn memory_claim_path(c: &mut Criterion) {
         b.iter(|| {
             rt.block_on(async {
                 let due = store
-                    .due(&jobwheel::DueQuery::new(at, 100))
+                    .due(&jobwheel::store::DueQuery::new(at, 100))
                     .await
                     .unwrap()
                     .items;

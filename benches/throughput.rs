@@ -43,8 +43,8 @@ mod redis_keys;
 
 use futures::StreamExt;
 use jobwheel::{
-    Job, JobContext, JobError, JobStore, LockProvider, Schedule, Scheduler, SchedulerConfig,
-    Timestamp,
+    Job, JobContext, JobError, JobStore, LocalExecutor, LockProvider, Schedule, Scheduler,
+    SchedulerConfig, Timestamp,
 };
 use serde_json::json;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -288,9 +288,9 @@ async fn schedulers(
                     .push((ctx.fire_at.as_millis(), micros_now() - fire_us));
                 async { Ok::<(), JobError>(()) }
             })
+            .executor(LocalExecutor::with_concurrency(num("--concurrency", 2048)).unwrap())
             .config(SchedulerConfig {
                 node_id: Some(format!("bench-{n}")),
-                concurrency: num("--concurrency", 2048),
                 claim_batch: num("--claim-batch", 2000),
                 write_batch: num("--write-batch", 1000),
                 ..SchedulerConfig::default()
@@ -465,7 +465,7 @@ async fn scan(store: &dyn JobStore) -> (f64, usize) {
         let until = store.now().await.unwrap();
         let t = Instant::now();
         n = store
-            .due(&jobwheel::DueQuery::new(until, 1000))
+            .due(&jobwheel::store::DueQuery::new(until, 1000))
             .await
             .unwrap()
             .items

@@ -81,7 +81,7 @@ pub mod job;
 pub mod local_executor;
 pub mod lock;
 pub mod policy;
-pub mod record;
+mod record;
 pub mod schedule;
 pub mod store;
 pub mod time;
@@ -145,15 +145,15 @@ pub use error::{Error, Result};
 pub use executor::{Execution, Executor, Outcome};
 pub use handler::{JobContext, JobError, JobHandler, JobResult, RetryAdvice};
 pub use job::{Job, JobBuilder, JobId};
-pub use local_executor::{LocalExecutor, SlowLaneConfig};
+pub use local_executor::{LocalExecutor, LocalExecutorConfig, SlowLaneConfig};
 pub use lock::{Lease, LockProvider, LockRequest};
 pub use policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
-pub use record::*;
-pub use schedule::{CronExpr, CronSchedule, Schedule};
-pub use store::{
-    AlarmClaim, AlarmOutbox, AlarmQuery, CorruptRow, DueQuery, JobQuery, JobStore, Jobs,
-    NodeRegistry, Page, RunLog, RunQuery,
+pub use record::{
+    AlarmEvent, AlarmId, AlarmRecord, AlarmStatus, DailyStats, FireSpan, JobRecord, NodeInfo,
+    NodeRecord, RunId, RunRecord, RunStatus, TriggerKind, UpsertOutcome,
 };
+pub use schedule::{CronExpr, CronSchedule, Schedule};
+pub use store::{AlarmQuery, CorruptRow, JobQuery, JobStore, Page, RunQuery};
 /// The README's code blocks, compiled as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

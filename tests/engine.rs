@@ -552,12 +552,77 @@ async fn upsert_refuses_bad_input_and_stores_nothing() {
 }
 
 #[test]
+fn local_executor_config_loads_and_refuses_what_cannot_work() {
+    use jobwheel::{LocalExecutor, LocalExecutorConfig, SlowLaneConfig};
+    let c: LocalExecutorConfig =
+        serde_json::from_str(r#"{"concurrency":8,"slow_lane":{"slow_run":"2s"}}"#).unwrap();
+    assert_eq!(c.concurrency, 8);
+    assert_eq!(c.slow_lane.slow_run, Duration::from_secs(2));
+    assert_eq!(c.slow_lane.concurrency, 16, "defaults fill the rest");
+    assert!(
+        serde_json::from_str::<LocalExecutorConfig>(r#"{"concurency":8}"#).is_err(),
+        "typos are refused"
+    );
+    let lane = |f: fn(&mut SlowLaneConfig)| {
+        let mut c = LocalExecutorConfig::default();
+        f(&mut c.slow_lane);
+        c
+    };
+    let cases = [
+        (
+            LocalExecutorConfig {
+                concurrency: 0,
+                ..Default::default()
+            },
+            "local_executor.concurrency",
+        ),
+        (
+            LocalExecutorConfig {
+                concurrency: usize::MAX,
+                ..Default::default()
+            },
+            "local_executor.concurrency",
+        ),
+        (
+            lane(|l| l.concurrency = usize::MAX),
+            "local_executor.slow_lane.concurrency",
+        ),
+        (
+            lane(|l| l.slow_run = Duration::ZERO),
+            "local_executor.slow_lane.slow_run",
+        ),
+        (
+            lane(|l| l.window = Duration::ZERO),
+            "local_executor.slow_lane.window",
+        ),
+    ];
+    for (c, field) in cases {
+        assert_eq!(c.validate().unwrap_err().field(), Some(field));
+        assert_eq!(
+            LocalExecutor::new(c).unwrap_err().field(),
+            Some(field),
+            "the constructor refuses it too, never panics"
+        );
+    }
+    assert!(
+        LocalExecutor::new(lane(|l| l.concurrency = 0)).is_ok(),
+        "an empty slow lane means slow jobs share the fast lane"
+    );
+    assert_eq!(
+        LocalExecutor::with_concurrency(0).unwrap_err().field(),
+        Some("local_executor.concurrency")
+    );
+}
+
+#[test]
 fn config_loads_with_humane_durations_and_refuses_bad_values() {
-    let c: SchedulerConfig = serde_json::from_str(r#"{"poll_interval":"250ms","lease_ttl":"1m 30s","run_retention":"30days","slow_lane":{"slow_run":"2s"}}"#).unwrap();
+    let c: SchedulerConfig = serde_json::from_str(
+        r#"{"poll_interval":"250ms","lease_ttl":"1m 30s","run_retention":"30days"}"#,
+    )
+    .unwrap();
     assert_eq!(c.poll_interval, Duration::from_millis(250));
     assert_eq!(c.lease_ttl, Duration::from_secs(90));
     assert_eq!(c.run_retention, Some(Duration::from_secs(30 * 86400)));
-    assert_eq!(c.slow_lane.slow_run, Duration::from_secs(2));
     assert_eq!(
         c.lookahead,
         Duration::from_secs(5),
@@ -592,30 +657,6 @@ fn config_loads_with_humane_durations_and_refuses_bad_values() {
         ),
         (
             SchedulerConfig {
-                concurrency: 0,
-                ..Default::default()
-            },
-            "config.concurrency",
-        ),
-        (
-            SchedulerConfig {
-                concurrency: usize::MAX,
-                ..Default::default()
-            },
-            "config.concurrency",
-        ),
-        (
-            SchedulerConfig {
-                slow_lane: jobwheel::SlowLaneConfig {
-                    concurrency: 0,
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-            "config.slow_lane.concurrency",
-        ),
-        (
-            SchedulerConfig {
                 dead_after_beats: 1,
                 ..Default::default()
             },
@@ -642,24 +683,6 @@ fn config_loads_with_humane_durations_and_refuses_bad_values() {
     assert_eq!(
         Scheduler::builder().build().unwrap_err().field(),
         Some("handler")
-    );
-    let custom = Scheduler::builder()
-        .store(jobwheel::memory::MemoryStore::new())
-        .locks(jobwheel::memory::LocalLocks::new())
-        .executor(jobwheel::LocalExecutor::new(
-            4,
-            jobwheel::SlowLaneConfig::default(),
-        ))
-        .handler("h", |_c: JobContext| async { Ok::<(), JobError>(()) })
-        .config(SchedulerConfig {
-            concurrency: 8,
-            ..Default::default()
-        })
-        .build();
-    assert_eq!(
-        custom.unwrap_err().field(),
-        Some("config.concurrency"),
-        "a local-executor setting beside a custom executor is refused, not ignored"
     );
     let no_store = Scheduler::builder()
         .handler("h", |_c: JobContext| async { Ok::<(), JobError>(()) })

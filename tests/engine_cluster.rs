@@ -400,13 +400,14 @@ async fn backpressure_never_claims_more_than_the_executor_can_run() {
     let locks = revocable(&clock);
     let (cur, max) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (c, m) = (cur.clone(), max.clone());
-    let exec = jobwheel::LocalExecutor::new(
-        4,
-        jobwheel::SlowLaneConfig {
+    let exec = jobwheel::LocalExecutor::new(jobwheel::LocalExecutorConfig {
+        concurrency: 4,
+        slow_lane: jobwheel::SlowLaneConfig {
             concurrency: 0,
             ..Default::default()
         },
-    );
+    })
+    .unwrap();
     let s = Scheduler::builder()
         .store(store.clone())
         .locks(locks.clone())
@@ -481,7 +482,7 @@ async fn ghost_started(
         .pop()
         .flatten()
         .unwrap();
-    let start = jobwheel::StartRun {
+    let start = jobwheel::store::StartRun {
         job_id: jobwheel::JobId::new("report").unwrap(),
         fire_at: at("2026-01-01T00:00:00Z"),
         version: 1,
@@ -493,7 +494,7 @@ async fn ghost_started(
     };
     assert!(matches!(
         store.start_runs(&[start]).await.unwrap()[0],
-        jobwheel::StartOutcome::Started { .. }
+        jobwheel::store::StartOutcome::Started { .. }
     ));
     lease
 }
@@ -598,7 +599,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
         rec.last_token > lease.token,
         "the takeover fenced the dead node out"
     );
-    let stale = jobwheel::FinishRun {
+    let stale = jobwheel::store::FinishRun {
         run_id: runs[0].id,
         job_id: rec.job.id().clone(),
         token: lease.token,
@@ -607,7 +608,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
         error: None,
         will_retry: false,
         version: 1,
-        next: jobwheel::NextFire {
+        next: jobwheel::store::NextFire {
             at: None,
             trigger: TriggerKind::Schedule,
             attempt: 0,
@@ -618,7 +619,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
     assert!(
         matches!(
             store.finish_runs(&[stale]).await.unwrap()[0],
-            jobwheel::FinishOutcome::Refused(_)
+            jobwheel::store::FinishOutcome::Refused(_)
         ),
         "the dead node's late result is refused"
     );
@@ -631,14 +632,20 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
 
 #[tokio::test(start_paused = true)]
 async fn slow_jobs_move_to_the_slow_lane_and_leave_fast_slots_free() {
-    use jobwheel::{Execution, Executor, LocalExecutor, Outcome, SlowLaneConfig};
+    use jobwheel::{
+        Execution, Executor, LocalExecutor, LocalExecutorConfig, Outcome, SlowLaneConfig,
+    };
     let lanes = SlowLaneConfig {
         concurrency: 1,
         slow_run: Duration::from_millis(100),
         slow_runs: 2,
         window: Duration::from_secs(60),
     };
-    let exec = LocalExecutor::new(1, lanes);
+    let exec = LocalExecutor::new(LocalExecutorConfig {
+        concurrency: 1,
+        slow_lane: lanes,
+    })
+    .unwrap();
     let ctx = |id: &str| JobContext {
         job: Arc::new(
             Job::builder(id, "h", Schedule::every(S).unwrap())
@@ -704,11 +711,26 @@ async fn slow_jobs_move_to_the_slow_lane_and_leave_fast_slots_free() {
         started.elapsed() < Duration::from_millis(10),
         "a fast job is not stuck behind a slow one"
     );
-    let cancel = ctx("slow");
-    let token = cancel.cancel.clone();
     let e3 = exec.clone();
-    let waiting = tokio::spawn(async move {
+    let spill = tokio::spawn(async move {
         e3.execute(Execution {
+            ctx: ctx("slow"),
+            handler: sleeper(10_000),
+            timeout: None,
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(
+        exec.capacity(),
+        0,
+        "with the slow lane full, a slow run takes a fast slot instead of queueing"
+    );
+    let cancel = ctx("fast");
+    let token = cancel.cancel.clone();
+    let e4 = exec.clone();
+    let waiting = tokio::spawn(async move {
+        e4.execute(Execution {
             ctx: cancel,
             handler: sleeper(1),
             timeout: None,
@@ -720,8 +742,9 @@ async fn slow_jobs_move_to_the_slow_lane_and_leave_fast_slots_free() {
     assert_eq!(
         waiting.await.unwrap(),
         Outcome::Cancelled,
-        "a run waiting for a slot can be cancelled"
+        "a run started beyond the capacity waits for a slot and can be cancelled"
     );
+    assert_eq!(spill.await.unwrap(), Outcome::Succeeded);
     assert_eq!(hog.await.unwrap(), Outcome::Succeeded);
     tokio::time::sleep(Duration::from_secs(61)).await;
     assert!(

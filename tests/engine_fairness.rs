@@ -6,7 +6,7 @@
 mod support;
 
 use jobwheel::store::Jobs;
-use jobwheel::{Clock, Job, Schedule, Scheduler, SchedulerConfig};
+use jobwheel::{Clock, Job, Schedule, Scheduler};
 use std::collections::HashMap;
 use std::time::Duration;
 use support::*;
@@ -19,10 +19,8 @@ async fn more_jobs_than_slots_all_get_their_turn() {
         .store(store.clone())
         .locks(locks)
         .handler("h", recording(&log, &clock))
-        .config(SchedulerConfig {
-            concurrency: 4,
-            ..config("n1")
-        })
+        .executor(jobwheel::LocalExecutor::with_concurrency(4).unwrap())
+        .config(config("n1"))
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
@@ -71,10 +69,8 @@ async fn a_backlog_drains_without_waiting_for_the_poll_interval() {
                 Ok::<(), jobwheel::JobError>(())
             }
         })
-        .config(SchedulerConfig {
-            concurrency: 8,
-            ..config("n1")
-        })
+        .executor(jobwheel::LocalExecutor::with_concurrency(8).unwrap())
+        .config(config("n1"))
         .build()
         .unwrap();
     let due = clock.now();

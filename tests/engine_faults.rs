@@ -5,6 +5,7 @@ mod support;
 
 use async_trait::async_trait;
 use jobwheel::memory::MemoryStore;
+use jobwheel::store::*;
 use jobwheel::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

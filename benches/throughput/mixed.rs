@@ -11,7 +11,8 @@
 //! handled (which should be none).
 
 use super::{cleanup, micros_now, open, pct, store_spread};
-use jobwheel::{Job, JobContext, JobError, Jobs, Schedule, Scheduler, SchedulerConfig, Timestamp};
+use jobwheel::store::Jobs;
+use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -47,15 +47,15 @@ pub(super) async fn alarm_loop(core: Arc<Core>) {
             }
         };
         tokio::select! {
-            _ = core.bg_stop.cancelled() => return,
+            _ = core.life.bg_stop.cancelled() => return,
             _ = sleep(wait) => {}
-            _ = core.alarm_wake.notified() => {}
+            _ = core.alarm.wake.notified() => {}
         }
     }
 }
 
 async fn deliver_alarms(core: &Core) -> Result<usize> {
-    let lease = core.config.alarm_timeout * (core.alarms.len() as u32 + 1);
+    let lease = core.config.alarm_timeout * (core.alarm.alarms.len() as u32 + 1);
     let page = core
         .store
         .claim_alarms(&crate::store::AlarmClaim::new(&*core.node_id, 32, lease))
@@ -81,10 +81,10 @@ async fn deliver_alarms(core: &Core) -> Result<usize> {
 }
 
 async fn deliver(core: &Core, rec: &AlarmRecord) -> AlarmDelivery {
-    if core.alarms.is_empty() {
+    if core.alarm.alarms.is_empty() {
         return AlarmDelivery::NotNeeded;
     }
-    let throttle = core.alarm_throttle.as_ref();
+    let throttle = core.alarm.throttle.as_ref();
     let event = match throttle.map(|t| t.check(&rec.event)) {
         Some(ThrottleDecision::Suppress) => return AlarmDelivery::NotNeeded,
         Some(ThrottleDecision::Send(n)) if n > 0 => {
@@ -94,11 +94,11 @@ async fn deliver(core: &Core, rec: &AlarmRecord) -> AlarmDelivery {
         }
         _ => Cow::Borrowed(&rec.event),
     };
-    let done = lock(&core.alarm_progress)
+    let done = lock(&core.alarm.progress)
         .get(&rec.id)
         .cloned()
-        .unwrap_or_else(|| vec![false; core.alarms.len()]);
-    let calls = core.alarms.iter().zip(&done).map(|(a, done)| {
+        .unwrap_or_else(|| vec![false; core.alarm.alarms.len()]);
+    let calls = core.alarm.alarms.iter().zip(&done).map(|(a, done)| {
         let event = &*event;
         async move {
             if *done {
@@ -112,6 +112,7 @@ async fn deliver(core: &Core, rec: &AlarmRecord) -> AlarmDelivery {
     });
     let results = futures::future::join_all(calls).await;
     let failures: Vec<(&str, &AlarmError)> = core
+        .alarm
         .alarms
         .iter()
         .zip(&results)
@@ -125,7 +126,7 @@ async fn deliver(core: &Core, rec: &AlarmRecord) -> AlarmDelivery {
         );
     }
     if failures.is_empty() {
-        lock(&core.alarm_progress).remove(&rec.id);
+        lock(&core.alarm.progress).remove(&rec.id);
         return AlarmDelivery::Sent;
     }
     let retryable = failures.iter().any(|(_, e)| e.retryable);
@@ -137,10 +138,10 @@ async fn deliver(core: &Core, rec: &AlarmRecord) -> AlarmDelivery {
     let retry_at = (retryable && rec.attempts < core.config.alarm_max_attempts).then(|| {
         let exp = rec.attempts.saturating_sub(1).min(12);
         let delay = (core.config.alarm_retry_base * (1 << exp)).min(Duration::from_secs(3600));
-        core.store_now() + delay
+        core.clock.now() + delay
     });
     {
-        let mut progress = lock(&core.alarm_progress);
+        let mut progress = lock(&core.alarm.progress);
         if retry_at.is_some() {
             if progress.len() >= MAX_PROGRESS {
                 progress.clear();

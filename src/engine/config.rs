@@ -2,7 +2,6 @@
 
 use crate::error::{Error, Result};
 use crate::job::DEFAULT_MAX_PAYLOAD_BYTES;
-use crate::local_executor::SlowLaneConfig;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -45,10 +44,6 @@ pub struct SchedulerConfig {
     pub claim_batch: usize,
     /// Most starts or finishes written per store call (default 500).
     pub write_batch: usize,
-    /// Slots of the default [`LocalExecutor`](crate::LocalExecutor) (default 64).
-    pub concurrency: usize,
-    /// The slow lane of the default executor.
-    pub slow_lane: SlowLaneConfig,
     /// How long shutdown waits for running handlers before cancelling them
     /// (default 30 s).
     #[serde(with = "humantime_serde")]
@@ -91,8 +86,6 @@ impl Default for SchedulerConfig {
             dead_after_beats: 3,
             claim_batch: 1000,
             write_batch: 500,
-            concurrency: 64,
-            slow_lane: SlowLaneConfig::default(),
             shutdown_grace: Duration::from_secs(30),
             run_retention: None,
             alarm_retention: Some(Duration::from_secs(7 * 24 * 3600)),
@@ -119,19 +112,6 @@ fn at_least_one(field: &'static str, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// Executor slots: at least 1, and no more than a tokio semaphore holds.
-fn slots(field: &'static str, n: usize) -> Result<()> {
-    at_least_one(field, n)?;
-    if n > tokio::sync::Semaphore::MAX_PERMITS {
-        return Err(Error::invalid(
-            field,
-            n,
-            format!("must be at most {}", tokio::sync::Semaphore::MAX_PERMITS),
-        ));
-    }
-    Ok(())
-}
-
 impl SchedulerConfig {
     /// Checks every field. Errors: [`Error::Invalid`] naming `config.<field>`.
     pub fn validate(&self) -> Result<()> {
@@ -142,8 +122,6 @@ impl SchedulerConfig {
         positive("config.shutdown_grace", self.shutdown_grace)?;
         positive("config.alarm_retry_base", self.alarm_retry_base)?;
         positive("config.alarm_timeout", self.alarm_timeout)?;
-        positive("config.slow_lane.slow_run", self.slow_lane.slow_run)?;
-        positive("config.slow_lane.window", self.slow_lane.window)?;
         if let Some(r) = self.run_retention {
             positive("config.run_retention", r)?;
         }
@@ -162,9 +140,6 @@ impl SchedulerConfig {
         }
         at_least_one("config.claim_batch", self.claim_batch)?;
         at_least_one("config.write_batch", self.write_batch)?;
-        slots("config.concurrency", self.concurrency)?;
-        // An empty slow lane would hold a slow job forever while its lease is renewed.
-        slots("config.slow_lane.concurrency", self.slow_lane.concurrency)?;
         at_least_one("config.max_payload_bytes", self.max_payload_bytes)?;
         if self.dead_after_beats < 2 {
             return Err(Error::invalid(

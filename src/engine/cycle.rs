@@ -33,6 +33,7 @@ pub(super) async fn start(core: &Arc<Core>) -> Result<()> {
         async move { locks.renew(&leases, ttl).await }
     });
     if core
+        .life
         .batch
         .set(Batchers {
             start,
@@ -47,38 +48,44 @@ pub(super) async fn start(core: &Arc<Core>) -> Result<()> {
         });
     }
     let now = core.store.now().await?;
-    let _ = core.started_at.set(now);
+    let _ = core.life.started_at.set(now);
     maintenance::heartbeat_once(core).await?;
     info!(node = %core.node_id, store = core.store.name(), locks = core.locks.name(), "scheduler started");
-    core.background.spawn(super::poll::poll_loop(core.clone()));
-    core.background.spawn(maintenance::renew_loop(core.clone()));
-    core.background
+    core.life
+        .background
+        .spawn(super::poll::poll_loop(core.clone()));
+    core.life
+        .background
+        .spawn(maintenance::renew_loop(core.clone()));
+    core.life
+        .background
         .spawn(maintenance::heartbeat_loop(core.clone()));
-    core.background
+    core.life
+        .background
         .spawn(super::alarms::alarm_loop(core.clone()));
     Ok(())
 }
 
 pub(super) async fn shutdown(core: &Arc<Core>) -> ShutdownReport {
     info!(node = %core.node_id, "shutdown: no more claims");
-    core.stop.cancel();
-    core.fires.close();
-    let drained_in_grace = tokio::time::timeout(core.config.shutdown_grace, core.fires.wait())
+    core.life.stop.cancel();
+    core.life.fires.close();
+    let drained_in_grace = tokio::time::timeout(core.config.shutdown_grace, core.life.fires.wait())
         .await
         .is_ok();
     let mut cancelled = 0;
     if !drained_in_grace {
-        cancelled = lock(&core.running).len();
+        cancelled = lock(&core.load.running).len();
         warn!(node = %core.node_id, cancelled, "shutdown: grace period over, cancelling runs");
-        core.kill.cancel();
+        core.life.kill.cancel();
     }
     let drained = drained_in_grace
-        || tokio::time::timeout(Duration::from_secs(10), core.fires.wait())
+        || tokio::time::timeout(Duration::from_secs(10), core.life.fires.wait())
             .await
             .is_ok();
-    core.bg_stop.cancel();
-    core.background.close();
-    core.background.wait().await;
+    core.life.bg_stop.cancel();
+    core.life.background.close();
+    core.life.background.wait().await;
     if let Err(e) = core.store.deregister(&core.node_id).await {
         warn!(node = %core.node_id, error = %e, "shutdown: could not deregister");
     }

@@ -3,7 +3,7 @@
 //! for the job's next fire or give it back.
 
 use super::plan::{self, Attempt, StartPlan};
-use super::slots::SlotRequest;
+use super::slots::{SlotGrant, SlotRequest};
 use super::{Core, RunningEntry, bump, lock};
 use crate::error::Error;
 use crate::executor::{Execution, Outcome};
@@ -42,7 +42,7 @@ pub(super) async fn fire_task(core: Arc<Core>, claim: Claim, slot: Option<SlotRe
             core.wake_if_starved();
         }
     }
-    lock(&core.armed).remove(&id);
+    lock(&core.load.armed).remove(&id);
     core.wake_if_starved();
 }
 
@@ -85,16 +85,16 @@ async fn wait_for_slot(
     let slot = match slot {
         Some(slot) => slot,
         None => {
-            let at = core.local_instant(claim.fire.fire_at);
+            let at = core.clock.local_instant(claim.fire.fire_at);
             let arrived = tokio::select! {
                 _ = sleep_precisely(at) => true,
-                _ = core.stop.cancelled() => false,
+                _ = core.life.stop.cancelled() => false,
             };
-            core.ahead.fetch_sub(1, Ordering::SeqCst);
+            core.load.ahead.fetch_sub(1, Ordering::SeqCst);
             if !arrived {
                 return None;
             }
-            core.slots.request(claim.fire.fire_at)
+            core.load.slots.request(claim.fire.fire_at)
         }
     };
     // A fire that finds no slot within half a poll interval goes back, so a node with
@@ -107,7 +107,7 @@ async fn wait_for_slot(
         .min(Instant::now() + core.config.poll_interval / 2);
     tokio::select! {
         grant = slot.granted() => Some(grant),
-        _ = core.stop.cancelled() => None,
+        _ = core.life.stop.cancelled() => None,
         _ = sleep_until(give_up) => {
             debug!("no executor slot within half a poll interval; the fire goes back");
             bump(&core.counters.handed_back);
@@ -116,25 +116,70 @@ async fn wait_for_slot(
     }
 }
 
+/// One fire through its steps: slot, start, execute, finish. Returns the claim on
+/// the job's next fire when the lease was extended to cover it.
 async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> Option<Claim> {
     let Some(grant) = wait_for_slot(core, &claim, slot).await else {
         release(core, claim.lease).await;
         return None;
     };
-    let Claim {
-        fire,
-        lease,
-        deadline,
-    } = claim;
-    let job = fire.job.clone();
-    let plan = plan::plan_start(&job, &fire, core.store_now(), core.config.misfire_threshold);
+    let deadline = claim.deadline;
+    let (run, skip) = match start(core, claim).await {
+        Ok(started) => started,
+        Err(lease) => {
+            drop(grant);
+            release(core, lease).await;
+            return None;
+        }
+    };
+    if let Some(skip) = skip {
+        let _finishing = Finishing::enter(core);
+        drop(grant);
+        info!(message = %skip.message, next = ?skip.next, "misfire: skipped");
+        let p = plan::plan_skip(&run.fire.job, &run.attempt, skip.next, skip.message);
+        finish(core, &run, p, None, false).await;
+        release(core, run.lease).await;
+        return None;
+    }
+    let began = Instant::now();
+    let outcome = execute(core, &run, deadline, grant).await;
+    // The run's slot is free again: the next fire in line takes it.
+    let _finishing = Finishing::enter(core);
+    core.load.slots.pump();
+    finish_and_continue(core, run, outcome, began.elapsed()).await
+}
+
+/// A started attempt at a fire: the run a node records, under the lease it holds.
+pub(crate) struct Run {
+    pub(crate) fire: DueFire,
+    pub(crate) attempt: Attempt,
+    pub(crate) run_id: RunId,
+    pub(crate) lease: Lease,
+}
+
+/// A fire the misfire policy skips: recorded `misfired`, not executed.
+struct Skip {
+    next: Option<crate::time::Timestamp>,
+    message: String,
+}
+
+/// Applies the misfire policy and records the start. `Err` gives the lease back to
+/// release when the store refused the start or failed.
+async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> {
+    let Claim { fire, lease, .. } = claim;
+    let plan = plan::plan_start(
+        &fire.job,
+        &fire,
+        core.clock.now(),
+        core.config.misfire_threshold,
+    );
     let (attempt, skip) = match plan {
         StartPlan::Run(a) => (a, None),
         StartPlan::Skip {
             attempt,
             next,
             message,
-        } => (attempt, Some((next, message))),
+        } => (attempt, Some(Skip { next, message })),
     };
     let req = StartRun {
         job_id: fire.job_id.clone(),
@@ -159,88 +204,86 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
             } else {
                 debug!(?why, "start refused");
             }
-            drop(grant);
-            release(core, lease).await;
-            return None;
+            return Err(lease);
         }
         Err(e) => {
             bump(&core.counters.backend_errors);
             warn!(error = %e, "start failed; the fire stays due");
-            drop(grant);
-            release(core, lease).await;
-            return None;
+            return Err(lease);
         }
     };
     bump(&core.counters.started);
     if let Some(covers) = attempt.covers {
-        core.counters.misfired(job.misfire(), covers.fires);
+        core.counters.misfired(fire.job.misfire(), covers.fires);
+        if attempt.trigger == TriggerKind::Misfire && skip.is_none() {
+            info!(fires = covers.fires, through = %covers.through, "misfire: running late fire");
+        }
     }
-    let run = RunAt {
-        fire: &fire,
-        attempt: &attempt,
+    let run = Run {
+        fire,
+        attempt,
         run_id,
-        lease: &lease,
+        lease,
     };
-    if let Some((next, message)) = skip {
-        let _finishing = Finishing::enter(core);
-        drop(grant);
-        info!(%message, next = ?next, "misfire: skipped");
-        let p = plan::plan_skip(&job, &attempt, next, message);
-        finish(core, run, p, None, false).await;
-        release(core, lease).await;
-        return None;
-    }
-    if let Some(covers) = attempt
-        .covers
-        .filter(|_| attempt.trigger == TriggerKind::Misfire)
-    {
-        info!(fires = covers.fires, through = %covers.through, "misfire: running late fire");
-    }
-    let cancel = core.kill.child_token();
-    lock(&core.running).insert(
-        run_id,
+    Ok((run, skip))
+}
+
+/// Runs the handler in the slot `grant` holds, watched by the lease renewer (which
+/// cancels it when the lease is lost).
+async fn execute(core: &Core, run: &Run, deadline: Instant, grant: SlotGrant) -> Outcome {
+    let job = &run.fire.job;
+    let cancel = core.life.kill.child_token();
+    lock(&core.load.running).insert(
+        run.run_id,
         RunningEntry {
-            lease: lease.clone(),
+            lease: run.lease.clone(),
             deadline,
             cancel: cancel.clone(),
             lost: false,
         },
     );
-    let exec_started = Instant::now();
-    let outcome = match core.handlers.get(job.handler()) {
-        Some(handler) => {
-            let ctx = JobContext {
-                job: job.clone(),
-                run_id,
-                fire_at: fire.fire_at,
-                attempt: attempt.attempt,
-                trigger: attempt.trigger,
-                token: lease.token,
-                node_id: core.node_id.clone(),
-                cancel,
-                deadline: job.timeout().map(|t| Instant::now() + t),
-            };
-            let exec = Execution {
-                ctx,
-                handler: handler.clone(),
-                timeout: job.timeout(),
-            };
-            grant.run(core.executor.execute(exec)).await
-        }
-        None => {
-            drop(grant);
-            Outcome::Failed(JobError::msg(format!(
-                "no handler {:?} on node {}",
-                job.handler(),
-                core.node_id
-            )))
-        }
+    let Some(handler) = core.handlers.get(job.handler()) else {
+        drop(grant);
+        return Outcome::Failed(JobError::msg(format!(
+            "no handler {:?} on node {}",
+            job.handler(),
+            core.node_id
+        )));
     };
-    // The run's slot is free again: the next fire in line takes it.
-    let _finishing = Finishing::enter(core);
-    core.slots.pump();
-    let entry = lock(&core.running).remove(&run_id);
-    let (lease, lost) = entry.map_or((lease, false), |e| (e.lease, e.lost));
+    let ctx = JobContext {
+        job: job.clone(),
+        run_id: run.run_id,
+        fire_at: run.fire.fire_at,
+        attempt: run.attempt.attempt,
+        trigger: run.attempt.trigger,
+        token: run.lease.token,
+        node_id: core.node_id.clone(),
+        cancel,
+        deadline: job.timeout().map(|t| Instant::now() + t),
+    };
+    let exec = Execution {
+        ctx,
+        handler: handler.clone(),
+        timeout: job.timeout(),
+    };
+    grant.run(core.load.executor.execute(exec)).await
+}
+
+/// Records how the run ended (retry policy, next fire), then keeps the lease for the
+/// job's next fire when it falls within the lookahead, or gives it back.
+async fn finish_and_continue(
+    core: &Core,
+    run: Run,
+    outcome: Outcome,
+    took: Duration,
+) -> Option<Claim> {
+    let entry = lock(&core.load.running).remove(&run.run_id);
+    let lost = entry.as_ref().is_some_and(|e| e.lost);
+    // The renewer may have extended the lease while the handler ran.
+    let run = Run {
+        lease: entry.map_or(run.lease, |e| e.lease),
+        ..run
+    };
     let ended = if lost {
         plan::Ended::new(
             RunStatus::Cancelled,
@@ -249,18 +292,18 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
     } else {
         plan::Ended::of(&outcome)
     };
-    let p = plan::plan_finish(&job, &attempt, ended, core.store_now(), fastrand::f64());
+    let p = plan::plan_finish(
+        &run.fire.job,
+        &run.attempt,
+        ended,
+        core.clock.now(),
+        fastrand::f64(),
+    );
     if p.will_retry {
         info!(status = p.status.as_str(), next = ?p.next.at, "retry scheduled");
     }
     let next = p.next.clone();
-    let run = RunAt {
-        fire: &fire,
-        attempt: &attempt,
-        run_id,
-        lease: &lease,
-    };
-    let written = finish(core, run, p, Some(exec_started.elapsed()), false).await;
+    let written = finish(core, &run, p, Some(took), false).await;
     let rescheduled = matches!(
         written,
         Some(FinishOutcome::Finished {
@@ -269,20 +312,20 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
         })
     );
     if let (true, Some(at)) = (rescheduled, next.at) {
-        if !core.stop.is_cancelled()
-            && !core.backlog.load(Ordering::SeqCst)
-            && at.duration_since(core.store_now()) <= core.config.lookahead
+        if !core.life.stop.is_cancelled()
+            && !core.load.backlog.load(Ordering::SeqCst)
+            && at.duration_since(core.clock.now()) <= core.config.lookahead
         {
             let asked = Instant::now();
-            if let Ok(Some(renewed)) = core.batch().renew.call(lease.clone()).await {
-                core.ahead.fetch_add(1, Ordering::SeqCst);
+            if let Ok(Some(renewed)) = core.batch().renew.call(run.lease.clone()).await {
+                core.load.ahead.fetch_add(1, Ordering::SeqCst);
                 let ttl = core.config.lookahead + core.config.lease_ttl;
                 let fire = DueFire {
                     fire_at: at,
                     trigger: next.trigger,
                     attempt: next.attempt,
                     resume_after: next.resume_after,
-                    ..fire
+                    ..run.fire
                 };
                 return Some(Claim {
                     fire,
@@ -292,9 +335,9 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
             }
         }
         // Given back: make sure this node's next poll sees the job's next fire.
-        core.rescan_before(at);
+        core.poll.rescan_before(at);
     }
-    release(core, lease).await;
+    release(core, run.lease).await;
     None
 }
 
@@ -303,30 +346,22 @@ struct Finishing<'a>(&'a Core);
 
 impl<'a> Finishing<'a> {
     fn enter(core: &'a Core) -> Self {
-        core.finishing.fetch_add(1, Ordering::SeqCst);
+        core.load.finishing.fetch_add(1, Ordering::SeqCst);
         Finishing(core)
     }
 }
 
 impl Drop for Finishing<'_> {
     fn drop(&mut self) {
-        self.0.finishing.fetch_sub(1, Ordering::SeqCst);
+        self.0.load.finishing.fetch_sub(1, Ordering::SeqCst);
     }
-}
-
-/// A run being recorded: its fire, attempt, id and the lease it ran under.
-pub(crate) struct RunAt<'a> {
-    pub(crate) fire: &'a DueFire,
-    pub(crate) attempt: &'a Attempt,
-    pub(crate) run_id: RunId,
-    pub(crate) lease: &'a Lease,
 }
 
 /// Writes a run's finish, retrying store failures until it is written or refused.
 /// `takeover`: recording another node's lost run under a newer lease.
 pub(crate) async fn finish(
     core: &Core,
-    run: RunAt<'_>,
+    run: &Run,
     p: plan::FinishPlan,
     took: Option<Duration>,
     takeover: bool,
@@ -335,9 +370,9 @@ pub(crate) async fn finish(
         node: &core.node_id,
         run_id: run.run_id,
         duration: took,
-        now: core.store_now(),
+        now: core.clock.now(),
     };
-    let alarms = plan::events(&run.fire.job, run.fire, run.attempt, &by, &p);
+    let alarms = plan::events(&run.fire.job, &run.fire, &run.attempt, &by, &p);
     let req = FinishRun {
         run_id: run.run_id,
         job_id: run.fire.job_id.clone(),
@@ -356,7 +391,7 @@ pub(crate) async fn finish(
             Ok(out @ FinishOutcome::Finished { .. }) => {
                 bump(&core.counters.finished);
                 if !req.alarms.is_empty() {
-                    core.alarm_wake.notify_one();
+                    core.alarm.wake.notify_one();
                 }
                 debug!(status = req.status.as_str(), "finished");
                 return Some(out);

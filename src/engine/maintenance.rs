@@ -19,8 +19,8 @@ pub(super) async fn heartbeat_once(core: &Core) -> Result<()> {
         host: core.host.clone(),
         pid: std::process::id(),
         version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: core.started_at.get().copied().unwrap_or_default(),
-        capacity: core.executor.capacity() as u32,
+        started_at: core.life.started_at.get().copied().unwrap_or_default(),
+        capacity: core.load.executor.capacity() as u32,
     };
     core.store.heartbeat(&info).await.map(|_| ())
 }
@@ -31,10 +31,10 @@ pub(super) async fn renew_loop(core: Arc<Core>) {
     let period = core.config.lease_ttl / 3;
     loop {
         tokio::select! {
-            _ = core.bg_stop.cancelled() => return,
+            _ = core.life.bg_stop.cancelled() => return,
             _ = sleep(period) => {}
         }
-        let batch: Vec<(RunId, crate::lock::Lease)> = lock(&core.running)
+        let batch: Vec<(RunId, crate::lock::Lease)> = lock(&core.load.running)
             .iter()
             .filter(|(_, e)| !e.lost)
             .map(|(id, e)| (*id, e.lease.clone()))
@@ -45,7 +45,7 @@ pub(super) async fn renew_loop(core: Arc<Core>) {
         let leases: Vec<_> = batch.iter().map(|(_, l)| l.clone()).collect();
         let asked = Instant::now();
         let result = core.locks.renew(&leases, core.config.lease_ttl).await;
-        let mut running = lock(&core.running);
+        let mut running = lock(&core.load.running);
         match result {
             Ok(renewed) => {
                 for ((id, _), r) in batch.iter().zip(renewed) {
@@ -103,7 +103,7 @@ pub(super) async fn heartbeat_loop(core: Arc<Core>) {
             }
         };
         tokio::select! {
-            _ = core.bg_stop.cancelled() => return,
+            _ = core.life.bg_stop.cancelled() => return,
             _ = sleep(wait) => {}
         }
     }
@@ -119,7 +119,7 @@ async fn maintain(
         heartbeat_once(core).await?;
         *last_beat = Some(Instant::now());
     }
-    if core.stop.is_cancelled() {
+    if core.life.stop.is_cancelled() {
         return Ok(());
     }
     for dead in core.store.reap_nodes(core.config.dead_after()).await? {
@@ -218,19 +218,19 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
         &rec.job,
         &attempt,
         plan::Ended::new(RunStatus::Lost, error),
-        core.store_now(),
+        core.clock.now(),
         fastrand::f64(),
     );
     warn!(job = %run.job_id, run = %run.id, node = %run.node, "recording a lost run");
-    let recorded = fire::RunAt {
-        fire: &fire,
-        attempt: &attempt,
+    let recorded = fire::Run {
+        fire,
+        attempt,
         run_id: run.id,
-        lease: &lease,
+        lease,
     };
-    let out = fire::finish(core, recorded, p, None, true).await;
+    let out = fire::finish(core, &recorded, p, None, true).await;
     count_recovery(core, out.as_ref());
-    fire::release(core, lease).await;
+    fire::release(core, recorded.lease).await;
     core.rescan();
     Ok(())
 }

@@ -86,11 +86,11 @@ pub(crate) fn bump(c: &AtomicU64) {
 
 impl Counters {
     /// Counts `fires` scheduled fires handled by `policy`.
-    pub(crate) fn misfired(&self, policy: crate::MisfirePolicy, fires: u64) {
+    pub(crate) fn misfired(&self, policy: crate::policy::MisfirePolicy, fires: u64) {
         let c = match policy {
-            crate::MisfirePolicy::FireOnce => &self.misfired_fire_once,
-            crate::MisfirePolicy::Skip => &self.misfired_skip,
-            crate::MisfirePolicy::CatchUp { .. } => &self.misfired_catch_up,
+            crate::policy::MisfirePolicy::FireOnce => &self.misfired_fire_once,
+            crate::policy::MisfirePolicy::Skip => &self.misfired_skip,
+            crate::policy::MisfirePolicy::CatchUp { .. } => &self.misfired_catch_up,
         };
         c.fetch_add(fires, Ordering::Relaxed);
     }

@@ -30,199 +30,31 @@ mod cycle;
 mod fire;
 mod maintenance;
 mod metrics;
+mod node;
 mod plan;
 mod poll;
 mod slots;
 
 pub use api::Doctor;
 pub use config::SchedulerConfig;
-pub(crate) use metrics::{Counters, bump};
+pub(crate) use metrics::bump;
 pub use metrics::{EngineMetrics, MisfireCounts};
 
 use crate::alarm::JobAlarm;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::handler::{IntoHandler, JobHandler};
-use crate::job::JobId;
 use crate::local_executor::LocalExecutor;
 use crate::lock::LockProvider;
-use crate::record::*;
 use crate::store::JobStore;
-use crate::time::Timestamp;
-use batch::Batcher;
-use std::collections::{HashMap, HashSet};
+use node::Core;
+pub(crate) use node::{Batchers, RunningEntry, Sweep};
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use tokio::sync::Notify;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Where a sweep through a backlog of due fires stands.
-#[derive(Default)]
-pub(crate) struct Sweep {
-    /// The key of the last due fire the previous full poll looked at; the next poll
-    /// continues after it. `None`: from the start.
-    pub(crate) cursor: Option<crate::record::DueKey>,
-    /// When the sweep started from the beginning of the due order.
-    pub(crate) since: Option<Instant>,
-}
-
-/// A run in progress on this node, watched by the lease renewer.
-pub(crate) struct RunningEntry {
-    pub(crate) lease: crate::lock::Lease,
-    pub(crate) deadline: Instant,
-    pub(crate) cancel: CancellationToken,
-    pub(crate) lost: bool,
-}
-
-pub(crate) struct Batchers {
-    pub(crate) start: Batcher<StartRun, StartOutcome>,
-    pub(crate) finish: Batcher<FinishRun, FinishOutcome>,
-    pub(crate) release: Batcher<crate::lock::Lease, bool>,
-    /// Extends a lease to cover the job's next fire (ttl: lookahead + lease ttl).
-    pub(crate) renew: Batcher<crate::lock::Lease, Option<crate::lock::Lease>>,
-}
-
-pub(crate) struct Core {
-    pub(crate) store: Arc<dyn JobStore>,
-    pub(crate) locks: Arc<dyn LockProvider>,
-    pub(crate) executor: Arc<dyn Executor>,
-    pub(crate) alarms: Vec<Arc<dyn JobAlarm>>,
-    pub(crate) handlers: HashMap<String, Arc<dyn JobHandler>>,
-    pub(crate) config: SchedulerConfig,
-    pub(crate) node_id: Arc<str>,
-    pub(crate) host: String,
-    pub(crate) wake: Notify,
-    /// Wakes the alarm dispatcher when a finish wrote alarm events.
-    pub(crate) alarm_wake: Notify,
-    /// The scheduler-wide alarm throttle (`config.alarm_throttle`).
-    pub(crate) alarm_throttle: Option<crate::alarm::Throttle>,
-    /// Per event in delivery on this node: which registered alarms already took it,
-    /// so a retry calls only the ones that failed.
-    pub(crate) alarm_progress: Mutex<HashMap<AlarmId, Vec<bool>>>,
-    /// A reading of the store's clock and the local instant it corresponds to.
-    pub(crate) sync: Mutex<(Timestamp, Instant)>,
-    /// Jobs claimed by this node and not yet done.
-    pub(crate) armed: Mutex<HashSet<JobId>>,
-    /// Executor slots, handed to due fires in fire order.
-    pub(crate) slots: Arc<slots::Slots>,
-    /// Fires whose handler has ended and whose finish is being written: they hold
-    /// their lease but no slot, and a poll counts them as busy so that a node never
-    /// holds more leases than it has slots.
-    pub(crate) finishing: AtomicUsize,
-    /// Claimed fires waiting for their instant. They hold no slot; a poll arms no
-    /// more of them than the node has free slots.
-    pub(crate) ahead: AtomicUsize,
-    /// Set (to the line, nonzero) when a poll left claimable fires for lack of free
-    /// slots; the poller is woken once the line is empty. 0: not starved.
-    pub(crate) starved: AtomicUsize,
-    /// Set while the last poll saw due fires this node had no free slot for; a job
-    /// then gives its lease back after a run instead of keeping it for its next fire,
-    /// so every due job gets its turn in fire order and other nodes can take the rest.
-    pub(crate) backlog: std::sync::atomic::AtomicBool,
-    /// Where the next poll continues while due fires are paged through.
-    pub(crate) sweep: Mutex<Sweep>,
-    /// Stored rows this node met and could not read, `(kind, id)`, each logged once
-    /// (at most 10,000 remembered).
-    pub(crate) corrupt: Mutex<HashSet<(&'static str, String)>>,
-    pub(crate) running: Mutex<HashMap<RunId, RunningEntry>>,
-    /// Stops claiming and arming.
-    pub(crate) stop: CancellationToken,
-    /// Stops the background loops (after running fires are done).
-    pub(crate) bg_stop: CancellationToken,
-    /// Cancels running handlers.
-    pub(crate) kill: CancellationToken,
-    pub(crate) fires: TaskTracker,
-    pub(crate) background: TaskTracker,
-    pub(crate) batch: OnceLock<Batchers>,
-    pub(crate) counters: Counters,
-    pub(crate) started_at: OnceLock<Timestamp>,
-}
-
-impl Core {
-    /// Executor slots not promised to a due fire of this node, less the fires still
-    /// writing their finish.
-    pub(crate) fn free_slots(&self) -> usize {
-        self.slots
-            .free()
-            .saturating_sub(self.finishing.load(Ordering::SeqCst))
-    }
-
-    /// Due fires this node may still claim with a line of `line` fires waiting for
-    /// slots: its free slots plus the line, less the due fires already waiting.
-    pub(crate) fn line_room(&self, line: usize) -> usize {
-        (self.executor.capacity() + line)
-            .saturating_sub(self.slots.pending() + self.finishing.load(Ordering::SeqCst))
-    }
-
-    /// Counts and logs (once each) rows the store skipped because it could not read
-    /// them.
-    pub(crate) fn saw_corrupt(&self, rows: &[crate::store::CorruptRow]) {
-        if rows.is_empty() {
-            return;
-        }
-        let mut seen = lock(&self.corrupt);
-        for row in rows {
-            if seen.len() < 10_000 && seen.insert((row.kind, row.id.clone())) {
-                bump(&self.counters.corrupt_rows);
-                tracing::warn!(kind = row.kind, id = %row.id, reason = %row.reason, "a stored row cannot be read; it is skipped (Scheduler::doctor lists them)");
-            }
-        }
-    }
-
-    /// Wakes the poller when a poll was starved and every due fire it claimed has a
-    /// slot now (the line is empty).
-    pub(crate) fn wake_if_starved(&self) {
-        if self.starved.load(Ordering::SeqCst) > 0
-            && self.line_room(1) > 0
-            && self.starved.swap(0, Ordering::SeqCst) > 0
-        {
-            self.wake.notify_one();
-        }
-    }
-
-    /// Wakes the poller to scan from the start of the due order: a job may have
-    /// become due before the cursor of a sweep in progress.
-    pub(crate) fn rescan(&self) {
-        *lock(&self.sweep) = Sweep::default();
-        self.wake.notify_one();
-    }
-
-    /// Restarts the sweep from the beginning when `at` sorts at or before its
-    /// cursor: this node just made a job due there (a rescheduled job whose lease it
-    /// gave back), and the next poll must see it.
-    pub(crate) fn rescan_before(&self, at: crate::time::Timestamp) {
-        let mut sweep = lock(&self.sweep);
-        if sweep.cursor.as_ref().is_some_and(|c| at <= c.fire_at) {
-            *sweep = Sweep::default();
-        }
-    }
-
-    /// The store's clock now, estimated from the last reading and the monotonic clock.
-    pub(crate) fn store_now(&self) -> Timestamp {
-        let (t, at) = *lock(&self.sync);
-        t + at.elapsed()
-    }
-
-    /// The local instant at which the store's clock reads `t`.
-    pub(crate) fn local_instant(&self, t: Timestamp) -> Instant {
-        let (now, at) = *lock(&self.sync);
-        if t >= now {
-            at + t.duration_since(now)
-        } else {
-            at.checked_sub(now.duration_since(t)).unwrap_or(at)
-        }
-    }
-
-    pub(crate) fn batch(&self) -> &Batchers {
-        self.batch.get().expect("batchers exist once started")
-    }
 }
 
 /// Builds a [`Scheduler`].
@@ -261,7 +93,7 @@ impl SchedulerBuilder {
     }
     /// The store and lock provider of a [`Backend`](crate::Backend), as
     /// [`connect`](crate::connect()) returns them.
-    pub fn backend(mut self, backend: crate::Backend) -> Self {
+    pub fn backend(mut self, backend: crate::connect::Backend) -> Self {
         self.store = Some(backend.store);
         self.locks = Some(backend.locks);
         self
@@ -271,7 +103,9 @@ impl SchedulerBuilder {
         self.locks = Some(Arc::new(locks));
         self
     }
-    /// The executor (default: a [`LocalExecutor`] sized by the config).
+    /// The executor (default: [`LocalExecutor::default`], 64 fast slots and a slow
+    /// lane of 16). Size the built-in one with
+    /// `.executor(LocalExecutor::new(LocalExecutorConfig { .. })?)`.
     pub fn executor(mut self, executor: impl Executor) -> Self {
         self.executor = Some(Arc::new(executor));
         self
@@ -325,67 +159,25 @@ impl SchedulerBuilder {
             .clone()
             .unwrap_or_else(default_node_id)
             .into();
-        if self.executor.is_some() {
-            let local = SchedulerConfig::default();
-            if config.concurrency != local.concurrency {
-                return Err(Error::invalid(
-                    "config.concurrency",
-                    config.concurrency,
-                    "sizes the built-in LocalExecutor only; a custom executor sizes itself",
-                ));
-            }
-            if config.slow_lane != local.slow_lane {
-                return Err(Error::invalid(
-                    "config.slow_lane",
-                    format!("{:?}", config.slow_lane),
-                    "configures the built-in LocalExecutor only; a custom executor has its own",
-                ));
-            }
-        }
-        let executor: Arc<dyn Executor> = self.executor.unwrap_or_else(|| {
-            Arc::new(LocalExecutor::new(
-                config.concurrency,
-                config.slow_lane.clone(),
-            ))
-        });
+        let executor: Arc<dyn Executor> = match self.executor {
+            Some(e) => e,
+            None => Arc::new(LocalExecutor::default()),
+        };
         Ok(Scheduler {
-            core: Arc::new(Core {
-                store,
-                locks,
-                slots: Arc::new(slots::Slots::new(executor.clone())),
-                executor,
-                alarms: self.alarms,
-                handlers: self.handlers,
-                alarm_throttle: config.alarm_throttle.map(crate::alarm::Throttle::new),
+            core: Arc::new(Core::new(
                 config,
                 node_id,
-                host: host_name(),
-                wake: Notify::new(),
-                alarm_wake: Notify::new(),
-                alarm_progress: Mutex::default(),
-                sync: Mutex::new((Timestamp::now(), Instant::now())),
-                armed: Mutex::default(),
-                ahead: AtomicUsize::new(0),
-                finishing: AtomicUsize::new(0),
-                starved: AtomicUsize::new(0),
-                backlog: std::sync::atomic::AtomicBool::new(false),
-                sweep: Mutex::default(),
-                corrupt: Mutex::default(),
-                running: Mutex::default(),
-                stop: CancellationToken::new(),
-                bg_stop: CancellationToken::new(),
-                kill: CancellationToken::new(),
-                fires: TaskTracker::new(),
-                background: TaskTracker::new(),
-                batch: OnceLock::new(),
-                counters: Counters::default(),
-                started_at: OnceLock::new(),
-            }),
+                store,
+                locks,
+                executor,
+                self.handlers,
+                self.alarms,
+            )),
         })
     }
 }
 
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::fs::read_to_string("/etc/hostname")
         .ok()
         .map(|h| h.trim().to_string())
@@ -454,7 +246,7 @@ impl Scheduler {
     /// alarm dispatcher and (when configured) run retention. Errors when already
     /// started or when the store cannot be reached for the first heartbeat.
     pub async fn start(&self) -> Result<SchedulerHandle> {
-        if self.core.batch.get().is_some() {
+        if self.core.life.batch.get().is_some() {
             return Err(Error::AlreadyStarted {
                 node: self.core.node_id.to_string(),
             });

@@ -46,11 +46,12 @@ pub(super) async fn poll_loop(core: Arc<Core>) {
             Ok((polled, until)) => {
                 backoff.reset();
                 if polled == Polled::Starved {
-                    core.starved.store(line(&core), Ordering::SeqCst);
+                    core.load.starved.store(line(&core), Ordering::SeqCst);
                 }
                 let wait = core.config.poll_interval;
                 match until {
                     Some(t) => core
+                        .clock
                         .local_instant(t)
                         .saturating_duration_since(Instant::now())
                         .min(wait),
@@ -65,9 +66,9 @@ pub(super) async fn poll_loop(core: Arc<Core>) {
             }
         };
         tokio::select! {
-            _ = core.stop.cancelled() => return,
+            _ = core.life.stop.cancelled() => return,
             _ = sleep(wait) => {}
-            _ = core.wake.notified() => {}
+            _ = core.poll.wake.notified() => {}
         }
     }
 }
@@ -77,7 +78,7 @@ pub(super) async fn poll_loop(core: Arc<Core>) {
 /// free up go to the line at once, and the poller, woken only when the line is
 /// empty, claims in batches rather than one slot per poll.
 fn line(core: &Core) -> usize {
-    (lock(&core.armed).len() / 8).max(1)
+    (lock(&core.load.armed).len() / 8).max(1)
 }
 
 /// The smallest page a poll that continues from the cursor asks for (at most
@@ -89,7 +90,7 @@ const MIN_PAGE: usize = 256;
 /// that became due behind its cursor — given back by another node, retried at their
 /// own instant — are then found within one poll interval).
 fn continue_from(core: &Core) -> Option<DueKey> {
-    let mut sweep = lock(&core.sweep);
+    let mut sweep = lock(&core.poll.sweep);
     match (&sweep.cursor, sweep.since) {
         (Some(_), Some(since)) if since.elapsed() < core.config.poll_interval => {
             sweep.cursor.clone()
@@ -118,19 +119,20 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
     // The store read its clock at some point of the call; paired with the instant the
     // call returned, the estimate never runs ahead of the store's clock, so a timer
     // may wake up to one round trip late but never early.
-    *lock(&core.sync) = (now, Instant::now());
-    core.slots.pump();
+    core.clock.set(now, Instant::now());
+    core.load.slots.pump();
     let line = line(core);
-    let mut due_room = core.line_room(line).min(core.config.claim_batch);
+    let mut due_room = core.load.line_room(line).min(core.config.claim_batch);
     let mut ahead_room = core
+        .load
         .free_slots()
-        .saturating_sub(core.ahead.load(Ordering::SeqCst))
+        .saturating_sub(core.load.ahead.load(Ordering::SeqCst))
         .min(due_room);
     if due_room == 0 {
-        core.backlog.store(true, Ordering::SeqCst);
+        core.load.backlog.store(true, Ordering::SeqCst);
         return Ok((Polled::Starved, None));
     }
-    let held = lock(&core.armed).len();
+    let held = lock(&core.load.armed).len();
     // From the start of the due order the fires this node already holds come first,
     // so ask for them too; a poll that continues from the cursor has them behind it
     // and asks for one page (not a tiny one: a page lost to other nodes' leases is
@@ -144,7 +146,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
     let page = match core.store.due(&query).await {
         Ok(page) => page,
         Err(e) => {
-            *lock(&core.sweep) = Sweep::default();
+            *lock(&core.poll.sweep) = Sweep::default();
             return Err(e);
         }
     };
@@ -163,7 +165,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
     let mut stop = None;
     let mut unarmed = None;
     {
-        let armed = lock(&core.armed);
+        let armed = lock(&core.load.armed);
         for f in due {
             if armed.contains(&f.job_id) || !core.handlers.contains_key(f.job.handler()) {
                 skipped = Some(f);
@@ -200,14 +202,14 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
     }
     let polled = match stop {
         Some(Stop::Due) => {
-            core.backlog.store(true, Ordering::SeqCst);
+            core.load.backlog.store(true, Ordering::SeqCst);
             Polled::Starved
         }
         // Every due fire was taken; the next poll comes by the instant of the first
         // future fire left unarmed, when it can be claimed as due.
         // (Or, with no room left at all, once slots free up.)
         Some(Stop::Ahead) => {
-            core.backlog.store(false, Ordering::SeqCst);
+            core.load.backlog.store(false, Ordering::SeqCst);
             if unarmed.is_some() {
                 Polled::Done
             } else {
@@ -216,14 +218,14 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
         }
         None if page_full => Polled::More,
         None => {
-            core.backlog.store(false, Ordering::SeqCst);
+            core.load.backlog.store(false, Ordering::SeqCst);
             Polled::Done
         }
     };
     // A poll that left fires behind continues after the last one it looked at;
     // otherwise every due fire was seen and the next poll starts from the beginning.
     {
-        let mut sweep = lock(&core.sweep);
+        let mut sweep = lock(&core.poll.sweep);
         if polled == Polled::Done {
             *sweep = Sweep::default();
         } else {
@@ -250,7 +252,7 @@ async fn claim(core: &Arc<Core>, now: crate::time::Timestamp, fresh: Vec<DueFire
     let leases = core.locks.acquire(&core.node_id, &requests).await?;
     for ((fire, lease), req) in fresh.into_iter().zip(leases).zip(&requests) {
         let Some(lease) = lease else { continue };
-        if !lock(&core.armed).insert(fire.job_id.clone()) {
+        if !lock(&core.load.armed).insert(fire.job_id.clone()) {
             fire::release(core, lease).await;
             continue;
         }
@@ -259,9 +261,9 @@ async fn claim(core: &Arc<Core>, now: crate::time::Timestamp, fresh: Vec<DueFire
         // A fire already due takes its place in line for a slot now, so the next
         // poll counts it; one due later holds no slot until its instant.
         let slot = if fire.fire_at <= now {
-            Some(core.slots.request(fire.fire_at))
+            Some(core.load.slots.request(fire.fire_at))
         } else {
-            core.ahead.fetch_add(1, Ordering::SeqCst);
+            core.load.ahead.fetch_add(1, Ordering::SeqCst);
             None
         };
         let claim = Claim {
@@ -269,7 +271,9 @@ async fn claim(core: &Arc<Core>, now: crate::time::Timestamp, fresh: Vec<DueFire
             lease,
             deadline: asked + req.ttl,
         };
-        core.fires.spawn(fire::fire_task(core.clone(), claim, slot));
+        core.life
+            .fires
+            .spawn(fire::fire_task(core.clone(), claim, slot));
     }
     Ok(())
 }

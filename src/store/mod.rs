@@ -49,6 +49,13 @@ pub use page::{CorruptRow, Page};
 pub use query::{AlarmClaim, AlarmQuery, DueQuery, JobQuery, RunQuery};
 pub use registry::NodeRegistry;
 
+/// The requests a store answers and the outcomes it reports: what a backend
+/// implements against, not what an application embedding a scheduler uses.
+pub use crate::record::{
+    AlarmDelivery, DueFire, DueKey, FinishOutcome, FinishRefusal, FinishRun, NextFire,
+    StartOutcome, StartRefusal, StartRun,
+};
+
 /// A whole store: the four parts together. Implemented for every type that
 /// implements them; the scheduler takes `impl JobStore` or `Arc<dyn JobStore>`.
 pub trait JobStore: Jobs + RunLog + NodeRegistry + AlarmOutbox {}
@@ -104,19 +111,19 @@ macro_rules! delegate_store {
             async fn due(
                 &self,
                 q: &$crate::store::DueQuery,
-            ) -> $crate::Result<$crate::store::Page<$crate::DueFire>> {
+            ) -> $crate::Result<$crate::store::Page<$crate::store::DueFire>> {
                 self.$field.due(q).await
             }
             async fn start_runs(
                 &self,
-                runs: &[$crate::StartRun],
-            ) -> $crate::Result<Vec<$crate::StartOutcome>> {
+                runs: &[$crate::store::StartRun],
+            ) -> $crate::Result<Vec<$crate::store::StartOutcome>> {
                 self.$field.start_runs(runs).await
             }
             async fn finish_runs(
                 &self,
-                runs: &[$crate::FinishRun],
-            ) -> $crate::Result<Vec<$crate::FinishOutcome>> {
+                runs: &[$crate::store::FinishRun],
+            ) -> $crate::Result<Vec<$crate::store::FinishOutcome>> {
                 self.$field.finish_runs(runs).await
             }
         }
@@ -175,7 +182,7 @@ macro_rules! delegate_store {
                 &self,
                 id: $crate::AlarmId,
                 owner: &str,
-                d: &$crate::AlarmDelivery,
+                d: &$crate::store::AlarmDelivery,
             ) -> $crate::Result<bool> {
                 self.$field.complete_alarm(id, owner, d).await
             }

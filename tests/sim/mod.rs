@@ -9,8 +9,8 @@ pub mod workload;
 
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::{
-    Clock, EngineMetrics, Job, JobContext, JobError, LocalExecutor, RunQuery, RunRecord, Scheduler,
-    SchedulerConfig, SlowLaneConfig, Timestamp, TokioClock, TriggerKind,
+    Clock, EngineMetrics, Job, JobContext, JobError, LocalExecutor, LocalExecutorConfig, RunQuery,
+    RunRecord, Scheduler, SchedulerConfig, SlowLaneConfig, Timestamp, TokioClock, TriggerKind,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -128,14 +128,15 @@ pub async fn run(w: &Workload) -> Played {
             }
         };
         // One lane, so "a slot is free" means exactly `slots` minus the runs in flight.
-        let executor = LocalExecutor::new(
-            slots,
-            SlowLaneConfig {
+        let executor = LocalExecutor::new(LocalExecutorConfig {
+            concurrency: slots,
+            slow_lane: SlowLaneConfig {
                 concurrency: 0,
                 slow_run: Duration::from_secs(24 * 3600),
                 ..SlowLaneConfig::default()
             },
-        );
+        })
+        .unwrap();
         let s = Scheduler::builder()
             .store(store.clone())
             .locks(locks.clone())
@@ -165,7 +166,7 @@ pub async fn run(w: &Workload) -> Played {
     let metrics = handles.iter().map(|h| h.scheduler().metrics()).collect();
     // All at once, so no node keeps firing while another waits for its handlers.
     futures::future::join_all(handles.into_iter().map(|h| h.shutdown())).await;
-    let runs = jobwheel::RunLog::runs(&store, &RunQuery::new().limit(usize::MAX))
+    let runs = jobwheel::store::RunLog::runs(&store, &RunQuery::new().limit(usize::MAX))
         .await
         .unwrap();
     let stuck = runs

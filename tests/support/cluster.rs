@@ -203,9 +203,9 @@ where
                     Ok::<(), JobError>(())
                 }
             })
+            .executor(jobwheel::LocalExecutor::with_concurrency(512).unwrap())
             .config(SchedulerConfig {
                 node_id: Some(format!("fleet-{n}")),
-                concurrency: 512,
                 ..SchedulerConfig::default()
             })
             .build()

@@ -1,0 +1,292 @@
+//! The state of one running node ([`Core`]), grouped by concern: what it was built
+//! from, the store's clock, its load (slots and the fires it holds), the poller's
+//! place, alarm delivery, and its lifecycle.
+
+use super::batch::Batcher;
+use super::config::SchedulerConfig;
+use super::lock;
+use super::metrics::{Counters, bump};
+use super::slots::Slots;
+use crate::alarm::{JobAlarm, Throttle};
+use crate::executor::Executor;
+use crate::handler::JobHandler;
+use crate::job::JobId;
+use crate::lock::{Lease, LockProvider};
+use crate::record::{AlarmId, RunId};
+use crate::store::{
+    CorruptRow, DueKey, FinishOutcome, FinishRun, JobStore, StartOutcome, StartRun,
+};
+use crate::time::Timestamp;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// One node of a scheduler: shared by its loops and fire tasks.
+pub(crate) struct Core {
+    pub(crate) config: SchedulerConfig,
+    pub(crate) node_id: Arc<str>,
+    pub(crate) host: String,
+    pub(crate) store: Arc<dyn JobStore>,
+    pub(crate) locks: Arc<dyn LockProvider>,
+    pub(crate) handlers: HashMap<String, Arc<dyn JobHandler>>,
+    /// The store's clock as this node reads it.
+    pub(crate) clock: StoreClock,
+    /// The executor and what this node holds: slots, armed jobs, running fires.
+    pub(crate) load: Load,
+    /// Where the poller stands.
+    pub(crate) poll: PollState,
+    /// Alarm delivery.
+    pub(crate) alarm: AlarmState,
+    /// Start, stop and the background tasks.
+    pub(crate) life: Lifecycle,
+    pub(crate) counters: Counters,
+}
+
+impl Core {
+    /// A node that is built but not started.
+    pub(crate) fn new(
+        config: SchedulerConfig,
+        node_id: Arc<str>,
+        store: Arc<dyn JobStore>,
+        locks: Arc<dyn LockProvider>,
+        executor: Arc<dyn Executor>,
+        handlers: HashMap<String, Arc<dyn JobHandler>>,
+        alarms: Vec<Arc<dyn JobAlarm>>,
+    ) -> Core {
+        Core {
+            alarm: AlarmState {
+                throttle: config.alarm_throttle.map(Throttle::new),
+                alarms,
+                wake: Notify::new(),
+                progress: Mutex::default(),
+            },
+            config,
+            node_id,
+            host: super::host_name(),
+            store,
+            locks,
+            handlers,
+            clock: StoreClock {
+                sync: Mutex::new((Timestamp::now(), Instant::now())),
+            },
+            load: Load {
+                slots: Arc::new(Slots::new(executor.clone())),
+                executor,
+                armed: Mutex::default(),
+                finishing: AtomicUsize::new(0),
+                ahead: AtomicUsize::new(0),
+                starved: AtomicUsize::new(0),
+                backlog: AtomicBool::new(false),
+                running: Mutex::default(),
+            },
+            poll: PollState {
+                wake: Notify::new(),
+                sweep: Mutex::default(),
+                corrupt: Mutex::default(),
+            },
+            life: Lifecycle {
+                stop: CancellationToken::new(),
+                bg_stop: CancellationToken::new(),
+                kill: CancellationToken::new(),
+                fires: TaskTracker::new(),
+                background: TaskTracker::new(),
+                batch: OnceLock::new(),
+                started_at: OnceLock::new(),
+            },
+            counters: Counters::default(),
+        }
+    }
+
+    /// Counts and logs (once each) rows the store skipped because it could not read
+    /// them.
+    pub(crate) fn saw_corrupt(&self, rows: &[CorruptRow]) {
+        if rows.is_empty() {
+            return;
+        }
+        let mut seen = lock(&self.poll.corrupt);
+        for row in rows {
+            if seen.len() < 10_000 && seen.insert((row.kind, row.id.clone())) {
+                bump(&self.counters.corrupt_rows);
+                tracing::warn!(kind = row.kind, id = %row.id, reason = %row.reason, "a stored row cannot be read; it is skipped (Scheduler::doctor lists them)");
+            }
+        }
+    }
+
+    /// Wakes the poller when a poll was starved and every due fire it claimed has a
+    /// slot now (the line is empty).
+    pub(crate) fn wake_if_starved(&self) {
+        let load = &self.load;
+        if load.starved.load(Ordering::SeqCst) > 0
+            && load.line_room(1) > 0
+            && load.starved.swap(0, Ordering::SeqCst) > 0
+        {
+            self.poll.wake.notify_one();
+        }
+    }
+
+    /// Wakes the poller to scan from the start of the due order: a job may have
+    /// become due before the cursor of a sweep in progress.
+    pub(crate) fn rescan(&self) {
+        *lock(&self.poll.sweep) = Sweep::default();
+        self.poll.wake.notify_one();
+    }
+
+    /// The batchers of a started node.
+    pub(crate) fn batch(&self) -> &Batchers {
+        self.life.batch.get().expect("batchers exist once started")
+    }
+}
+
+/// A reading of the store's clock and the local instant it corresponds to: every
+/// instant the engine compares with stored ones is on the store's clock.
+pub(crate) struct StoreClock {
+    pub(crate) sync: Mutex<(Timestamp, Instant)>,
+}
+
+impl StoreClock {
+    /// The store's clock now, estimated from the last reading and the monotonic clock.
+    pub(crate) fn now(&self) -> Timestamp {
+        let (t, at) = *lock(&self.sync);
+        t + at.elapsed()
+    }
+
+    /// The local instant at which the store's clock reads `t`.
+    pub(crate) fn local_instant(&self, t: Timestamp) -> Instant {
+        let (now, at) = *lock(&self.sync);
+        if t >= now {
+            at + t.duration_since(now)
+        } else {
+            at.checked_sub(now.duration_since(t)).unwrap_or(at)
+        }
+    }
+
+    /// Records a new reading: the store said `t` at local instant `at`.
+    pub(crate) fn set(&self, t: Timestamp, at: Instant) {
+        *lock(&self.sync) = (t, at);
+    }
+}
+
+/// The executor and the fires this node holds, which decide how many more it may
+/// claim.
+pub(crate) struct Load {
+    pub(crate) executor: Arc<dyn Executor>,
+    /// Executor slots, handed to due fires in fire order.
+    pub(crate) slots: Arc<Slots>,
+    /// Jobs claimed by this node and not yet done.
+    pub(crate) armed: Mutex<HashSet<JobId>>,
+    /// Fires whose handler has ended and whose finish is being written: they hold
+    /// their lease but no slot, and a poll counts them as busy so that a node never
+    /// holds more leases than it has slots.
+    pub(crate) finishing: AtomicUsize,
+    /// Claimed fires waiting for their instant. They hold no slot; a poll arms no
+    /// more of them than the node has free slots.
+    pub(crate) ahead: AtomicUsize,
+    /// Set (to the line, nonzero) when a poll left claimable fires for lack of free
+    /// slots; the poller is woken once the line is empty. 0: not starved.
+    pub(crate) starved: AtomicUsize,
+    /// Set while the last poll saw due fires this node had no free slot for; a job
+    /// then gives its lease back after a run instead of keeping it for its next fire,
+    /// so every due job gets its turn in fire order and other nodes can take the rest.
+    pub(crate) backlog: AtomicBool,
+    /// Runs executing on this node, watched by the lease renewer.
+    pub(crate) running: Mutex<HashMap<RunId, RunningEntry>>,
+}
+
+impl Load {
+    /// Executor slots not promised to a due fire of this node, less the fires still
+    /// writing their finish.
+    pub(crate) fn free_slots(&self) -> usize {
+        self.slots
+            .free()
+            .saturating_sub(self.finishing.load(Ordering::SeqCst))
+    }
+
+    /// Due fires this node may still claim with a line of `line` fires waiting for
+    /// slots: its free slots plus the line, less the due fires already waiting.
+    pub(crate) fn line_room(&self, line: usize) -> usize {
+        (self.executor.capacity() + line)
+            .saturating_sub(self.slots.pending() + self.finishing.load(Ordering::SeqCst))
+    }
+}
+
+/// A run in progress on this node, watched by the lease renewer.
+pub(crate) struct RunningEntry {
+    pub(crate) lease: Lease,
+    pub(crate) deadline: Instant,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) lost: bool,
+}
+
+/// The poller's place: what wakes it and where a sweep through a backlog stands.
+pub(crate) struct PollState {
+    /// Wakes the poller (a local upsert or trigger, a starved line emptied).
+    pub(crate) wake: Notify,
+    /// Where the next poll continues while due fires are paged through.
+    pub(crate) sweep: Mutex<Sweep>,
+    /// Stored rows this node met and could not read, `(kind, id)`, each logged once
+    /// (at most 10,000 remembered).
+    pub(crate) corrupt: Mutex<HashSet<(&'static str, String)>>,
+}
+
+impl PollState {
+    /// Restarts the sweep from the beginning when `at` sorts at or before its
+    /// cursor: this node just made a job due there (a rescheduled job whose lease it
+    /// gave back), and the next poll must see it.
+    pub(crate) fn rescan_before(&self, at: Timestamp) {
+        let mut sweep = lock(&self.sweep);
+        if sweep.cursor.as_ref().is_some_and(|c| at <= c.fire_at) {
+            *sweep = Sweep::default();
+        }
+    }
+}
+
+/// Where a sweep through a backlog of due fires stands.
+#[derive(Default)]
+pub(crate) struct Sweep {
+    /// The key of the last due fire the previous full poll looked at; the next poll
+    /// continues after it. `None`: from the start.
+    pub(crate) cursor: Option<DueKey>,
+    /// When the sweep started from the beginning of the due order.
+    pub(crate) since: Option<Instant>,
+}
+
+/// Alarm delivery on this node.
+pub(crate) struct AlarmState {
+    /// The registered alarms; every one hears every event.
+    pub(crate) alarms: Vec<Arc<dyn JobAlarm>>,
+    /// Wakes the alarm dispatcher when a finish wrote alarm events.
+    pub(crate) wake: Notify,
+    /// The scheduler-wide alarm throttle (`config.alarm_throttle`).
+    pub(crate) throttle: Option<Throttle>,
+    /// Per event in delivery on this node: which registered alarms already took it,
+    /// so a retry calls only the ones that failed.
+    pub(crate) progress: Mutex<HashMap<AlarmId, Vec<bool>>>,
+}
+
+/// Start and stop: the tokens that stop each stage and the tasks they wait for.
+pub(crate) struct Lifecycle {
+    /// Stops claiming and arming.
+    pub(crate) stop: CancellationToken,
+    /// Stops the background loops (after running fires are done).
+    pub(crate) bg_stop: CancellationToken,
+    /// Cancels running handlers.
+    pub(crate) kill: CancellationToken,
+    pub(crate) fires: TaskTracker,
+    pub(crate) background: TaskTracker,
+    /// Set once started.
+    pub(crate) batch: OnceLock<Batchers>,
+    pub(crate) started_at: OnceLock<Timestamp>,
+}
+
+/// The batchers that group a node's store and lock calls.
+pub(crate) struct Batchers {
+    pub(crate) start: Batcher<StartRun, StartOutcome>,
+    pub(crate) finish: Batcher<FinishRun, FinishOutcome>,
+    pub(crate) release: Batcher<Lease, bool>,
+    /// Extends a lease to cover the job's next fire (ttl: lookahead + lease ttl).
+    pub(crate) renew: Batcher<Lease, Option<Lease>>,
+}
