@@ -23,12 +23,10 @@ fn arg(name: &str, default: usize) -> usize {
 }
 
 fn config() -> SchedulerConfig {
-    SchedulerConfig {
-        node_id: Some("bench".into()),
-        claim_batch: 5000,
-        write_batch: 2000,
-        ..SchedulerConfig::default()
-    }
+    SchedulerConfig::default()
+        .node_id("bench")
+        .claim_batch(5000)
+        .write_batch(2000)
 }
 
 fn pct(sorted: &[u64], p: f64) -> f64 {

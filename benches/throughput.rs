@@ -289,12 +289,12 @@ async fn schedulers(
                 async { Ok::<(), JobError>(()) }
             })
             .executor(LocalExecutor::with_concurrency(num("--concurrency", 2048)).unwrap())
-            .config(SchedulerConfig {
-                node_id: Some(format!("bench-{n}")),
-                claim_batch: num("--claim-batch", 2000),
-                write_batch: num("--write-batch", 1000),
-                ..SchedulerConfig::default()
-            })
+            .config(
+                SchedulerConfig::default()
+                    .node_id(format!("bench-{n}"))
+                    .claim_batch(num("--claim-batch", 2000))
+                    .write_batch(num("--write-batch", 1000)),
+            )
             .build()
             .unwrap();
         handles.push(s.start().await.unwrap());

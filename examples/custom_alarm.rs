@@ -85,10 +85,7 @@ async fn main() -> jobwheel::Result<()> {
         .alarm(FileAlarm { path: path.clone() })
         // At most one e-mail per job and kind per minute; the rest are counted.
         .alarm(Throttled::new(email, Duration::from_secs(60)))
-        .config(SchedulerConfig {
-            alarm_retry_base: Duration::from_secs(1),
-            ..SchedulerConfig::default()
-        })
+        .config(SchedulerConfig::default().alarm_retry_base(Duration::from_secs(1)))
         .build()?;
     let running = scheduler.start().await?;
     let job = Job::builder(

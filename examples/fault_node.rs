@@ -145,16 +145,16 @@ async fn main() -> jobwheel::Result<()> {
                 Ok(())
             }
         })
-        .config(SchedulerConfig {
-            node_id: Some(node),
-            poll_interval: Duration::from_millis(200),
-            lookahead: Duration::from_secs(1),
-            lease_ttl: Duration::from_secs(3),
-            heartbeat: Duration::from_secs(1),
-            dead_after_beats: 3,
-            shutdown_grace: Duration::from_secs(5),
-            ..SchedulerConfig::default()
-        })
+        .config(
+            SchedulerConfig::default()
+                .node_id(node)
+                .poll_interval(Duration::from_millis(200))
+                .lookahead(Duration::from_secs(1))
+                .lease_ttl(Duration::from_secs(3))
+                .heartbeat(Duration::from_secs(1))
+                .dead_after_beats(3)
+                .shutdown_grace(Duration::from_secs(5)),
+        )
         .build()?;
     let running = scheduler.start().await?;
     println!("READY {}", scheduler.node_id());

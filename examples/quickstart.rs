@@ -80,10 +80,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .handler("hello", hello)
         .handler("sync", sync)
         .alarm(ConsoleAlarm)
-        .config(SchedulerConfig {
-            poll_interval: Duration::from_millis(200),
-            ..SchedulerConfig::default()
-        })
+        .config(SchedulerConfig::default().poll_interval(Duration::from_millis(200)))
         .build()?;
     let running = scheduler.start().await?;
     println!("node {} started", scheduler.node_id());

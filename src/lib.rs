@@ -70,6 +70,9 @@
 //! ```
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
 
+#[macro_use]
+mod setters;
+
 pub mod alarm;
 pub mod conformance;
 pub mod connect;

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 /// starve fast jobs (as XXL-JOB's fast and slow trigger pools).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SlowLaneConfig {
     /// Slots of the slow lane (default 16), in addition to the fast lane's. 0: no
     /// slow lane; slow jobs share the fast lane.
@@ -56,6 +57,7 @@ impl Default for SlowLaneConfig {
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct LocalExecutorConfig {
     /// Slots of the fast lane (default 64): the runs that may execute at once, besides
     /// the slow lane's.
@@ -72,6 +74,18 @@ impl Default for LocalExecutorConfig {
         }
     }
 }
+
+setters!(SlowLaneConfig {
+    concurrency: usize,
+    slow_run: Duration,
+    slow_runs: u32,
+    window: Duration,
+});
+
+setters!(LocalExecutorConfig {
+    concurrency: usize,
+    slow_lane: SlowLaneConfig,
+});
 
 /// Semaphore permits: no more than a tokio semaphore holds.
 fn permits(field: &'static str, n: usize) -> Result<()> {

@@ -180,6 +180,7 @@ impl From<RetryPolicy> for RetryRepr {
 /// What to do with a fire that starts more than the misfire threshold late.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "policy")]
+#[non_exhaustive]
 pub enum MisfirePolicy {
     /// Run once now, coalescing every missed fire into this one run.
     #[default]
@@ -210,6 +211,7 @@ impl MisfirePolicy {
 /// Kinds of alarm events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AlarmKind {
     /// The last allowed attempt of a fire failed (retries exhausted).
     FinalFailure,

@@ -41,6 +41,7 @@ pub struct JobRecord {
 
 /// What `upsert` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UpsertOutcome {
     /// The job did not exist and was created.
     Created,

@@ -190,10 +190,7 @@ async fn the_engine_retries_only_the_alarm_that_failed() {
         })
         .alarm(good.clone())
         .alarm(flaky.clone())
-        .config(SchedulerConfig {
-            alarm_retry_base: Duration::from_secs(1),
-            ..support::config("n1")
-        })
+        .config(support::config("n1").alarm_retry_base(Duration::from_secs(1)))
         .build()
         .unwrap();
     let running = s.start().await.unwrap();
@@ -236,10 +233,7 @@ async fn the_scheduler_throttle_records_suppressed_events_as_not_needed() {
             Err(jobwheel::JobError::msg("boom"))
         })
         .alarm(probe.clone())
-        .config(SchedulerConfig {
-            alarm_throttle: Some(Duration::from_secs(10)),
-            ..support::config("n1")
-        })
+        .config(support::config("n1").alarm_throttle(Duration::from_secs(10)))
         .build()
         .unwrap();
     let running = s.start().await.unwrap();
@@ -278,10 +272,7 @@ async fn the_scheduler_throttle_records_suppressed_events_as_not_needed() {
         sent[1] - 1,
         "the second names those suppressed"
     );
-    let bad = SchedulerConfig {
-        alarm_throttle: Some(Duration::ZERO),
-        ..SchedulerConfig::default()
-    };
+    let bad = SchedulerConfig::default().alarm_throttle(Duration::ZERO);
     assert_eq!(
         bad.validate().unwrap_err().field(),
         Some("config.alarm_throttle")

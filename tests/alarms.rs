@@ -293,11 +293,11 @@ async fn failing_alarms_are_retried_and_never_delay_other_fires() {
                 .build()
                 .unwrap(),
         )
-        .config(SchedulerConfig {
-            alarm_retry_base: Duration::from_millis(200),
-            poll_interval: Duration::from_millis(100),
-            ..SchedulerConfig::default()
-        })
+        .config(
+            SchedulerConfig::default()
+                .alarm_retry_base(Duration::from_millis(200))
+                .poll_interval(Duration::from_millis(100)),
+        )
         .build()
         .unwrap();
     let running = scheduler.start().await.unwrap();
@@ -389,11 +389,11 @@ async fn two_schedulers_on_one_store_deliver_each_alarm_exactly_once() {
                 Err(JobError::msg("boom"))
             })
             .alarm(WebhookAlarm::builder(&server.url).build().unwrap())
-            .config(SchedulerConfig {
-                node_id: Some(n.into()),
-                poll_interval: Duration::from_millis(100),
-                ..SchedulerConfig::default()
-            })
+            .config(
+                SchedulerConfig::default()
+                    .node_id(n)
+                    .poll_interval(Duration::from_millis(100)),
+            )
             .build()
             .unwrap();
         nodes.push(s.start().await.unwrap());

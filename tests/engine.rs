@@ -517,10 +517,7 @@ async fn upsert_refuses_bad_input_and_stores_nothing() {
         .store(store.clone())
         .locks(locks)
         .handler("h", |_ctx: JobContext| async { Ok::<(), JobError>(()) })
-        .config(SchedulerConfig {
-            max_payload_bytes: 32,
-            ..config("n1")
-        })
+        .config(config("n1").max_payload_bytes(32))
         .build()
         .unwrap();
     let every = Schedule::every(S).unwrap();
@@ -570,17 +567,11 @@ fn local_executor_config_loads_and_refuses_what_cannot_work() {
     };
     let cases = [
         (
-            LocalExecutorConfig {
-                concurrency: 0,
-                ..Default::default()
-            },
+            LocalExecutorConfig::default().concurrency(0),
             "local_executor.concurrency",
         ),
         (
-            LocalExecutorConfig {
-                concurrency: usize::MAX,
-                ..Default::default()
-            },
+            LocalExecutorConfig::default().concurrency(usize::MAX),
             "local_executor.concurrency",
         ),
         (
@@ -642,38 +633,23 @@ fn config_loads_with_humane_durations_and_refuses_bad_values() {
     };
     let cases = [
         (
-            SchedulerConfig {
-                poll_interval: Duration::ZERO,
-                ..Default::default()
-            },
+            SchedulerConfig::default().poll_interval(Duration::ZERO),
             "config.poll_interval",
         ),
         (
-            SchedulerConfig {
-                lease_ttl: Duration::from_millis(10),
-                ..Default::default()
-            },
+            SchedulerConfig::default().lease_ttl(Duration::from_millis(10)),
             "config.lease_ttl",
         ),
         (
-            SchedulerConfig {
-                dead_after_beats: 1,
-                ..Default::default()
-            },
+            SchedulerConfig::default().dead_after_beats(1),
             "config.dead_after_beats",
         ),
         (
-            SchedulerConfig {
-                node_id: Some("has space".into()),
-                ..Default::default()
-            },
+            SchedulerConfig::default().node_id("has space"),
             "config.node_id",
         ),
         (
-            SchedulerConfig {
-                run_retention: Some(Duration::ZERO),
-                ..Default::default()
-            },
+            SchedulerConfig::default().run_retention(Duration::ZERO),
             "config.run_retention",
         ),
     ];
@@ -698,10 +674,7 @@ async fn run_retention_purges_old_runs_hourly() {
         .store(store.clone())
         .locks(locks)
         .handler("h", recording(&log, &clock))
-        .config(SchedulerConfig {
-            run_retention: Some(Duration::from_secs(3600)),
-            ..config("n1")
-        })
+        .config(config("n1").run_retention(Duration::from_secs(3600)))
         .build()
         .unwrap();
     let h = s.start().await.unwrap();

@@ -8,7 +8,7 @@ use jobwheel::store::{AlarmOutbox, Jobs, NodeRegistry, RunLog};
 use jobwheel::{
     AlarmError, AlarmEvent, AlarmKind, AlarmPolicy, AlarmStatus, Job, JobAlarm, JobContext,
     JobError, Lease, LockProvider, LockRequest, RetryPolicy, RunQuery, RunStatus, Schedule,
-    Scheduler, SchedulerConfig, TriggerKind,
+    Scheduler, TriggerKind,
 };
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -77,10 +77,7 @@ async fn losing_the_lease_cancels_the_run_and_refuses_its_result() {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             Ok::<(), JobError>(())
         })
-        .config(SchedulerConfig {
-            lease_ttl: Duration::from_secs(3),
-            ..config("n1")
-        })
+        .config(config("n1").lease_ttl(Duration::from_secs(3)))
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
@@ -130,10 +127,7 @@ async fn shutdown_cancels_after_grace_records_and_releases_everything() {
             Ok::<(), JobError>(())
         })
         .handler("quick", |_ctx: JobContext| async { Ok::<(), JobError>(()) })
-        .config(SchedulerConfig {
-            shutdown_grace: Duration::from_secs(2),
-            ..config("n1")
-        })
+        .config(config("n1").shutdown_grace(Duration::from_secs(2)))
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
@@ -336,10 +330,7 @@ async fn a_slow_or_failing_alarm_never_delays_a_fire() {
         .handler("ok", recording(&log, &clock))
         .handler("bad", failing(&log, &clock))
         .alarm(Stuck)
-        .config(SchedulerConfig {
-            alarm_timeout: Duration::from_secs(20),
-            ..config("n1")
-        })
+        .config(config("n1").alarm_timeout(Duration::from_secs(20)))
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
@@ -400,13 +391,11 @@ async fn backpressure_never_claims_more_than_the_executor_can_run() {
     let locks = revocable(&clock);
     let (cur, max) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (c, m) = (cur.clone(), max.clone());
-    let exec = jobwheel::LocalExecutor::new(jobwheel::LocalExecutorConfig {
-        concurrency: 4,
-        slow_lane: jobwheel::SlowLaneConfig {
-            concurrency: 0,
-            ..Default::default()
-        },
-    })
+    let exec = jobwheel::LocalExecutor::new(
+        jobwheel::LocalExecutorConfig::default()
+            .concurrency(4)
+            .slow_lane(jobwheel::SlowLaneConfig::default().concurrency(0)),
+    )
     .unwrap();
     let s = Scheduler::builder()
         .store(store.clone())
@@ -635,16 +624,16 @@ async fn slow_jobs_move_to_the_slow_lane_and_leave_fast_slots_free() {
     use jobwheel::{
         Execution, Executor, LocalExecutor, LocalExecutorConfig, Outcome, SlowLaneConfig,
     };
-    let lanes = SlowLaneConfig {
-        concurrency: 1,
-        slow_run: Duration::from_millis(100),
-        slow_runs: 2,
-        window: Duration::from_secs(60),
-    };
-    let exec = LocalExecutor::new(LocalExecutorConfig {
-        concurrency: 1,
-        slow_lane: lanes,
-    })
+    let lanes = SlowLaneConfig::default()
+        .concurrency(1)
+        .slow_run(Duration::from_millis(100))
+        .slow_runs(2)
+        .window(Duration::from_secs(60));
+    let exec = LocalExecutor::new(
+        LocalExecutorConfig::default()
+            .concurrency(1)
+            .slow_lane(lanes),
+    )
     .unwrap();
     let ctx = |id: &str| JobContext {
         job: Arc::new(

@@ -59,10 +59,7 @@ pub(super) async fn mixed(
                     Ok::<(), JobError>(())
                 }
             })
-            .config(SchedulerConfig {
-                node_id: Some(format!("bench-{n}")),
-                ..SchedulerConfig::default()
-            })
+            .config(SchedulerConfig::default().node_id(format!("bench-{n}")))
             .build()
             .unwrap();
         handles.push(s.start().await.unwrap());

@@ -260,11 +260,11 @@ pub async fn bad_rows_do_not_stop_the_engine(store: Arc<dyn JobStore>, raw: &dyn
             seen.lock().unwrap().push(ctx.job.id().to_string());
             async { Ok::<(), JobError>(()) }
         })
-        .config(SchedulerConfig {
-            node_id: Some(format!("{p}-node")),
-            poll_interval: Duration::from_millis(100),
-            ..SchedulerConfig::default()
-        })
+        .config(
+            SchedulerConfig::default()
+                .node_id(format!("{p}-node"))
+                .poll_interval(Duration::from_millis(100)),
+        )
         .build()
         .unwrap();
     let handle = scheduler.start().await.unwrap();

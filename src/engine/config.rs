@@ -6,7 +6,10 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// How a scheduler behaves. Every field has a default; load it from a service's own
-/// configuration file with serde (durations as `"30s"`, `"1m 30s"`, `"250ms"`).
+/// configuration file with serde (durations as `"30s"`, `"1m 30s"`, `"250ms"`), or
+/// set fields with the chainable setters of the same names:
+/// `SchedulerConfig::default().lease_ttl(Duration::from_secs(45))`. It is
+/// `#[non_exhaustive]`: new fields come with defaults.
 ///
 /// ```
 /// let c: jobwheel::SchedulerConfig = serde_json::from_str(r#"{"lease_ttl": "45s"}"#).unwrap();
@@ -18,6 +21,7 @@ use std::time::Duration;
 /// that cannot work, naming the field.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SchedulerConfig {
     /// Node id; default `<host>-<pid>-<random>`, unique per process start.
     pub node_id: Option<String>,
@@ -112,7 +116,34 @@ fn at_least_one(field: &'static str, n: usize) -> Result<()> {
     Ok(())
 }
 
+setters!(SchedulerConfig {
+    poll_interval: Duration,
+    lookahead: Duration,
+    lease_ttl: Duration,
+    misfire_threshold: Duration,
+    heartbeat: Duration,
+    dead_after_beats: u32,
+    claim_batch: usize,
+    write_batch: usize,
+    shutdown_grace: Duration,
+    max_payload_bytes: usize,
+    alarm_retry_base: Duration,
+    alarm_max_attempts: u32,
+    alarm_timeout: Duration,
+} optional {
+    run_retention: Duration,
+    alarm_retention: Duration,
+    alarm_throttle: Duration,
+});
+
 impl SchedulerConfig {
+    /// With this node id (default `<host>-<pid>-<random>`).
+    #[must_use]
+    pub fn node_id(mut self, id: impl Into<String>) -> Self {
+        self.node_id = Some(id.into());
+        self
+    }
+
     /// Checks every field. Errors: [`Error::Invalid`] naming `config.<field>`.
     pub fn validate(&self) -> Result<()> {
         positive("config.poll_interval", self.poll_interval)?;

@@ -103,6 +103,7 @@ fn local(t: Timestamp, zone: &str) -> String {
 /// Delivery state of an alarm event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AlarmStatus {
     /// Waiting to be claimed.
     Pending,

@@ -28,6 +28,7 @@ impl fmt::Debug for RunId {
 /// Why a fire happens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TriggerKind {
     /// The job's schedule.
     #[default]
@@ -62,6 +63,7 @@ impl TriggerKind {
 /// State of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RunStatus {
     /// Started and not finished.
     Running,
@@ -142,6 +144,7 @@ pub struct StartRun {
 
 /// Why a start was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StartRefusal {
     /// The job does not exist (removed).
     NotFound,
@@ -220,6 +223,7 @@ pub struct FinishRun {
 
 /// Why a finish was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FinishRefusal {
     /// No such run.
     NotFound,

@@ -108,6 +108,7 @@ pub fn parse_zone(name: &str) -> Result<Tz> {
 /// When a job fires.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "ScheduleRepr", into = "ScheduleRepr")]
+#[non_exhaustive]
 pub enum Schedule {
     /// A cron expression in a zone.
     Cron(CronSchedule),

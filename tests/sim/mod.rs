@@ -77,11 +77,9 @@ impl Drop for EndGuard {
 
 /// The configuration every simulated node shares: the defaults, a fixed node id.
 pub fn node_config(node: &str) -> SchedulerConfig {
-    SchedulerConfig {
-        node_id: Some(node.into()),
-        shutdown_grace: Duration::from_secs(60),
-        ..SchedulerConfig::default()
-    }
+    SchedulerConfig::default()
+        .node_id(node)
+        .shutdown_grace(Duration::from_secs(60))
 }
 
 /// Plays `w` and collects what ran.
@@ -128,14 +126,13 @@ pub async fn run(w: &Workload) -> Played {
             }
         };
         // One lane, so "a slot is free" means exactly `slots` minus the runs in flight.
-        let executor = LocalExecutor::new(LocalExecutorConfig {
-            concurrency: slots,
-            slow_lane: SlowLaneConfig {
-                concurrency: 0,
-                slow_run: Duration::from_secs(24 * 3600),
-                ..SlowLaneConfig::default()
-            },
-        })
+        let executor = LocalExecutor::new(
+            LocalExecutorConfig::default().concurrency(slots).slow_lane(
+                SlowLaneConfig::default()
+                    .concurrency(0)
+                    .slow_run(Duration::from_secs(24 * 3600)),
+            ),
+        )
         .unwrap();
         let s = Scheduler::builder()
             .store(store.clone())

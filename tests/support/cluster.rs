@@ -34,12 +34,12 @@ where
             .handler("fail", |_ctx: JobContext| async {
                 Err(JobError::msg("boom"))
             })
-            .config(SchedulerConfig {
-                node_id: Some(node.into()),
-                poll_interval: Duration::from_millis(200),
-                lookahead: Duration::from_secs(1),
-                ..SchedulerConfig::default()
-            })
+            .config(
+                SchedulerConfig::default()
+                    .node_id(node)
+                    .poll_interval(Duration::from_millis(200))
+                    .lookahead(Duration::from_secs(1)),
+            )
             .build()
             .unwrap();
         handles.push(sched.start().await.unwrap());
@@ -204,10 +204,7 @@ where
                 }
             })
             .executor(jobwheel::LocalExecutor::with_concurrency(512).unwrap())
-            .config(SchedulerConfig {
-                node_id: Some(format!("fleet-{n}")),
-                ..SchedulerConfig::default()
-            })
+            .config(SchedulerConfig::default().node_id(format!("fleet-{n}")))
             .build()
             .unwrap();
         handles.push(sched.start().await.unwrap());

@@ -76,11 +76,9 @@ pub fn backend(base: &str) -> (MemoryStore, LocalLocks, Arc<TokioClock>) {
 }
 
 pub fn config(node: &str) -> SchedulerConfig {
-    SchedulerConfig {
-        node_id: Some(node.to_string()),
-        shutdown_grace: Duration::from_secs(5),
-        ..SchedulerConfig::default()
-    }
+    SchedulerConfig::default()
+        .node_id(node.to_string())
+        .shutdown_grace(Duration::from_secs(5))
 }
 
 /// One handler execution as the handler saw it.

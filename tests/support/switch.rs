@@ -39,11 +39,11 @@ pub async fn every_job_keeps_firing_across_lock_providers(
                     .or_default() += 1;
                 async { Ok::<(), JobError>(()) }
             })
-            .config(SchedulerConfig {
-                node_id: Some(format!("switch-{phase}-{name}")),
-                poll_interval: Duration::from_millis(100),
-                ..SchedulerConfig::default()
-            })
+            .config(
+                SchedulerConfig::default()
+                    .node_id(format!("switch-{phase}-{name}"))
+                    .poll_interval(Duration::from_millis(100)),
+            )
             .build()
             .unwrap();
         let handle = sched.start().await.unwrap();
