@@ -111,9 +111,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         recipients: vec![],
         ..AlarmPolicy::default()
     };
+    // A one-shot is declared with `create`: another process (or a restart) that
+    // declares it again leaves the first one alone instead of re-arming it.
     let soon = Schedule::once(Timestamp::now() + Duration::from_secs(1));
     scheduler
-        .upsert(
+        .create(
             Job::builder("sync-once", "sync", soon)
                 .retry(retry)
                 .alarm(alarms)

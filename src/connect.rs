@@ -45,6 +45,7 @@ impl std::fmt::Debug for Backend {
 /// prefix = "jobwheel_"    # table or key prefix (optional)
 /// max_connections = 16    # SQL pool size (optional)
 /// migrate = true          # run pending migrations on connect (default)
+/// connect_timeout = "5s"  # then fail naming the server and the cause (default)
 /// ```
 #[derive(Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -61,6 +62,14 @@ pub struct BackendConfig {
     /// Whether to run pending migrations on connect (default `true`).
     #[serde(default = "yes")]
     pub migrate: bool,
+    /// How long connecting may take before it fails, naming the server and the cause
+    /// (default 5 s).
+    #[serde(default = "connect_timeout", with = "humantime_serde")]
+    pub connect_timeout: std::time::Duration,
+}
+
+fn connect_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(5)
 }
 
 fn yes() -> bool {
@@ -74,6 +83,7 @@ impl std::fmt::Debug for BackendConfig {
             .field("prefix", &self.prefix)
             .field("max_connections", &self.max_connections)
             .field("migrate", &self.migrate)
+            .field("connect_timeout", &self.connect_timeout)
             .finish()
     }
 }
@@ -100,6 +110,7 @@ macro_rules! sql_backend {
         if let Some(n) = $config.max_connections {
             b = b.max_connections(n);
         }
+        b = b.connect_timeout($config.connect_timeout);
         let store = b.build().await?;
         $config
             .finish(store.clone(), store.locks(), store.migrate())
@@ -115,6 +126,7 @@ impl BackendConfig {
             prefix: None,
             max_connections: None,
             migrate: true,
+            connect_timeout: connect_timeout(),
         }
     }
 
@@ -127,6 +139,12 @@ impl BackendConfig {
     /// With this SQL pool size.
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = Some(n);
+        self
+    }
+
+    /// With this connect timeout.
+    pub fn connect_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.connect_timeout = timeout;
         self
     }
 
@@ -162,7 +180,7 @@ impl BackendConfig {
             "redis" | "rediss" => {
                 let prefix = self.prefix.as_deref().unwrap_or("jobwheel:");
                 let store =
-                    crate::redis::RedisStore::connect_with_prefix(&self.url, prefix).await?;
+                    crate::redis::RedisStore::open(&self.url, prefix, self.connect_timeout).await?;
                 let locks = store.locks();
                 self.finish(store.clone(), locks, store.migrate()).await
             }
@@ -217,10 +235,26 @@ pub(crate) fn redact(url: &str) -> String {
         return url.to_string();
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    let url = match rest[..authority_end].rfind('@') {
         Some(at) => format!("{scheme}://***{}", &rest[at..]),
         None => url.to_string(),
-    }
+    };
+    redact_query_password(&url)
+}
+
+/// `url` with the value of every `password=` query parameter replaced by `***`.
+fn redact_query_password(url: &str) -> String {
+    let Some((head, query)) = url.split_once('?') else {
+        return url.to_string();
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+            _ => p.to_string(),
+        })
+        .collect();
+    format!("{head}?{}", params.join("&"))
 }
 
 #[cfg(test)]
@@ -238,6 +272,10 @@ mod tests {
             "postgres://***@db/app?x=a@b"
         );
         assert_eq!(redact("postgres://db/app"), "postgres://db/app");
+        assert_eq!(
+            redact("postgres://db/app?user=a&password=s3cr3t&sslmode=off"),
+            "postgres://db/app?user=a&password=***&sslmode=off"
+        );
         assert_eq!(redact("sqlite::memory:"), "sqlite::memory:");
     }
 }

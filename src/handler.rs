@@ -222,6 +222,14 @@ impl<E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>> From<E> for Jo
 /// directly; a function that also takes the payload as a type of its own is one
 /// through [`Typed`] (which [`SchedulerBuilder::handler`](crate::SchedulerBuilder::handler)
 /// applies by itself). A handler should return promptly once `ctx.cancel` is cancelled.
+///
+/// # Never block the runtime
+///
+/// Handlers run on the application's tokio runtime, beside every other job's timers.
+/// A handler that blocks its thread (`std::thread::sleep`, synchronous file or network
+/// I/O, a long computation) stalls every job scheduled on that worker: on a
+/// `current_thread` runtime, all of them. Wrap such code in [`blocking`], which runs it
+/// on tokio's blocking pool.
 #[async_trait]
 pub trait JobHandler: Send + Sync + 'static {
     /// Runs one attempt.
@@ -308,5 +316,60 @@ where
 {
     fn into_handler(self) -> Arc<dyn JobHandler> {
         Arc::new(Typed::new(self))
+    }
+}
+
+/// A handler whose code blocks: runs `f` on tokio's blocking thread pool
+/// (`spawn_blocking`), so it cannot stall the scheduler's timers or other jobs.
+///
+/// ```
+/// use jobwheel::handler::blocking;
+/// use jobwheel::{JobContext, JobResult};
+///
+/// fn compress(ctx: JobContext) -> JobResult {
+///     std::thread::sleep(std::time::Duration::from_millis(10)); // stands for blocking work
+///     if ctx.is_cancelled() {
+///         return Ok(()); // timed out or shutting down: stop early
+///     }
+///     Ok(())
+/// }
+/// # let _ = jobwheel::Scheduler::builder().handler("compress", blocking(compress));
+/// ```
+///
+/// A timeout or cancellation ends the run at once, but the thread keeps running `f`
+/// until it returns (a thread cannot be stopped from outside): check
+/// `ctx.is_cancelled()` in long loops. A panic in `f` is reported as a panicked run.
+pub fn blocking<F>(f: F) -> Blocking<F>
+where
+    F: Fn(JobContext) -> JobResult + Send + Sync + 'static,
+{
+    Blocking { f: Arc::new(f) }
+}
+
+/// A blocking handler; see [`blocking`].
+pub struct Blocking<F> {
+    f: Arc<F>,
+}
+
+impl<F> fmt::Debug for Blocking<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Blocking")
+    }
+}
+
+#[async_trait]
+impl<F> JobHandler for Blocking<F>
+where
+    F: Fn(JobContext) -> JobResult + Send + Sync + 'static,
+{
+    async fn run(&self, ctx: JobContext) -> JobResult {
+        let f = self.f.clone();
+        match tokio::task::spawn_blocking(move || f(ctx)).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(JobError::msg(format!(
+                "blocking handler did not finish: {e}"
+            ))),
+        }
     }
 }

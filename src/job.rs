@@ -5,6 +5,7 @@
 //! durations and policies have all been checked.
 
 use crate::error::{Error, Result};
+use crate::limits;
 use crate::policy::{AlarmPolicy, MisfirePolicy, RetryPolicy};
 use crate::schedule::Schedule;
 use serde::{Deserialize, Serialize};
@@ -200,6 +201,14 @@ impl Job {
 }
 
 fn check_payload(payload: &Value, max_bytes: usize) -> Result<()> {
+    let depth = limits::depth(payload, limits::MAX_PAYLOAD_DEPTH);
+    if depth > limits::MAX_PAYLOAD_DEPTH {
+        return Err(Error::invalid(
+            "job.payload",
+            format!("nested over {} levels", depth - 1),
+            format!("must nest at most {} levels", limits::MAX_PAYLOAD_DEPTH),
+        ));
+    }
     let len = serde_json::to_vec(payload)
         .map(|v| v.len())
         .unwrap_or(usize::MAX);
@@ -316,13 +325,6 @@ fn yes() -> bool {
     true
 }
 
-fn positive(field: &'static str, d: Option<Duration>) -> Result<()> {
-    match d {
-        Some(d) if d.is_zero() => Err(Error::invalid(field, "0s", "must be positive")),
-        _ => Ok(()),
-    }
-}
-
 /// Deserializing a job is strict, as at any edge where a person or another program
 /// supplies one: an unknown field anywhere in it is refused (naming its path), and the
 /// payload is held to the default limit. Rows a store reads back use
@@ -369,9 +371,19 @@ impl Job {
                 "must be 1-200 characters",
             ));
         }
-        check_payload(&r.payload, max_payload_bytes)?;
-        positive("job.timeout", r.timeout)?;
-        positive("job.misfire_threshold", r.misfire_threshold)?;
+        if let Err(e) = check_payload(&r.payload, max_payload_bytes) {
+            limits::drop_flat(r.payload);
+            return Err(e);
+        }
+        for (field, d) in [
+            ("job.timeout", r.timeout),
+            ("job.misfire_threshold", r.misfire_threshold),
+        ] {
+            if let Some(d) = d {
+                limits::duration(field, d, limits::MAX_SPAN)?;
+            }
+        }
+        r.schedule.check()?;
         r.misfire.validate()?;
         Ok(Job {
             id,

@@ -81,6 +81,7 @@ pub mod error;
 pub mod executor;
 pub mod handler;
 pub mod job;
+pub mod limits;
 pub mod local_executor;
 pub mod lock;
 pub mod policy;
@@ -128,7 +129,7 @@ pub mod prelude {
     pub use crate::handler::{JobContext, JobError, JobResult};
     pub use crate::job::{Job, JobId};
     pub use crate::policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
-    pub use crate::record::{RunStatus, TriggerKind};
+    pub use crate::record::{RunStatus, TriggerKind, UpsertOutcome};
     pub use crate::schedule::Schedule;
     pub use crate::store::{JobQuery, RunQuery};
     pub use crate::time::Timestamp;

@@ -212,7 +212,8 @@ impl LocalExecutor {
     }
 }
 
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+/// The message of a caught panic.
+pub(crate) fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {

@@ -92,9 +92,8 @@ impl RetryPolicy {
                 "must be at least 1",
             ));
         }
-        if self.base.is_zero() {
-            return Err(Error::invalid("retry.base", "0s", "must be positive"));
-        }
+        crate::limits::duration("retry.base", self.base, crate::limits::MAX_SPAN)?;
+        crate::limits::duration("retry.max_delay", self.max_delay, crate::limits::MAX_SPAN)?;
         if self.max_delay < self.base {
             return Err(Error::invalid(
                 "retry.max_delay",

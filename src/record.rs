@@ -39,7 +39,7 @@ pub struct JobRecord {
     pub updated_at: Timestamp,
 }
 
-/// What `upsert` did.
+/// What `upsert` or `create` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum UpsertOutcome {
@@ -49,6 +49,9 @@ pub enum UpsertOutcome {
     Updated,
     /// The stored definition was already identical; nothing changed.
     Unchanged,
+    /// `create` found a job with this id and left it as it was (whatever its
+    /// definition): nothing changed, nothing was re-armed.
+    Kept,
 }
 
 /// What a node tells the registry about itself.

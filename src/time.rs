@@ -14,14 +14,21 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A UTC instant with millisecond precision (milliseconds since the Unix epoch).
 ///
-/// Serialized as an RFC 3339 string (`2026-12-02T17:08:53.123Z`); deserialized from
-/// such a string with any offset, or from an integer number of milliseconds.
+/// Serialized as an RFC 3339 string (`2026-12-02T17:08:53.123Z`), or as an integer
+/// number of milliseconds outside the years 1 to 9999; deserialized from such a
+/// string with any offset, or from an integer number of milliseconds.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Timestamp(i64);
 
 impl Timestamp {
     /// The Unix epoch.
     pub const EPOCH: Timestamp = Timestamp(0);
+
+    /// The earliest instant a schedule may name: `0001-01-01T00:00:00Z`.
+    pub const MIN: Timestamp = Timestamp(-62_135_596_800_000);
+
+    /// The latest instant a schedule may name: `9999-12-31T23:59:59.999Z`.
+    pub const MAX: Timestamp = Timestamp(253_402_300_799_999);
 
     /// From milliseconds since the epoch.
     pub const fn from_millis(ms: i64) -> Self {
@@ -93,7 +100,12 @@ impl Sub<Duration> for Timestamp {
 }
 
 impl fmt::Display for Timestamp {
+    /// RFC 3339 in UTC with milliseconds; an instant outside the calendar's range
+    /// (years 1 to 9999, see [`Timestamp::MIN`]) as its milliseconds instead.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self < Timestamp::MIN || *self > Timestamp::MAX {
+            return write!(f, "{} ms since the epoch", self.0);
+        }
         f.write_str(
             &self
                 .to_datetime()
@@ -122,6 +134,10 @@ impl From<Timestamp> for DateTime<Utc> {
 
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if *self < Timestamp::MIN || *self > Timestamp::MAX {
+            // Outside the calendar: the number of milliseconds, which reads back.
+            return s.serialize_i64(self.0);
+        }
         s.serialize_str(&self.to_string())
     }
 }

@@ -42,6 +42,9 @@ impl Jobs for FlakyStore {
     async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
         self.inner.upsert(job, next).await
     }
+    async fn create(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
+        self.inner.create(job, next).await
+    }
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
         self.inner.get(id).await
     }

@@ -212,3 +212,84 @@ async fn retry_after_replaces_the_backoff_once() {
     let runs = runs_of(&store, "r").await;
     assert_eq!(runs.len(), 3);
 }
+
+/// On a `current_thread` runtime, a handler that blocks its thread inside
+/// [`jobwheel::handler::blocking`] leaves the scheduler's timers running: another
+/// job keeps firing while it is blocked.
+#[tokio::test]
+async fn a_blocking_handler_does_not_stall_other_jobs() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex, mpsc};
+    let (release, wait) = mpsc::channel::<()>();
+    let wait = Mutex::new(wait);
+    let ticks = Arc::new(AtomicUsize::new(0));
+    let t = ticks.clone();
+    let s = jobwheel::Scheduler::builder()
+        .backend(jobwheel::connect("memory:").await.unwrap())
+        .handler(
+            "block",
+            jobwheel::handler::blocking(move |_ctx| {
+                // Blocks this thread until the test releases it (bounded).
+                let _ = wait
+                    .lock()
+                    .unwrap()
+                    .recv_timeout(std::time::Duration::from_secs(30));
+                Ok(())
+            }),
+        )
+        .handler("tick", move |_ctx: jobwheel::JobContext| {
+            t.fetch_add(1, Ordering::SeqCst);
+            async { Ok(()) }
+        })
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let now = jobwheel::Timestamp::now();
+    s.upsert(
+        jobwheel::Job::builder("blocker", "block", jobwheel::Schedule::once(now))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    s.upsert(
+        jobwheel::Job::builder(
+            "ticker",
+            "tick",
+            jobwheel::Schedule::every(std::time::Duration::from_millis(50)).unwrap(),
+        )
+        .build()
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    let ticked = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while ticks.load(Ordering::SeqCst) < 5 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        ticked.is_ok(),
+        "the ticker fired while the blocking handler held its thread"
+    );
+    release.send(()).unwrap();
+    let done = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            let runs = s
+                .runs(&jobwheel::RunQuery::new().job(jobwheel::JobId::new("blocker").unwrap()))
+                .await
+                .unwrap();
+            if runs
+                .first()
+                .is_some_and(|r| r.status == jobwheel::RunStatus::Succeeded)
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "the blocking run finished and was recorded");
+    h.shutdown().await;
+}

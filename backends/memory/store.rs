@@ -178,6 +178,53 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
+    /// Writes `job` as `upsert` does, or, with `only_if_absent`, only when no job has
+    /// its id.
+    fn store_job(
+        &self,
+        job: &Job,
+        next_fire_at: Option<Timestamp>,
+        only_if_absent: bool,
+    ) -> Result<UpsertOutcome> {
+        let now = self.clock.now();
+        let mut inner = self.inner();
+        let id = job.id().clone();
+        let outcome = inner.with_job(&id, |j| {
+            if only_if_absent {
+                return UpsertOutcome::Kept;
+            }
+            if *j.job == *job {
+                return UpsertOutcome::Unchanged;
+            }
+            j.job = Arc::new(job.clone());
+            j.version += 1;
+            j.next_fire_at = next_fire_at;
+            j.next_trigger = TriggerKind::Schedule;
+            j.attempt = 0;
+            j.resume_after = None;
+            j.updated_at = now;
+            UpsertOutcome::Updated
+        });
+        if let Some(outcome) = outcome {
+            return Ok(outcome);
+        }
+        let rec = JobRecord {
+            job: Arc::new(job.clone()),
+            version: 1,
+            next_fire_at,
+            next_trigger: TriggerKind::Schedule,
+            attempt: 0,
+            resume_after: None,
+            last_token: 0,
+            running: None,
+            created_at: now,
+            updated_at: now,
+        };
+        inner.index(&rec);
+        inner.jobs.insert(id, rec);
+        Ok(UpsertOutcome::Created)
+    }
+
     /// An empty store on the system clock.
     pub fn new() -> Self {
         MemoryStore::with_clock(Arc::new(SystemClock))
@@ -211,41 +258,12 @@ impl Jobs for MemoryStore {
         Ok(self.clock.now())
     }
 
+    async fn create(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
+        self.store_job(job, next_fire_at, true)
+    }
+
     async fn upsert(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
-        let now = self.clock.now();
-        let mut inner = self.inner();
-        let id = job.id().clone();
-        let outcome = inner.with_job(&id, |j| {
-            if *j.job == *job {
-                return UpsertOutcome::Unchanged;
-            }
-            j.job = Arc::new(job.clone());
-            j.version += 1;
-            j.next_fire_at = next_fire_at;
-            j.next_trigger = TriggerKind::Schedule;
-            j.attempt = 0;
-            j.resume_after = None;
-            j.updated_at = now;
-            UpsertOutcome::Updated
-        });
-        if let Some(outcome) = outcome {
-            return Ok(outcome);
-        }
-        let rec = JobRecord {
-            job: Arc::new(job.clone()),
-            version: 1,
-            next_fire_at,
-            next_trigger: TriggerKind::Schedule,
-            attempt: 0,
-            resume_after: None,
-            last_token: 0,
-            running: None,
-            created_at: now,
-            updated_at: now,
-        };
-        inner.index(&rec);
-        inner.jobs.insert(id, rec);
-        Ok(UpsertOutcome::Created)
+        self.store_job(job, next_fire_at, false)
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {

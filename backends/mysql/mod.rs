@@ -158,6 +158,7 @@ impl MySqlStore {
             url: url.into(),
             prefix: "jobwheel_".into(),
             max_connections: 8,
+            connect_timeout: crate::sql::connect::DEFAULT_CONNECT_TIMEOUT,
         }
     }
 
@@ -168,18 +169,34 @@ impl MySqlStore {
 }
 
 /// Builds a [`MySqlStore`] from a URL.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct MySqlBuilder {
     url: String,
     prefix: String,
     max_connections: u32,
+    connect_timeout: std::time::Duration,
+}
+
+impl std::fmt::Debug for MySqlBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MySqlBuilder")
+            .field("url", &crate::connect::redact(&self.url))
+            .field("prefix", &self.prefix)
+            .field("max_connections", &self.max_connections)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
 }
 
 impl MySqlBuilder {
     /// Connects. Does not migrate: call [`MySqlStore::migrate`].
     pub async fn build(self) -> Result<MySqlStore> {
+        use crate::sql::connect;
         check_prefix(&self.prefix)?;
         let pool_size = self.pool_size()?;
+        connect::check_scheme("mysql.url", &self.url, &["mysql", "mariadb"])?;
+        let options: sqlx::mysql::MySqlConnectOptions = connect::options("mysql.url", &self.url)?;
+        let server = format!("{}:{}", options.get_host(), options.get_port());
         let pool = MySqlPoolOptions::new()
             .max_connections(pool_size)
             // No gap locks: concurrent claimers and lockers do not deadlock on ranges.
@@ -190,10 +207,8 @@ impl MySqlBuilder {
                         .await
                         .map(|_| ())
                 })
-            })
-            .connect(&self.url)
-            .await
-            .map_err(db_err("connect"))?;
+            });
+        let pool = connect::open(NAME, server, options, pool, self.connect_timeout).await?;
         MySqlStore::from_pool(pool, &self.prefix)
     }
 }

@@ -157,7 +157,11 @@ impl PgDialect {
         .bind(i64s(|f| f.token as i64))
         .bind(runs.iter().map(|f| f.takeover).collect::<Vec<_>>())
         .bind(runs.iter().map(|f| f.status.as_str().to_string()).collect::<Vec<_>>())
-        .bind(runs.iter().map(|f| f.error.clone()).collect::<Vec<_>>())
+        .bind(
+            runs.iter()
+                .map(|f| f.error.clone().map(crate::sql::storable))
+                .collect::<Vec<_>>(),
+        )
         .bind(runs.iter().map(|f| f.will_retry).collect::<Vec<_>>())
         .bind(i64s(|f| f.version as i64))
         .bind(runs.iter().map(|f| f.next.at.map(Timestamp::as_millis)).collect::<Vec<_>>())

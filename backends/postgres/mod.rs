@@ -193,6 +193,7 @@ impl PgStore {
             schema: "public".into(),
             prefix: "jobwheel_".into(),
             max_connections: 8,
+            connect_timeout: crate::sql::connect::DEFAULT_CONNECT_TIMEOUT,
         }
     }
 
@@ -227,12 +228,25 @@ impl Tables {
 }
 
 /// Builds a [`PgStore`] from a URL.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PgBuilder {
     url: String,
     schema: String,
     prefix: String,
     max_connections: u32,
+    connect_timeout: std::time::Duration,
+}
+
+impl std::fmt::Debug for PgBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgBuilder")
+            .field("url", &crate::connect::redact(&self.url))
+            .field("schema", &self.schema)
+            .field("prefix", &self.prefix)
+            .field("max_connections", &self.max_connections)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
 }
 
 impl PgBuilder {
@@ -243,13 +257,15 @@ impl PgBuilder {
     }
     /// Connects. Does not migrate: call [`PgStore::migrate`].
     pub async fn build(self) -> Result<PgStore> {
+        use crate::sql::connect;
         let tables = Tables::new(&self.schema, &self.prefix)?;
         let pool_size = self.pool_size()?;
-        let pool = PgPoolOptions::new()
-            .max_connections(pool_size)
-            .connect(&self.url)
-            .await
-            .map_err(db_err("connect"))?;
+        connect::check_scheme("postgres.url", &self.url, &["postgres", "postgresql"])?;
+        let options: sqlx::postgres::PgConnectOptions =
+            connect::options("postgres.url", &self.url)?;
+        let server = format!("{}:{}", options.get_host(), options.get_port());
+        let pool = PgPoolOptions::new().max_connections(pool_size);
+        let pool = connect::open(NAME, server, options, pool, self.connect_timeout).await?;
         PgStore::from_pool(pool, &tables)
     }
 }

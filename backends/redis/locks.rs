@@ -1,5 +1,5 @@
 use super::{NAME, redis_err};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lock::{Lease, LockProvider, LockRequest};
 use crate::time::{Timestamp, duration_ms};
 use async_trait::async_trait;
@@ -91,11 +91,7 @@ impl RedisLocks {
     /// Connects to `url` (`redis://127.0.0.1:6379`) with a reconnecting connection
     /// manager; keys go under `jobwheel:`.
     pub async fn connect(url: &str) -> Result<Self> {
-        let client = redis::Client::open(url)
-            .map_err(|e| Error::invalid("redis.url", crate::connect::redact(url), e.to_string()))?;
-        let conn = ConnectionManager::new(client)
-            .await
-            .map_err(redis_err("connect"))?;
+        let conn = super::open(url, super::CONNECT_TIMEOUT).await?;
         RedisLocks::new(conn, "jobwheel:")
     }
 

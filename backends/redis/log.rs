@@ -222,7 +222,7 @@ impl NodeRegistry for RedisStore {
 
     async fn orphaned_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
         let mut call = self.call(&self.scripts.orphaned);
-        call.arg(limit);
+        call.arg(crate::limits::page(limit));
         let ids: Vec<String> = self.invoke(call, "orphaned_runs").await?;
         self.run_records(&ids).await
     }
@@ -236,7 +236,7 @@ impl AlarmOutbox for RedisStore {
         }
         let mut call = self.call(&self.scripts.claim_alarms);
         call.arg(claim.owner.as_str())
-            .arg(claim.limit)
+            .arg(crate::limits::page(claim.limit))
             .arg(duration_ms(claim.lease));
         let ids: Vec<String> = self.invoke(call, "claim_alarms").await?;
         let page = self.alarm_records(&ids).await?;

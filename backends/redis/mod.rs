@@ -53,6 +53,45 @@ pub(crate) fn redis_err(operation: &'static str) -> impl Fn(redis::RedisError) -
     }
 }
 
+/// How long connecting may take before it fails with the server's address and the
+/// cause.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Opens a reconnecting connection to `url`. One plain connection is tried first
+/// under `timeout`, so a refused port, a failed login or a bad database number is
+/// reported at once, naming the server and the cause (the connection manager would
+/// retry each for about ten seconds). Errors: [`Error::Invalid`] naming `redis.url`
+/// (password hidden) for a URL that cannot be parsed; [`Error::Backend`] otherwise.
+pub(crate) async fn open(
+    url: &str,
+    timeout: std::time::Duration,
+) -> crate::error::Result<redis::aio::ConnectionManager> {
+    let client = redis::Client::open(url)
+        .map_err(|e| Error::invalid("redis.url", crate::connect::redact(url), e.to_string()))?;
+    let server = client.get_connection_info().addr().to_string();
+    let failed = |temporary: bool, cause: String| {
+        Error::backend(NAME, "connect", temporary, format!("{server}: {cause}"))
+    };
+    match tokio::time::timeout(timeout, client.get_multiplexed_async_connection()).await {
+        Err(_) => return Err(failed(true, format!("timed out after {timeout:?}"))),
+        Ok(Err(e)) => {
+            let temporary = e.is_io_error() || e.is_connection_refusal() || e.is_timeout();
+            return Err(failed(temporary, e.to_string()));
+        }
+        Ok(Ok(_probe)) => {}
+    }
+    let config = redis::aio::ConnectionManagerConfig::new().set_connection_timeout(Some(timeout));
+    match tokio::time::timeout(
+        timeout,
+        redis::aio::ConnectionManager::new_with_config(client, config),
+    )
+    .await
+    {
+        Err(_) => Err(failed(true, format!("timed out after {timeout:?}"))),
+        Ok(r) => r.map_err(|e| failed(true, e.to_string())),
+    }
+}
+
 /// A key prefix: 1-100 printable ASCII characters, no spaces.
 fn check_prefix(prefix: &str) -> crate::error::Result<()> {
     if !prefix.is_empty() && prefix.len() <= 100 && prefix.bytes().all(|b| b.is_ascii_graphic()) {

@@ -64,12 +64,14 @@ pub(super) fn source(body: &str) -> String {
     format!("{PRELUDE}\n{body}")
 }
 
-/// ARGV: P, id, def, enabled (`1`/`0`), next. Returns `created`, `updated` or `unchanged`.
+/// ARGV: P, id, def, enabled (`1`/`0`), next, only if absent (`1`/`0`). Returns
+/// `created`, `updated`, `unchanged` or (only if absent, for an existing job) `kept`.
 pub(super) const UPSERT: &str = r"
-local id, def, en, nxt = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local id, def, en, nxt, absent_only = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local jk = P .. 'job:' .. id
 local nows = fmt(now_ms())
 local cur = redis.call('HGET', jk, 'def')
+if cur and absent_only == '1' then return 'kept' end
 if cur == def then return 'unchanged' end
 if cur then
   redis.call('HINCRBY', jk, 'version', 1)

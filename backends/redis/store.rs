@@ -95,11 +95,17 @@ impl RedisStore {
 
     /// Like [`connect`](Self::connect), with keys under `prefix`.
     pub async fn connect_with_prefix(url: &str, prefix: &str) -> Result<Self> {
-        let client = redis::Client::open(url)
-            .map_err(|e| Error::invalid("redis.url", crate::connect::redact(url), e.to_string()))?;
-        let conn = ConnectionManager::new(client)
-            .await
-            .map_err(redis_err("connect"))?;
+        RedisStore::open(url, prefix, super::CONNECT_TIMEOUT).await
+    }
+
+    /// Like [`connect_with_prefix`](Self::connect_with_prefix), failing after
+    /// `timeout` (what [`BackendConfig::connect_timeout`](crate::BackendConfig) sets).
+    pub(crate) async fn open(
+        url: &str,
+        prefix: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Self> {
+        let conn = super::open(url, timeout).await?;
         RedisStore::new(conn, prefix)
     }
 
@@ -235,6 +241,30 @@ fn flag(b: bool) -> &'static str {
     if b { "1" } else { "0" }
 }
 
+impl RedisStore {
+    /// The upsert script; with `only_if_absent` it leaves an existing job alone.
+    async fn store_job(
+        &self,
+        job: &Job,
+        next_fire_at: Option<Timestamp>,
+        only_if_absent: bool,
+    ) -> Result<UpsertOutcome> {
+        let mut call = self.call(&self.scripts.upsert);
+        call.arg(job.id().as_str())
+            .arg(encode(job)?)
+            .arg(flag(job.enabled()))
+            .arg(ms(next_fire_at))
+            .arg(flag(only_if_absent));
+        let out: String = self.invoke(call, "upsert").await?;
+        Ok(match out.as_str() {
+            "created" => UpsertOutcome::Created,
+            "updated" => UpsertOutcome::Updated,
+            "kept" => UpsertOutcome::Kept,
+            _ => UpsertOutcome::Unchanged,
+        })
+    }
+}
+
 #[async_trait]
 impl Jobs for RedisStore {
     fn name(&self) -> &'static str {
@@ -250,17 +280,11 @@ impl Jobs for RedisStore {
     }
 
     async fn upsert(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
-        let mut call = self.call(&self.scripts.upsert);
-        call.arg(job.id().as_str())
-            .arg(encode(job)?)
-            .arg(flag(job.enabled()))
-            .arg(ms(next_fire_at));
-        let out: String = self.invoke(call, "upsert").await?;
-        Ok(match out.as_str() {
-            "created" => UpsertOutcome::Created,
-            "updated" => UpsertOutcome::Updated,
-            _ => UpsertOutcome::Unchanged,
-        })
+        self.store_job(job, next_fire_at, false).await
+    }
+
+    async fn create(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
+        self.store_job(job, next_fire_at, true).await
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
@@ -361,7 +385,8 @@ impl Jobs for RedisStore {
             return Ok(Page::default());
         }
         let mut call = self.call(&self.scripts.due);
-        call.arg(query.until.as_millis()).arg(query.limit);
+        call.arg(query.until.as_millis())
+            .arg(crate::limits::page(query.limit));
         if let Some(k) = &query.after {
             call.arg(k.fire_at.as_millis()).arg(k.job_id.as_str());
         }

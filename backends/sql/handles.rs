@@ -6,8 +6,8 @@
 /// [`LocksOver`](super::locks::LocksOver) the dialect) over `$dialect`, whose inherent
 /// `fn new(pool: $pool, $names: $names_ty) -> Result<Self>` checks the table names:
 /// the store's `from_pool`, `pool`, `migrate` and `locks`, the lock provider's `new`,
-/// and the setters every builder shares (`$builder` has fields `prefix: String` and
-/// `max_connections: u32`).
+/// and the setters every builder shares (`$builder` has fields `prefix: String`,
+/// `max_connections: u32` and `connect_timeout: Duration`).
 macro_rules! sql_handles {
     (
         $(#[$store_doc:meta])* store $store:ident;
@@ -27,6 +27,13 @@ macro_rules! sql_handles {
             /// Pool size, at least 1 (the default is in the store's `builder`).
             pub fn max_connections(mut self, n: u32) -> Self {
                 self.max_connections = n;
+                self
+            }
+
+            /// How long connecting may take before it fails with the server's address
+            /// and the cause (default 5 s).
+            pub fn connect_timeout(mut self, timeout: std::time::Duration) -> Self {
+                self.connect_timeout = timeout;
                 self
             }
 

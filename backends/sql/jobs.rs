@@ -13,7 +13,12 @@ use async_trait::async_trait;
 impl<D: Dialect> SqlStore<D> {
     /// Creates or replaces a job in one transaction: insert unless the id exists,
     /// otherwise compare the stored definition and update when it differs.
-    async fn upsert_job(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
+    async fn upsert_job(
+        &self,
+        job: &Job,
+        next: Option<Timestamp>,
+        only_if_absent: bool,
+    ) -> Result<UpsertOutcome> {
         let op = "upsert";
         let (d, jobs) = (&self.d, self.d.t("jobs"));
         let def = encode(D::NAME, job)?;
@@ -35,6 +40,8 @@ impl<D: Dialect> SqlStore<D> {
         .bind(now);
         let outcome = if d.exec_in(&mut tx, op, insert).await? == 1 {
             UpsertOutcome::Created
+        } else if only_if_absent {
+            UpsertOutcome::Kept
         } else {
             let read = Sql::new(format!(
                 "SELECT definition FROM {jobs} WHERE id = ?{}",
@@ -92,7 +99,11 @@ impl<D: Dialect> Jobs for SqlStore<D> {
     }
 
     async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
-        super::retrying(|| self.upsert_job(job, next)).await
+        super::retrying(|| self.upsert_job(job, next, false)).await
+    }
+
+    async fn create(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
+        super::retrying(|| self.upsert_job(job, next, true)).await
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
@@ -180,7 +191,7 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         }
         q.push(
             " ORDER BY next_fire_at, id LIMIT ?",
-            [(query.limit as i64).into()],
+            [(crate::limits::page(query.limit) as i64).into()],
         );
         let rows = self.d.fetch("due", q).await?;
         let page = decode::job_page(D::NAME, &rows)?;

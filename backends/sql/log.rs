@@ -145,7 +145,7 @@ impl<D: Dialect> NodeRegistry for SqlStore<D> {
             runs = self.d.t("runs"),
             nodes = self.d.t("nodes")
         ))
-        .bind(limit.min(i64::MAX as usize) as i64);
+        .bind(crate::limits::page(limit) as i64);
         let rows = self.d.fetch("orphaned_runs", q).await?;
         rows.iter()
             .map(|r| decode::run_record(D::NAME, r))

@@ -11,6 +11,7 @@
 //! numbers them (`$1` …) rewrites them when it executes.
 
 mod batch;
+pub(crate) mod connect;
 pub(crate) mod decode;
 mod handles;
 mod jobs;
@@ -45,24 +46,36 @@ impl From<Option<i64>> for Arg {
         Arg::Int(v)
     }
 }
+/// Text every SQL server stores: PostgreSQL refuses the NUL character in `TEXT`
+/// ("invalid byte sequence for encoding UTF8: 0x00"), so it becomes U+FFFD on every
+/// dialect alike. Every text bound to a statement goes through here; ids and names
+/// are validated without NUL long before, so only free text (errors) changes.
+pub(crate) fn storable(v: String) -> String {
+    if v.contains('\0') {
+        v.replace('\0', "\u{FFFD}")
+    } else {
+        v
+    }
+}
+
 impl From<&str> for Arg {
     fn from(v: &str) -> Self {
-        Arg::Text(Some(v.to_string()))
+        Arg::Text(Some(storable(v.to_string())))
     }
 }
 impl From<String> for Arg {
     fn from(v: String) -> Self {
-        Arg::Text(Some(v))
+        Arg::Text(Some(storable(v)))
     }
 }
 impl From<Option<String>> for Arg {
     fn from(v: Option<String>) -> Self {
-        Arg::Text(v)
+        Arg::Text(v.map(storable))
     }
 }
 impl From<Option<&str>> for Arg {
     fn from(v: Option<&str>) -> Self {
-        Arg::Text(v.map(str::to_string))
+        Arg::Text(v.map(|v| storable(v.to_string())))
     }
 }
 impl From<Vec<u8>> for Arg {

@@ -45,7 +45,7 @@ impl<D: Dialect> SqlStore<D> {
         ))
         .bind(now)
         .bind(now)
-        .bind(claim.limit.min(i64::MAX as usize) as i64);
+        .bind(crate::limits::page(claim.limit) as i64);
         let rows = d.fetch_in(&mut tx, op, read).await?;
         let mut page = Page::default();
         for row in &rows {

@@ -163,6 +163,7 @@ impl SqliteStore {
             prefix: "jobwheel_".into(),
             max_connections: 4,
             busy_timeout: Duration::from_secs(10),
+            connect_timeout: crate::sql::connect::DEFAULT_CONNECT_TIMEOUT,
         }
     }
 
@@ -179,6 +180,7 @@ pub struct SqliteBuilder {
     prefix: String,
     max_connections: u32,
     busy_timeout: Duration,
+    connect_timeout: Duration,
 }
 
 impl SqliteBuilder {
@@ -193,6 +195,7 @@ impl SqliteBuilder {
     pub async fn build(self) -> Result<SqliteStore> {
         check_prefix(&self.prefix)?;
         let pool_size = self.pool_size()?;
+        crate::sql::connect::check_scheme("sqlite.url", &self.url, &["sqlite"])?;
         let options = SqliteConnectOptions::from_str(&self.url)
             .map_err(|e| Error::invalid("sqlite.url", &self.url, e.to_string()))?
             .create_if_missing(true)
@@ -205,6 +208,7 @@ impl SqliteBuilder {
         let pool = loop {
             match SqlitePoolOptions::new()
                 .max_connections(pool_size)
+                .acquire_timeout(self.connect_timeout)
                 .connect_with(options.clone())
                 .await
                 .map_err(db_err("connect"))

@@ -22,6 +22,7 @@
 //! whole store.
 
 mod due;
+mod edges;
 mod locks;
 mod rows;
 mod rules;
@@ -30,6 +31,7 @@ mod store;
 mod store_log;
 
 pub use due::{due_ordering_and_limits, due_pages};
+pub use edges::{any_text_is_stored, create_never_rearms, huge_limits_are_lowered};
 pub use locks::*;
 pub use rows::{
     RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
@@ -62,7 +64,7 @@ pub async fn store_suite(store: &dyn JobStore) {
 
 /// The checks of [`Jobs`](crate::store::Jobs): definitions, due order and paging,
 /// conditional start and finish, fencing, the start/finish rules against
-/// [`rules`](crate::store::rules), payload sizes and id order.
+/// [`rules`](crate::store::rules), payload sizes, id order, any text, and any limit.
 pub async fn jobs_suite(store: &dyn JobStore) {
     upsert_get_list_remove(store).await;
     refuses_missing_jobs(store).await;
@@ -77,6 +79,9 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     finish_rules_agree(store).await;
     oversized_payloads_read_back(store).await;
     ids_sort_bytewise(store).await;
+    any_text_is_stored(store).await;
+    huge_limits_are_lowered(store).await;
+    create_never_rearms(store).await;
 }
 
 /// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention

@@ -42,6 +42,29 @@ pub(super) fn start_req(id: &str, fire_at: Timestamp, version: u64, token: u64) 
     }
 }
 
+/// A failure alarm event of run `run` of job `id`, fired at `t0`.
+pub(super) fn failure_event(id: &str, run: RunId, t0: Timestamp) -> AlarmEvent {
+    AlarmEvent {
+        kind: AlarmKind::Failure,
+        job_id: jid(id),
+        handler: "noop".into(),
+        run_id: Some(run),
+        fire_at: t0,
+        zone: "UTC".into(),
+        attempt: 1,
+        max_attempts: 3,
+        node: "node-a".into(),
+        duration_ms: Some(5),
+        error: Some("boom".into()),
+        will_retry: true,
+        next_fire_at: Some(t0 + Duration::from_secs(60)),
+        recipients: vec!["ops@example.com".into()],
+        occurred_at: t0,
+        suppressed: 0,
+        covers: None,
+    }
+}
+
 pub(super) fn finish_req(
     run_id: RunId,
     id: &str,
@@ -287,25 +310,7 @@ pub async fn finish_writes_state_run_and_alarms(store: &dyn JobStore) {
     let t0 = long_ago(store).await;
     store.upsert(&job(&id), Some(t0)).await.unwrap();
     let run = started(store, start_req(&id, t0, 1, 3)).await;
-    let event = AlarmEvent {
-        kind: AlarmKind::Failure,
-        job_id: jid(&id),
-        handler: "noop".into(),
-        run_id: Some(run),
-        fire_at: t0,
-        zone: "UTC".into(),
-        attempt: 1,
-        max_attempts: 3,
-        node: "node-a".into(),
-        duration_ms: Some(5),
-        error: Some("boom".into()),
-        will_retry: true,
-        next_fire_at: Some(t0 + Duration::from_secs(60)),
-        recipients: vec!["ops@example.com".into()],
-        occurred_at: t0,
-        suppressed: 0,
-        covers: None,
-    };
+    let event = failure_event(&id, run, t0);
     let mut req = finish_req(
         run,
         &id,

@@ -19,6 +19,7 @@ use super::{Core, bump, lock};
 use crate::alarm::{AlarmError, ThrottleDecision};
 use crate::error::Result;
 use crate::record::*;
+use futures::FutureExt;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,8 +105,13 @@ async fn deliver(core: &Core, rec: &AlarmRecord) -> AlarmDelivery {
             if *done {
                 return Ok(());
             }
-            match tokio::time::timeout(core.config.alarm_timeout, a.alarm(event)).await {
-                Ok(r) => r,
+            let call = std::panic::AssertUnwindSafe(a.alarm(event)).catch_unwind();
+            match tokio::time::timeout(core.config.alarm_timeout, call).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(p)) => Err(AlarmError::retryable(core.caught(
+                    "delivering an alarm (the alarm panicked)",
+                    crate::local_executor::panic_message(p),
+                ))),
                 Err(_) => Err(AlarmError::retryable("timed out")),
             }
         }

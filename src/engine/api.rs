@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
 use crate::store::{AlarmQuery, CorruptRow, JobQuery, Page, RunQuery};
+use crate::time::Timestamp;
 use chrono::NaiveDate;
 
 fn job_id(id: &str) -> Result<JobId> {
@@ -34,9 +35,49 @@ impl Scheduler {
     /// definition.
     ///
     /// Errors: [`Error::UnknownHandler`] when no handler of that name is registered on
-    /// this node; [`Error::Invalid`] naming
-    /// `job.payload` over `config.max_payload_bytes`; nothing is stored then.
+    /// this node; [`Error::Invalid`] naming `job.payload` over
+    /// `config.max_payload_bytes`, or `job.schedule` for a cron expression that never
+    /// fires again (`0 0 0 30 2 ?`, or a year list in the past); nothing is stored then.
     pub async fn upsert(&self, job: Job) -> Result<UpsertOutcome> {
+        let next = self.first_fire(&job).await?;
+        let out = self.core.store.upsert(&job, next).await?;
+        self.core.rescan();
+        Ok(out)
+    }
+
+    /// Creates a job unless one with its id exists: [`UpsertOutcome::Created`], or
+    /// [`UpsertOutcome::Kept`] with the existing job left exactly as it was (its
+    /// schedule, next fire and pending retries). The way to declare a one-shot or a
+    /// job from every process of a fleet: each process may call it, the job is
+    /// created once and never re-armed.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> jobwheel::Result<()> {
+    /// use jobwheel::prelude::*;
+    /// let scheduler = Scheduler::builder()
+    ///     .backend(connect("memory:").await?)
+    ///     .handler("welcome", |_ctx: JobContext| async { Ok(()) })
+    ///     .build()?;
+    /// let at = Timestamp::now() + std::time::Duration::from_secs(60);
+    /// let once = || Job::builder("welcome-42", "welcome", Schedule::once(at)).build();
+    /// assert_eq!(scheduler.create(once()?).await?, UpsertOutcome::Created);
+    /// // Another process (or a restart) declaring the same one-shot changes nothing.
+    /// assert_eq!(scheduler.create(once()?).await?, UpsertOutcome::Kept);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Errors: as [`upsert`](Self::upsert).
+    pub async fn create(&self, job: Job) -> Result<UpsertOutcome> {
+        let next = self.first_fire(&job).await?;
+        let out = self.core.store.create(&job, next).await?;
+        if out == UpsertOutcome::Created {
+            self.core.rescan();
+        }
+        Ok(out)
+    }
+
+    /// Checks `job` for this node and computes its first fire on the store's clock.
+    async fn first_fire(&self, job: &Job) -> Result<Option<Timestamp>> {
         if !self.core.handlers.contains_key(job.handler()) {
             return Err(Error::UnknownHandler {
                 handler: job.handler().to_string(),
@@ -45,9 +86,14 @@ impl Scheduler {
         job.check_payload(self.core.config.max_payload_bytes)?;
         let now = self.core.store.now().await?;
         let next = job.schedule().first_fire(now);
-        let out = self.core.store.upsert(&job, next).await?;
-        self.core.rescan();
-        Ok(out)
+        if let (None, crate::schedule::Schedule::Cron(c)) = (next, job.schedule()) {
+            return Err(Error::invalid(
+                "job.schedule",
+                c.expr().to_string(),
+                format!("never fires after {now}; remove the job instead"),
+            ));
+        }
+        Ok(next)
     }
 
     /// Removes a job; its runs stay in the log. Returns whether it existed.

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::job::DEFAULT_MAX_PAYLOAD_BYTES;
+use crate::limits;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -102,19 +103,8 @@ impl Default for SchedulerConfig {
     }
 }
 
-fn positive(field: &'static str, d: Duration) -> Result<()> {
-    if d.is_zero() {
-        return Err(Error::invalid(field, "0s", "must be positive"));
-    }
-    Ok(())
-}
-
-fn at_least_one(field: &'static str, n: usize) -> Result<()> {
-    if n == 0 {
-        return Err(Error::invalid(field, 0, "must be at least 1"));
-    }
-    Ok(())
-}
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(86_400);
 
 setters!(SchedulerConfig {
     poll_interval: Duration,
@@ -144,23 +134,47 @@ impl SchedulerConfig {
         self
     }
 
-    /// Checks every field. Errors: [`Error::Invalid`] naming `config.<field>`.
+    /// Checks every field against its range. Errors: [`Error::Invalid`] naming
+    /// `config.<field>` and the value.
+    ///
+    /// | field | range |
+    /// |---|---|
+    /// | `poll_interval`, `heartbeat`, `alarm_timeout` | over 0, at most 1 hour |
+    /// | `lookahead` | at most 1 hour (0: claim only what is due) |
+    /// | `lease_ttl` | 30 ms to 1 day (it is renewed every third of itself) |
+    /// | `shutdown_grace`, `alarm_retry_base`, `alarm_throttle` | over 0, at most 1 day |
+    /// | `misfire_threshold`, `run_retention`, `alarm_retention` | over 0, at most 100 years |
+    /// | `dead_after_beats` | 2 to 1,000 (one late beat must not kill a live node) |
+    /// | `claim_batch` | 1 to 100,000 |
+    /// | `write_batch` | 1 to 10,000 |
+    /// | `max_payload_bytes` | 1 to 16 MiB |
+    /// | `alarm_max_attempts` | 1 to 1,000 |
+    /// | `node_id` | 1-200 characters without spaces or control characters |
     pub fn validate(&self) -> Result<()> {
-        positive("config.poll_interval", self.poll_interval)?;
-        positive("config.lease_ttl", self.lease_ttl)?;
-        positive("config.misfire_threshold", self.misfire_threshold)?;
-        positive("config.heartbeat", self.heartbeat)?;
-        positive("config.shutdown_grace", self.shutdown_grace)?;
-        positive("config.alarm_retry_base", self.alarm_retry_base)?;
-        positive("config.alarm_timeout", self.alarm_timeout)?;
-        if let Some(r) = self.run_retention {
-            positive("config.run_retention", r)?;
+        let span = limits::MAX_SPAN;
+        let durations = [
+            ("config.poll_interval", Some(self.poll_interval), HOUR),
+            ("config.heartbeat", Some(self.heartbeat), HOUR),
+            ("config.alarm_timeout", Some(self.alarm_timeout), HOUR),
+            ("config.lease_ttl", Some(self.lease_ttl), DAY),
+            ("config.shutdown_grace", Some(self.shutdown_grace), DAY),
+            ("config.alarm_retry_base", Some(self.alarm_retry_base), DAY),
+            ("config.alarm_throttle", self.alarm_throttle, DAY),
+            (
+                "config.misfire_threshold",
+                Some(self.misfire_threshold),
+                span,
+            ),
+            ("config.run_retention", self.run_retention, span),
+            ("config.alarm_retention", self.alarm_retention, span),
+        ];
+        for (field, d, max) in durations {
+            if let Some(d) = d {
+                limits::duration(field, d, max)?;
+            }
         }
-        if let Some(r) = self.alarm_retention {
-            positive("config.alarm_retention", r)?;
-        }
-        if let Some(w) = self.alarm_throttle {
-            positive("config.alarm_throttle", w)?;
+        if self.lookahead > HOUR {
+            limits::duration("config.lookahead", self.lookahead, HOUR)?;
         }
         if self.lease_ttl < Duration::from_millis(30) {
             return Err(Error::invalid(
@@ -169,23 +183,21 @@ impl SchedulerConfig {
                 "must be at least 30ms (it is renewed every third of itself)",
             ));
         }
-        at_least_one("config.claim_batch", self.claim_batch)?;
-        at_least_one("config.write_batch", self.write_batch)?;
-        at_least_one("config.max_payload_bytes", self.max_payload_bytes)?;
-        if self.dead_after_beats < 2 {
-            return Err(Error::invalid(
-                "config.dead_after_beats",
-                self.dead_after_beats,
-                "must be at least 2, or one late beat kills a live node",
-            ));
-        }
-        if self.alarm_max_attempts == 0 {
-            return Err(Error::invalid(
-                "config.alarm_max_attempts",
-                0,
-                "must be at least 1",
-            ));
-        }
+        limits::count("config.dead_after_beats", self.dead_after_beats, 2, 1000)?;
+        limits::count("config.claim_batch", self.claim_batch, 1, 100_000)?;
+        limits::count("config.write_batch", self.write_batch, 1, 10_000)?;
+        limits::count(
+            "config.max_payload_bytes",
+            self.max_payload_bytes,
+            1,
+            16 << 20,
+        )?;
+        limits::count(
+            "config.alarm_max_attempts",
+            self.alarm_max_attempts,
+            1,
+            1000,
+        )?;
         if let Some(id) = &self.node_id
             && (id.is_empty()
                 || id.len() > 200

@@ -10,6 +10,8 @@ use crate::executor::{Execution, Outcome};
 use crate::handler::{JobContext, JobError};
 use crate::lock::Lease;
 use crate::record::*;
+use futures::FutureExt;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -167,12 +169,13 @@ struct Skip {
 /// release when the store refused the start or failed.
 async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> {
     let Claim { fire, lease, .. } = claim;
-    let plan = plan::plan_start(
-        &fire.job,
-        &fire,
-        core.clock.now(),
-        core.config.misfire_threshold,
-    );
+    let now = core.clock.now();
+    let threshold = core.config.misfire_threshold;
+    let plan = core
+        .guarded("planning a start", || {
+            plan::plan_start(&fire.job, &fire, now, threshold)
+        })
+        .unwrap_or_else(|_| StartPlan::Run(Attempt::as_claimed(&fire)));
     let (attempt, skip) = match plan {
         StartPlan::Run(a) => (a, None),
         StartPlan::Skip {
@@ -266,7 +269,14 @@ async fn execute(core: &Core, run: &Run, deadline: Instant, grant: SlotGrant) ->
         handler: handler.clone(),
         timeout: job.timeout(),
     };
-    grant.run(core.load.executor.execute(exec)).await
+    let execution = AssertUnwindSafe(core.load.executor.execute(exec)).catch_unwind();
+    match grant.run(execution).await {
+        Ok(outcome) => outcome,
+        Err(p) => Outcome::Panicked(core.caught(
+            "executing a run (the executor panicked)",
+            crate::local_executor::panic_message(p),
+        )),
+    }
 }
 
 /// Records how the run ended (retry policy, next fire), then keeps the lease for the
@@ -292,13 +302,12 @@ async fn finish_and_continue(
     } else {
         plan::Ended::of(&outcome)
     };
-    let p = plan::plan_finish(
-        &run.fire.job,
-        &run.attempt,
-        ended,
-        core.clock.now(),
-        fastrand::f64(),
-    );
+    let now = core.clock.now();
+    let p = core
+        .guarded("planning a run's end", || {
+            plan::plan_finish(&run.fire.job, &run.attempt, ended, now, fastrand::f64())
+        })
+        .unwrap_or_else(|m| plan::FinishPlan::after_panic(&run.fire.job, now, &m));
     if p.will_retry {
         info!(status = p.status.as_str(), next = ?p.next.at, "retry scheduled");
     }
@@ -372,8 +381,12 @@ pub(crate) async fn finish(
         duration: took,
         now: core.clock.now(),
     };
-    let alarms = plan::events(&run.fire.job, &run.fire, &run.attempt, &by, &p);
-    let req = FinishRun {
+    let alarms = core
+        .guarded("composing a run's alarm events", || {
+            plan::events(&run.fire.job, &run.fire, &run.attempt, &by, &p)
+        })
+        .unwrap_or_default();
+    let mut req = FinishRun {
         run_id: run.run_id,
         job_id: run.fire.job_id.clone(),
         token: run.lease.token,
@@ -386,6 +399,7 @@ pub(crate) async fn finish(
         alarms,
     };
     let mut backoff = super::backoff::Backoff::default();
+    let mut refused_for_good = 0;
     loop {
         match core.batch().finish.call(req.clone()).await {
             Ok(out @ FinishOutcome::Finished { .. }) => {
@@ -416,6 +430,20 @@ pub(crate) async fn finish(
             }
             Err(e) => {
                 bump(&core.counters.backend_errors);
+                if !e.is_temporary() {
+                    refused_for_good += 1;
+                }
+                if refused_for_good == 3 && (req.error.is_some() || !req.alarms.is_empty()) {
+                    // The store keeps refusing what this finish says (text it cannot
+                    // hold, say): record the outcome without the free text rather
+                    // than leave the run running for good.
+                    warn!(error = %e, original = ?req.error, "the store refuses this run's result; recording it without its message and alarms");
+                    req.error = Some(format!(
+                        "the store refused this run's message ({e}); it is in node {}'s log",
+                        core.node_id
+                    ));
+                    req.alarms.clear();
+                }
                 let d = backoff.next_delay();
                 warn!(error = %e, retry_in = ?d, "finish failed; retrying");
                 sleep(d).await;

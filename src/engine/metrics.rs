@@ -36,6 +36,10 @@ pub struct EngineMetrics {
     /// Distinct stored rows this node met and could not read (skipped; see
     /// [`Scheduler::doctor`](crate::Scheduler::doctor)).
     pub corrupt_rows: u64,
+    /// Panics caught in the engine's own work on a fire or an alarm (planning, a
+    /// custom executor, an alarm's `alarm` call). The run is recorded failed with the
+    /// panic message, never left running; each is logged at error level.
+    pub panics: u64,
 }
 
 /// Scheduled fires that started later than their misfire threshold, per policy,
@@ -78,6 +82,7 @@ pub(crate) struct Counters {
     pub(crate) backend_errors: AtomicU64,
     pub(crate) alarms_handled: AtomicU64,
     pub(crate) corrupt_rows: AtomicU64,
+    pub(crate) panics: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
@@ -116,6 +121,7 @@ impl Counters {
             backend_errors: r(&self.backend_errors),
             alarms_handled: r(&self.alarms_handled),
             corrupt_rows: r(&self.corrupt_rows),
+            panics: r(&self.panics),
         }
     }
 }

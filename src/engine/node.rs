@@ -87,6 +87,7 @@ impl Core {
                 wake: Notify::new(),
                 sweep: Mutex::default(),
                 corrupt: Mutex::default(),
+                unserved: Mutex::default(),
             },
             life: Lifecycle {
                 stop: CancellationToken::new(),
@@ -116,6 +117,23 @@ impl Core {
         }
     }
 
+    /// Logs (once per job, while this node lives) a fire overdue by more than the
+    /// misfire threshold whose handler this node does not have: unless another node
+    /// serves it, the job waits for a node that does.
+    pub(crate) fn unserved(&self, fire: &crate::store::DueFire, now: Timestamp) {
+        let threshold = fire
+            .job
+            .misfire_threshold()
+            .unwrap_or(self.config.misfire_threshold);
+        if now.duration_since(fire.fire_at) <= threshold {
+            return;
+        }
+        let mut seen = lock(&self.poll.unserved);
+        if seen.len() < 10_000 && seen.insert(fire.job_id.clone()) {
+            tracing::warn!(job = %fire.job_id, handler = fire.job.handler(), fire_at = %fire.fire_at, "a due job's handler is not registered on this node; it waits for a node that has it");
+        }
+    }
+
     /// Wakes the poller when a poll was starved and every due fire it claimed has a
     /// slot now (the line is empty).
     pub(crate) fn wake_if_starved(&self) {
@@ -133,6 +151,20 @@ impl Core {
     pub(crate) fn rescan(&self) {
         *lock(&self.poll.sweep) = Sweep::default();
         self.poll.wake.notify_one();
+    }
+
+    /// Runs `f`, catching a panic: counted in `panics`, logged with `what`, and
+    /// returned as its message.
+    pub(crate) fn guarded<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .map_err(|p| self.caught(what, crate::local_executor::panic_message(p)))
+    }
+
+    /// Counts and logs a panic caught while doing `what`; returns its message.
+    pub(crate) fn caught(&self, what: &str, message: String) -> String {
+        bump(&self.counters.panics);
+        tracing::error!(%message, "panic caught while {what}; recorded, the engine goes on");
+        message
     }
 
     /// The batchers of a started node.
@@ -230,6 +262,8 @@ pub(crate) struct PollState {
     /// Stored rows this node met and could not read, `(kind, id)`, each logged once
     /// (at most 10,000 remembered).
     pub(crate) corrupt: Mutex<HashSet<(&'static str, String)>>,
+    /// Overdue jobs whose handler this node lacks, each logged once (at most 10,000).
+    pub(crate) unserved: Mutex<HashSet<JobId>>,
 }
 
 impl PollState {

@@ -53,6 +53,20 @@ fn span(schedule: &Schedule, first: Timestamp, through: Timestamp) -> FireSpan {
     }
 }
 
+impl Attempt {
+    /// The attempt a fire makes when the misfire policy is not applied (planning its
+    /// start panicked): the next attempt of the fire, as claimed.
+    pub(crate) fn as_claimed(fire: &DueFire) -> Self {
+        Attempt {
+            fire_at: fire.fire_at,
+            attempt: fire.attempt.saturating_add(1),
+            trigger: fire.trigger,
+            base: fire.resume_after.unwrap_or(fire.fire_at),
+            covers: None,
+        }
+    }
+}
+
 /// Applies the misfire policy to a fire starting at store time `now`.
 pub(crate) fn plan_start(
     job: &Job,
@@ -64,7 +78,7 @@ pub(crate) fn plan_start(
     let late = now.duration_since(fire.fire_at);
     let mut attempt = Attempt {
         fire_at: fire.fire_at,
-        attempt: fire.attempt + 1,
+        attempt: fire.attempt.saturating_add(1),
         trigger: fire.trigger,
         base: fire.resume_after.unwrap_or(fire.fire_at),
         covers: None,
@@ -127,6 +141,30 @@ pub(crate) struct FinishPlan {
     pub(crate) will_retry: bool,
     pub(crate) next: NextFire,
     pub(crate) alarms: Vec<AlarmKind>,
+}
+
+impl FinishPlan {
+    /// What a run records when planning its finish panicked: failed with the panic
+    /// message, no retry, and the job's next scheduled fire after `now` when that can
+    /// be computed (none otherwise: the job then waits for an operator).
+    pub(crate) fn after_panic(job: &Job, now: Timestamp, message: &str) -> Self {
+        let next =
+            std::panic::catch_unwind(|| next_scheduled(job.schedule(), now)).unwrap_or(NextFire {
+                at: None,
+                trigger: TriggerKind::Schedule,
+                attempt: 0,
+                resume_after: None,
+            });
+        FinishPlan {
+            status: RunStatus::Failed,
+            error: Some(format!(
+                "the engine panicked planning this run's end: {message}"
+            )),
+            will_retry: false,
+            next,
+            alarms: Vec::new(),
+        }
+    }
 }
 
 fn next_scheduled(schedule: &Schedule, after: Timestamp) -> NextFire {

@@ -167,7 +167,12 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
     {
         let armed = lock(&core.load.armed);
         for f in due {
-            if armed.contains(&f.job_id) || !core.handlers.contains_key(f.job.handler()) {
+            if armed.contains(&f.job_id) {
+                skipped = Some(f);
+                continue;
+            }
+            if !core.handlers.contains_key(f.job.handler()) {
+                core.unserved(&f, now);
                 skipped = Some(f);
                 continue;
             }

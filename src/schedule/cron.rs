@@ -214,6 +214,12 @@ impl Parser<'_> {
             let (start, end) = if range == "*" || range == "?" {
                 (lo, hi)
             } else if let Some((a, b)) = range.split_once('-') {
+                if a.is_empty() || b.is_empty() {
+                    return Err(self.err(
+                        field,
+                        format!("{range:?} is neither a value nor a range a-b (values are never negative)"),
+                    ));
+                }
                 (self.value(field, a)?, self.value(field, b)?)
             } else {
                 let a = self.value(field, range)?;
@@ -310,6 +316,20 @@ impl CronExpr {
             "@weekly" => "0 0 * * 0",
             "@daily" | "@midnight" => "0 0 * * *",
             "@hourly" => "0 * * * *",
+            m if m.starts_with('@') => {
+                let why = if m == "@reboot" {
+                    "@reboot has no instant to fire at; run start-up work in the application"
+                } else {
+                    "unknown macro"
+                };
+                return Err(Error::invalid(
+                    "schedule.cron",
+                    expr,
+                    format!(
+                        "{why}; the macros are @yearly, @annually, @monthly, @weekly, @daily, @midnight and @hourly"
+                    ),
+                ));
+            }
             _ => trimmed,
         };
         let parts: Vec<&str> = expanded.split_whitespace().collect();

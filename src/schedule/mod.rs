@@ -154,6 +154,21 @@ impl Schedule {
         Schedule::Once { at }
     }
 
+    /// Checks the schedule's ranges: an interval of at most
+    /// [`MAX_SPAN`](crate::limits::MAX_SPAN), instants within
+    /// [`Timestamp::MIN`]..=[`Timestamp::MAX`]. Errors: [`Error::Invalid`] naming
+    /// `schedule.every`, `schedule.anchor` or `schedule.at`.
+    pub fn check(&self) -> Result<()> {
+        match self {
+            Schedule::Cron(_) => Ok(()),
+            Schedule::Interval { every, anchor } => {
+                crate::limits::duration("schedule.every", *every, crate::limits::MAX_SPAN)?;
+                crate::limits::instant("schedule.anchor", *anchor)
+            }
+            Schedule::Once { at } => crate::limits::instant("schedule.at", *at),
+        }
+    }
+
     /// The first fire strictly after `t`.
     pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
         match self {

@@ -32,6 +32,12 @@ pub trait Jobs: Send + Sync + 'static {
     /// overwrite this state.
     async fn upsert(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome>;
 
+    /// Creates a job unless one with its id exists, atomically: the result is
+    /// [`UpsertOutcome::Created`] (stored as `upsert` would) or
+    /// [`UpsertOutcome::Kept`] (the existing job is left exactly as it was, its
+    /// definition, schedule and pending retries included).
+    async fn create(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome>;
+
     /// The stored job, or `None`. Errors with [`Error::Corrupt`](crate::Error::Corrupt)
     /// when its row cannot be decoded.
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>>;
@@ -84,6 +90,7 @@ macro_rules! forward {
             fn name(&self) -> &'static str { (**self).name() }
             async fn now(&self) -> Result<Timestamp> { (**self).now().await }
             async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> { (**self).upsert(job, next).await }
+            async fn create(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> { (**self).create(job, next).await }
             async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> { (**self).get(id).await }
             async fn list(&self, q: &JobQuery) -> Result<Page<JobRecord>> { (**self).list(q).await }
             async fn remove(&self, id: &JobId) -> Result<bool> { (**self).remove(id).await }

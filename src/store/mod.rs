@@ -81,6 +81,13 @@ macro_rules! delegate_store {
             ) -> $crate::Result<$crate::UpsertOutcome> {
                 self.$field.upsert(job, next).await
             }
+            async fn create(
+                &self,
+                job: &$crate::Job,
+                next: Option<$crate::Timestamp>,
+            ) -> $crate::Result<$crate::UpsertOutcome> {
+                self.$field.create(job, next).await
+            }
             async fn get(&self, id: &$crate::JobId) -> $crate::Result<Option<$crate::JobRecord>> {
                 self.$field.get(id).await
             }

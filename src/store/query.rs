@@ -59,9 +59,13 @@ impl JobQuery {
         self
     }
 
-    /// The effective limit.
+    /// The effective limit: 100 for 0, at most
+    /// [`MAX_PAGE`](crate::limits::MAX_PAGE) rows.
     pub fn effective_limit(&self) -> usize {
-        if self.limit == 0 { 100 } else { self.limit }
+        match self.limit {
+            0 => 100,
+            n => n.min(crate::limits::MAX_PAGE),
+        }
     }
 }
 
@@ -125,9 +129,13 @@ impl RunQuery {
         self
     }
 
-    /// The effective limit.
+    /// The effective limit: 100 for 0, at most
+    /// [`MAX_PAGE`](crate::limits::MAX_PAGE) rows.
     pub fn effective_limit(&self) -> usize {
-        if self.limit == 0 { 100 } else { self.limit }
+        match self.limit {
+            0 => 100,
+            n => n.min(crate::limits::MAX_PAGE),
+        }
     }
 
     /// Whether `r` passes every filter.
@@ -166,9 +174,13 @@ impl AlarmQuery {
         self
     }
 
-    /// The effective limit.
+    /// The effective limit: 100 for 0, at most
+    /// [`MAX_PAGE`](crate::limits::MAX_PAGE) rows.
     pub fn effective_limit(&self) -> usize {
-        if self.limit == 0 { 100 } else { self.limit }
+        match self.limit {
+            0 => 100,
+            n => n.min(crate::limits::MAX_PAGE),
+        }
     }
 }
 
