@@ -342,3 +342,70 @@ fn messages_say_what_is_wrong() {
         "an instant outside the calendar round-trips as milliseconds"
     );
 }
+
+/// The one-shot idiom in a cluster: two nodes each declare "run this once, one second
+/// from now" with their own `Timestamp::now()`. With `create` it runs once; the second
+/// declaration neither re-arms it nor drops a pending retry.
+#[tokio::test(start_paused = true)]
+async fn a_one_shot_declared_by_two_nodes_with_create_runs_once() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    let mut nodes = Vec::new();
+    for n in ["n1", "n2"] {
+        let c = calls.clone();
+        let s = Scheduler::builder()
+            .store(store.clone())
+            .locks(locks.clone())
+            .handler("once", move |_ctx: JobContext| {
+                c.fetch_add(1, Ordering::SeqCst);
+                async { Err(JobError::msg("first attempt fails")) }
+            })
+            .config(config(n))
+            .build()
+            .unwrap();
+        handles.push(s.start().await.unwrap());
+        nodes.push(s);
+    }
+    let declare = |t: Timestamp| {
+        Job::builder("welcome", "once", Schedule::once(t + S))
+            .retry(RetryPolicy::new(2, 10 * S, 10 * S).unwrap())
+            .build()
+            .unwrap()
+    };
+    let t0 = jobwheel::Clock::now(&*clock);
+    assert_eq!(
+        nodes[0].create(declare(t0)).await.unwrap(),
+        jobwheel::UpsertOutcome::Created
+    );
+    advance(3 * S).await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "ran once; a retry is pending"
+    );
+    // The second node starts up later and declares the same one-shot.
+    let t1 = jobwheel::Clock::now(&*clock);
+    assert_eq!(
+        nodes[1].create(declare(t1)).await.unwrap(),
+        jobwheel::UpsertOutcome::Kept
+    );
+    advance(20 * S).await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "the first attempt and its retry, nothing more"
+    );
+    let runs = nodes[0]
+        .runs(&RunQuery::new().job(jobwheel::JobId::new("welcome").unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(
+        runs.iter()
+            .any(|r| r.trigger == jobwheel::TriggerKind::Retry)
+    );
+    for h in handles {
+        h.shutdown().await;
+    }
+}

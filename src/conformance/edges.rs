@@ -22,7 +22,8 @@ fn same_text(read: &str, what: &str) {
     );
 }
 
-/// Writes [`NASTY`] as a run's error, an alarm event's error and a delivery error,
+/// Writes text holding NUL, control characters, emoji, bidi marks and quotes as a
+/// run's error, an alarm event's error and a delivery error,
 /// and reads each back.
 pub async fn any_text_is_stored(store: &dyn JobStore) {
     let id = unique("text");
