@@ -266,6 +266,12 @@ impl Jobs for MemoryStore {
         self.store_job(job, next_fire_at, false)
     }
 
+    async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
+        jobs.iter()
+            .map(|(job, next)| self.store_job(job, *next, false))
+            .collect()
+    }
+
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
         Ok(self.inner().jobs.get(id).cloned())
     }

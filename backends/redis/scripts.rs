@@ -64,28 +64,37 @@ pub(super) fn source(body: &str) -> String {
     format!("{PRELUDE}\n{body}")
 }
 
-/// ARGV: P, id, def, enabled (`1`/`0`), next, only if absent (`1`/`0`). Returns
-/// `created`, `updated`, `unchanged` or (only if absent, for an existing job) `kept`.
+/// ARGV: P, only if absent (`1`/`0`), then per job: id, def, enabled (`1`/`0`),
+/// next. Returns per job, in order, `created`, `updated`, `unchanged` or (only if
+/// absent, for an existing job) `kept`. One call stores a whole batch atomically.
 pub(super) const UPSERT: &str = r"
-local id, def, en, nxt, absent_only = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local jk = P .. 'job:' .. id
+local absent_only = ARGV[2]
 local nows = fmt(now_ms())
-local cur = redis.call('HGET', jk, 'def')
-if cur and absent_only == '1' then return 'kept' end
-if cur == def then return 'unchanged' end
-if cur then
-  redis.call('HINCRBY', jk, 'version', 1)
-  redis.call('HSET', jk, 'def', def, 'enabled', en, 'next', nxt, 'trigger', 'schedule',
-    'attempt', '0', 'resume', '', 'updated', nows)
-  reindex(id)
-  return 'updated'
+local out = {}
+for i = 3, #ARGV, 4 do
+  local id, def, en, nxt = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local jk = P .. 'job:' .. id
+  local cur = redis.call('HGET', jk, 'def')
+  if cur and absent_only == '1' then
+    out[#out + 1] = 'kept'
+  elseif cur == def then
+    out[#out + 1] = 'unchanged'
+  elseif cur then
+    redis.call('HINCRBY', jk, 'version', 1)
+    redis.call('HSET', jk, 'def', def, 'enabled', en, 'next', nxt, 'trigger', 'schedule',
+      'attempt', '0', 'resume', '', 'updated', nows)
+    reindex(id)
+    out[#out + 1] = 'updated'
+  else
+    redis.call('HSET', jk, 'def', def, 'enabled', en, 'version', '1', 'next', nxt,
+      'trigger', 'schedule', 'attempt', '0', 'resume', '', 'token', '0', 'running', '', 'created', nows,
+      'updated', nows)
+    redis.call('ZADD', P .. 'jobs', 0, id)
+    reindex(id)
+    out[#out + 1] = 'created'
+  end
 end
-redis.call('HSET', jk, 'def', def, 'enabled', en, 'version', '1', 'next', nxt,
-  'trigger', 'schedule', 'attempt', '0', 'resume', '', 'token', '0', 'running', '', 'created', nows,
-  'updated', nows)
-redis.call('ZADD', P .. 'jobs', 0, id)
-reindex(id)
-return 'created'
+return out
 ";
 
 /// ARGV: P, id. Returns 1 when the job existed.

@@ -242,26 +242,45 @@ fn flag(b: bool) -> &'static str {
 }
 
 impl RedisStore {
-    /// The upsert script; with `only_if_absent` it leaves an existing job alone.
+    /// The upsert script over a batch; with `only_if_absent` it leaves existing jobs
+    /// alone. Batches of 500 jobs, each one script call.
+    async fn store_jobs(
+        &self,
+        jobs: &[(Job, Option<Timestamp>)],
+        only_if_absent: bool,
+    ) -> Result<Vec<UpsertOutcome>> {
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        for chunk in jobs.chunks(500) {
+            let mut call = self.call(&self.scripts.upsert);
+            call.arg(flag(only_if_absent));
+            for (job, next) in chunk {
+                call.arg(job.id().as_str())
+                    .arg(encode(job)?)
+                    .arg(flag(job.enabled()))
+                    .arg(ms(*next));
+            }
+            let out: Vec<String> = self.invoke(call, "upsert").await?;
+            outcomes.extend(out.iter().map(|o| match o.as_str() {
+                "created" => UpsertOutcome::Created,
+                "updated" => UpsertOutcome::Updated,
+                "kept" => UpsertOutcome::Kept,
+                _ => UpsertOutcome::Unchanged,
+            }));
+        }
+        Ok(outcomes)
+    }
+
     async fn store_job(
         &self,
         job: &Job,
         next_fire_at: Option<Timestamp>,
         only_if_absent: bool,
     ) -> Result<UpsertOutcome> {
-        let mut call = self.call(&self.scripts.upsert);
-        call.arg(job.id().as_str())
-            .arg(encode(job)?)
-            .arg(flag(job.enabled()))
-            .arg(ms(next_fire_at))
-            .arg(flag(only_if_absent));
-        let out: String = self.invoke(call, "upsert").await?;
-        Ok(match out.as_str() {
-            "created" => UpsertOutcome::Created,
-            "updated" => UpsertOutcome::Updated,
-            "kept" => UpsertOutcome::Kept,
-            _ => UpsertOutcome::Unchanged,
-        })
+        let one = [(job.clone(), next_fire_at)];
+        let out = self.store_jobs(&one, only_if_absent).await?;
+        out.into_iter()
+            .next()
+            .ok_or_else(|| Error::backend(NAME, "upsert", false, "the script returned no outcome"))
     }
 }
 
@@ -285,6 +304,10 @@ impl Jobs for RedisStore {
 
     async fn create(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
         self.store_job(job, next_fire_at, true).await
+    }
+
+    async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
+        self.store_jobs(jobs, false).await
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {

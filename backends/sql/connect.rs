@@ -4,7 +4,9 @@
 //! instead of a pool timing out with no cause after 30 s.
 
 use crate::error::{Error, Result};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 use sqlx::pool::{Pool, PoolOptions};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 use sqlx::{ConnectOptions, Connection, Database};
 use std::time::Duration;
 
@@ -33,6 +35,7 @@ pub(crate) fn check_scheme(field: &'static str, url: &str, schemes: &[&str]) -> 
 }
 
 /// Parses `url` into connect options. Errors name `field`, password hidden.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn options<O: ConnectOptions>(field: &'static str, url: &str) -> Result<O> {
     url.parse::<O>()
         .map_err(|e| Error::invalid(field, crate::connect::redact(url), e.to_string()))
@@ -42,6 +45,7 @@ pub(crate) fn options<O: ConnectOptions>(field: &'static str, url: &str) -> Resu
 /// same options and timeout. Errors: [`Error::Backend`] whose message names `server`
 /// and the cause (refused, timed out, the server's own refusal of the login or
 /// database); marked temporary when the server may come up later.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) async fn open<DB: Database>(
     backend: &'static str,
     server: String,

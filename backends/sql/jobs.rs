@@ -73,6 +73,90 @@ impl<D: Dialect> SqlStore<D> {
         Ok(outcome)
     }
 
+    /// Upserts a batch of distinct jobs in one transaction: one `SELECT … FOR UPDATE`
+    /// of the ids, one multi-row insert of the new ones, one update per changed one.
+    /// `Ok(None)` when a concurrent writer inserted one of the new ids meanwhile (the
+    /// transaction is rolled back; the caller falls back to one upsert per job).
+    async fn upsert_batch(
+        &self,
+        jobs: &[(Job, Option<Timestamp>)],
+    ) -> Result<Option<Vec<UpsertOutcome>>> {
+        let op = "upsert_many";
+        let (d, table) = (&self.d, self.d.t("jobs"));
+        let defs = jobs
+            .iter()
+            .map(|(job, _)| encode(D::NAME, job))
+            .collect::<Result<Vec<_>>>()?;
+        let mut tx = d.begin(op).await?;
+        let now = now_in(d, &mut tx, op).await?;
+        let mut read = Sql::new(format!(
+            "SELECT id, definition FROM {table} WHERE id IN ({}){}",
+            super::marks(jobs.len()),
+            D::FOR_UPDATE
+        ));
+        for (job, _) in jobs {
+            read = read.bind(job.id().as_str());
+        }
+        let mut stored = std::collections::HashMap::new();
+        for r in d.fetch_in(&mut tx, op, read).await? {
+            let id = r.text("id").map_err(|e| d.err(op, e))?;
+            let def = r.text("definition").map_err(|e| d.err(op, e))?;
+            stored.insert(id, def);
+        }
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        let mut fresh = Vec::new();
+        for (i, (job, next)) in jobs.iter().enumerate() {
+            let next = next.map(Timestamp::as_millis);
+            match stored.get(job.id().as_str()) {
+                None => {
+                    fresh.push((job, next, &defs[i]));
+                    outcomes.push(UpsertOutcome::Created);
+                }
+                Some(def) if *def == defs[i] => outcomes.push(UpsertOutcome::Unchanged),
+                Some(_) => {
+                    let update = Sql::new(format!(
+                        "UPDATE {table} SET definition = ?, enabled = ?, version = version + 1, next_fire_at = ?,
+                         next_trigger = 'schedule', attempt = 0, resume_after = NULL, updated_at = ? WHERE id = ?"
+                    ))
+                    .bind(defs[i].as_str())
+                    .bind(job.enabled())
+                    .bind(next)
+                    .bind(now)
+                    .bind(job.id().as_str());
+                    d.exec_in(&mut tx, op, update).await?;
+                    outcomes.push(UpsertOutcome::Updated);
+                }
+            }
+        }
+        if !fresh.is_empty() {
+            let mut insert = Sql::new(format!(
+                "{} {table} (id, definition, version, enabled, next_fire_at, next_trigger, attempt,
+                 last_token, created_at, updated_at) VALUES {}{}",
+                D::INSERT_IGNORE,
+                super::value_rows(10, fresh.len()),
+                D::ON_CONFLICT_IGNORE
+            ));
+            for (job, next, def) in &fresh {
+                insert = insert
+                    .bind(job.id().as_str())
+                    .bind(def.as_str())
+                    .bind(1i64)
+                    .bind(job.enabled())
+                    .bind(*next)
+                    .bind("schedule")
+                    .bind(0i64)
+                    .bind(0i64)
+                    .bind(now)
+                    .bind(now);
+            }
+            if d.exec_in(&mut tx, op, insert).await? != fresh.len() as u64 {
+                return Ok(None);
+            }
+        }
+        d.commit(tx, op).await?;
+        Ok(Some(outcomes))
+    }
+
     /// Locks a job's row for the rest of `tx` and returns its definition, or
     /// `NotFound`.
     async fn lock_job(&self, tx: &mut D::Tx, op: &'static str, id: &JobId) -> Result<String> {
@@ -104,6 +188,24 @@ impl<D: Dialect> Jobs for SqlStore<D> {
 
     async fn create(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
         super::retrying(|| self.upsert_job(job, next, true)).await
+    }
+
+    async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
+        let mut out = Vec::with_capacity(jobs.len());
+        // 500 rows of 10 columns per statement: well under every server's limit of
+        // bound parameters, and short transactions (2,000 measured no faster).
+        for chunk in jobs.chunks(500) {
+            match super::retrying(|| self.upsert_batch(chunk)).await? {
+                Some(outcomes) => out.extend(outcomes),
+                None => {
+                    // Raced with another writer: one transaction per job settles it.
+                    for (job, next) in chunk {
+                        out.push(self.upsert(job, *next).await?);
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {

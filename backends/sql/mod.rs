@@ -162,7 +162,6 @@ pub(crate) fn union_values(cols: &[&str], rows: usize) -> String {
 }
 
 /// The rows of a `VALUES` list: `(?, ?), (?, ?) …`.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn value_rows(cols: usize, rows: usize) -> String {
     vec![format!("({})", marks(cols)); rows].join(", ")
 }

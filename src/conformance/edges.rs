@@ -156,3 +156,52 @@ pub async fn create_never_rearms(store: &dyn JobStore) {
         "a removed job's id is free again"
     );
 }
+
+/// `upsert_many` writes each job as `upsert` would, in order, across batch
+/// boundaries: new jobs are created, changed ones updated, identical ones unchanged.
+pub async fn upsert_many_matches_upsert(store: &dyn JobStore) {
+    let base = unique("many");
+    let t0 = long_ago(store).await;
+    let ids: Vec<String> = (0..1201).map(|i| format!("{base}-{i:04}")).collect();
+    let batch: Vec<_> = ids.iter().map(|id| (job(id), Some(t0))).collect();
+    let out = store.upsert_many(&batch).await.unwrap();
+    assert_eq!(out.len(), ids.len());
+    assert!(out.iter().all(|o| *o == UpsertOutcome::Created), "{out:?}");
+    let again = store.upsert_many(&batch).await.unwrap();
+    assert!(again.iter().all(|o| *o == UpsertOutcome::Unchanged));
+    let changed = crate::job::Job::builder(
+        ids[3].as_str(),
+        "other",
+        crate::schedule::Schedule::every(Duration::from_secs(7)).unwrap(),
+    )
+    .build()
+    .unwrap();
+    let new_id = format!("{base}-new");
+    let mixed = vec![
+        (changed.clone(), Some(t0 + DAY)),
+        (job(&ids[4]), Some(t0)),
+        (job(&new_id), Some(t0 + DAY)),
+    ];
+    assert_eq!(
+        store.upsert_many(&mixed).await.unwrap(),
+        vec![
+            UpsertOutcome::Updated,
+            UpsertOutcome::Unchanged,
+            UpsertOutcome::Created
+        ]
+    );
+    let rec = store.get(&jid(&ids[3])).await.unwrap().unwrap();
+    assert_eq!(*rec.job, changed);
+    assert_eq!((rec.version, rec.next_fire_at), (2, Some(t0 + DAY)));
+    let rec = store.get(&jid(&new_id)).await.unwrap().unwrap();
+    assert_eq!((rec.version, rec.next_fire_at), (1, Some(t0 + DAY)));
+    let last = store.get(&jid(&ids[1200])).await.unwrap().unwrap();
+    assert_eq!(
+        last.next_fire_at,
+        Some(t0),
+        "the last batch was written too"
+    );
+    for id in ids.iter().chain([&new_id]) {
+        store.remove(&jid(id)).await.unwrap();
+    }
+}

@@ -31,7 +31,9 @@ mod store;
 mod store_log;
 
 pub use due::{due_ordering_and_limits, due_pages};
-pub use edges::{any_text_is_stored, create_never_rearms, huge_limits_are_lowered};
+pub use edges::{
+    any_text_is_stored, create_never_rearms, huge_limits_are_lowered, upsert_many_matches_upsert,
+};
 pub use locks::*;
 pub use rows::{
     RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
@@ -82,6 +84,7 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     any_text_is_stored(store).await;
     huge_limits_are_lowered(store).await;
     create_never_rearms(store).await;
+    upsert_many_matches_upsert(store).await;
 }
 
 /// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention

@@ -78,13 +78,44 @@ impl Scheduler {
 
     /// Checks `job` for this node and computes its first fire on the store's clock.
     async fn first_fire(&self, job: &Job) -> Result<Option<Timestamp>> {
+        let now = self.core.store.now().await?;
+        self.checked(job, now)
+    }
+
+    /// Upserts many jobs in as few store round trips as the backend allows (one
+    /// statement or script per 500 jobs on the SQL and Redis stores); outcomes in the
+    /// order of `jobs`. Every job is checked first, as [`upsert`](Self::upsert) checks
+    /// one, and nothing is stored when any is refused or when an id appears twice.
+    ///
+    /// Errors: as `upsert`, and [`Error::Invalid`] naming `jobs` for a repeated id.
+    pub async fn upsert_many(&self, jobs: Vec<Job>) -> Result<Vec<UpsertOutcome>> {
+        let now = self.core.store.now().await?;
+        let mut seen = std::collections::HashSet::with_capacity(jobs.len());
+        let mut batch = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            if !seen.insert(job.id().clone()) {
+                return Err(Error::invalid(
+                    "jobs",
+                    job.id(),
+                    "appears twice in one batch",
+                ));
+            }
+            let next = self.checked(&job, now)?;
+            batch.push((job, next));
+        }
+        let out = self.core.store.upsert_many(&batch).await?;
+        self.core.rescan();
+        Ok(out)
+    }
+
+    /// Checks `job` for this node and computes its first fire after `now`.
+    fn checked(&self, job: &Job, now: Timestamp) -> Result<Option<Timestamp>> {
         if !self.core.handlers.contains_key(job.handler()) {
             return Err(Error::UnknownHandler {
                 handler: job.handler().to_string(),
             });
         }
         job.check_payload(self.core.config.max_payload_bytes)?;
-        let now = self.core.store.now().await?;
         let next = job.schedule().first_fire(now);
         if let (None, crate::schedule::Schedule::Cron(c)) = (next, job.schedule()) {
             return Err(Error::invalid(

@@ -38,6 +38,19 @@ pub trait Jobs: Send + Sync + 'static {
     /// definition, schedule and pending retries included).
     async fn create(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome>;
 
+    /// [`upsert`](Self::upsert) for each `(job, next_fire_at)`, outcomes in order.
+    /// Ids are distinct (the scheduler refuses a batch that repeats one). Each job is
+    /// written as `upsert` writes it; a store writes the batch in as few round trips as
+    /// it can (the default calls `upsert` once per job). On an error some jobs may be
+    /// written: calling it again with the same batch is idempotent.
+    async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for (job, next) in jobs {
+            out.push(self.upsert(job, *next).await?);
+        }
+        Ok(out)
+    }
+
     /// The stored job, or `None`. Errors with [`Error::Corrupt`](crate::Error::Corrupt)
     /// when its row cannot be decoded.
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>>;
@@ -91,6 +104,7 @@ macro_rules! forward {
             async fn now(&self) -> Result<Timestamp> { (**self).now().await }
             async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> { (**self).upsert(job, next).await }
             async fn create(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> { (**self).create(job, next).await }
+            async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> { (**self).upsert_many(jobs).await }
             async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> { (**self).get(id).await }
             async fn list(&self, q: &JobQuery) -> Result<Page<JobRecord>> { (**self).list(q).await }
             async fn remove(&self, id: &JobId) -> Result<bool> { (**self).remove(id).await }

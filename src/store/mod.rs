@@ -88,6 +88,12 @@ macro_rules! delegate_store {
             ) -> $crate::Result<$crate::UpsertOutcome> {
                 self.$field.create(job, next).await
             }
+            async fn upsert_many(
+                &self,
+                jobs: &[($crate::Job, Option<$crate::Timestamp>)],
+            ) -> $crate::Result<Vec<$crate::UpsertOutcome>> {
+                self.$field.upsert_many(jobs).await
+            }
             async fn get(&self, id: &$crate::JobId) -> $crate::Result<Option<$crate::JobRecord>> {
                 self.$field.get(id).await
             }
