@@ -36,6 +36,11 @@ pub(crate) fn duration(field: &'static str, d: Duration, max: Duration) -> Resul
     if d.is_zero() {
         return Err(Error::invalid(field, "0s", "must be positive"));
     }
+    at_most(field, d, max)
+}
+
+/// `d` is at most `max` (zero allowed). Errors name `field`.
+pub(crate) fn at_most(field: &'static str, d: Duration, max: Duration) -> Result<()> {
     if d > max {
         return Err(Error::invalid(
             field,

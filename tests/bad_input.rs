@@ -409,3 +409,40 @@ async fn a_one_shot_declared_by_two_nodes_with_create_runs_once() {
         h.shutdown().await;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_due_job_no_node_serves_is_reported_once_it_is_overdue() {
+    use jobwheel::store::Jobs;
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", |_ctx: JobContext| async { Ok(()) })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    // Stored by another deployment whose nodes have the handler; none runs now.
+    let orphan = Job::builder("orphan", "elsewhere", Schedule::every(S).unwrap())
+        .build()
+        .unwrap();
+    let t0 = jobwheel::Clock::now(&*clock);
+    store.upsert(&orphan, Some(t0 + S)).await.unwrap();
+    advance(3 * S).await;
+    assert_eq!(
+        s.metrics().unserved_jobs,
+        0,
+        "not reported before the misfire threshold (5 s) passes"
+    );
+    advance(10 * S).await;
+    assert_eq!(
+        s.metrics().unserved_jobs,
+        1,
+        "reported once, not once per poll"
+    );
+    assert!(
+        s.runs(&RunQuery::new()).await.unwrap().is_empty(),
+        "never run here"
+    );
+    h.shutdown().await;
+}

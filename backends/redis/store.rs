@@ -244,9 +244,9 @@ fn flag(b: bool) -> &'static str {
 impl RedisStore {
     /// The upsert script over a batch; with `only_if_absent` it leaves existing jobs
     /// alone. Batches of 500 jobs, each one script call.
-    async fn store_jobs(
+    async fn store_jobs<J: std::borrow::Borrow<Job>>(
         &self,
-        jobs: &[(Job, Option<Timestamp>)],
+        jobs: &[(J, Option<Timestamp>)],
         only_if_absent: bool,
     ) -> Result<Vec<UpsertOutcome>> {
         let mut outcomes = Vec::with_capacity(jobs.len());
@@ -254,6 +254,7 @@ impl RedisStore {
             let mut call = self.call(&self.scripts.upsert);
             call.arg(flag(only_if_absent));
             for (job, next) in chunk {
+                let job = job.borrow();
                 call.arg(job.id().as_str())
                     .arg(encode(job)?)
                     .arg(flag(job.enabled()))
@@ -276,7 +277,7 @@ impl RedisStore {
         next_fire_at: Option<Timestamp>,
         only_if_absent: bool,
     ) -> Result<UpsertOutcome> {
-        let one = [(job.clone(), next_fire_at)];
+        let one = [(job, next_fire_at)];
         let out = self.store_jobs(&one, only_if_absent).await?;
         out.into_iter()
             .next()

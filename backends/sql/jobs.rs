@@ -56,21 +56,28 @@ impl<D: Dialect> SqlStore<D> {
             if stored.as_deref() == Some(def.as_str()) {
                 UpsertOutcome::Unchanged
             } else {
-                let update = Sql::new(format!(
-                    "UPDATE {jobs} SET definition = ?, enabled = ?, version = version + 1, next_fire_at = ?,
-                     next_trigger = 'schedule', attempt = 0, resume_after = NULL, updated_at = ? WHERE id = ?"
-                ))
-                .bind(def.as_str())
-                .bind(job.enabled())
-                .bind(next)
-                .bind(now)
-                .bind(job.id().as_str());
+                let update = self.replace_sql(job, &def, next, now);
                 d.exec_in(&mut tx, op, update).await?;
                 UpsertOutcome::Updated
             }
         };
         d.commit(tx, op).await?;
         Ok(outcome)
+    }
+
+    /// The update that replaces a stored job's definition (`def`, encoded) and resets
+    /// its scheduling state: version bumped, next fire `next`, trigger `schedule`.
+    fn replace_sql(&self, job: &Job, def: &str, next: Option<i64>, now: i64) -> Sql {
+        Sql::new(format!(
+            "UPDATE {} SET definition = ?, enabled = ?, version = version + 1, next_fire_at = ?,
+             next_trigger = 'schedule', attempt = 0, resume_after = NULL, updated_at = ? WHERE id = ?",
+            self.d.t("jobs")
+        ))
+        .bind(def)
+        .bind(job.enabled())
+        .bind(next)
+        .bind(now)
+        .bind(job.id().as_str())
     }
 
     /// Upserts a batch of distinct jobs in one transaction: one `SELECT … FOR UPDATE`
@@ -114,15 +121,7 @@ impl<D: Dialect> SqlStore<D> {
                 }
                 Some(def) if *def == defs[i] => outcomes.push(UpsertOutcome::Unchanged),
                 Some(_) => {
-                    let update = Sql::new(format!(
-                        "UPDATE {table} SET definition = ?, enabled = ?, version = version + 1, next_fire_at = ?,
-                         next_trigger = 'schedule', attempt = 0, resume_after = NULL, updated_at = ? WHERE id = ?"
-                    ))
-                    .bind(defs[i].as_str())
-                    .bind(job.enabled())
-                    .bind(next)
-                    .bind(now)
-                    .bind(job.id().as_str());
+                    let update = self.replace_sql(job, &defs[i], next, now);
                     d.exec_in(&mut tx, op, update).await?;
                     outcomes.push(UpsertOutcome::Updated);
                 }

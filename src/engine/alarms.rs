@@ -108,10 +108,9 @@ async fn deliver(core: &Core, rec: &AlarmRecord) -> AlarmDelivery {
             let call = std::panic::AssertUnwindSafe(a.alarm(event)).catch_unwind();
             match tokio::time::timeout(core.config.alarm_timeout, call).await {
                 Ok(Ok(r)) => r,
-                Ok(Err(p)) => Err(AlarmError::retryable(core.caught(
-                    "delivering an alarm (the alarm panicked)",
-                    crate::local_executor::panic_message(p),
-                ))),
+                Ok(Err(p)) => Err(AlarmError::retryable(
+                    core.caught("delivering an alarm (the alarm panicked)", p),
+                )),
                 Err(_) => Err(AlarmError::retryable("timed out")),
             }
         }

@@ -173,9 +173,7 @@ impl SchedulerConfig {
                 limits::duration(field, d, max)?;
             }
         }
-        if self.lookahead > HOUR {
-            limits::duration("config.lookahead", self.lookahead, HOUR)?;
-        }
+        limits::at_most("config.lookahead", self.lookahead, HOUR)?;
         if self.lease_ttl < Duration::from_millis(30) {
             return Err(Error::invalid(
                 "config.lease_ttl",

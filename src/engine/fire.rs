@@ -272,10 +272,7 @@ async fn execute(core: &Core, run: &Run, deadline: Instant, grant: SlotGrant) ->
     let execution = AssertUnwindSafe(core.load.executor.execute(exec)).catch_unwind();
     match grant.run(execution).await {
         Ok(outcome) => outcome,
-        Err(p) => Outcome::Panicked(core.caught(
-            "executing a run (the executor panicked)",
-            crate::local_executor::panic_message(p),
-        )),
+        Err(p) => Outcome::Panicked(core.caught("executing a run (the executor panicked)", p)),
     }
 }
 

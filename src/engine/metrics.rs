@@ -40,6 +40,10 @@ pub struct EngineMetrics {
     /// custom executor, an alarm's `alarm` call). The run is recorded failed with the
     /// panic message, never left running; each is logged at error level.
     pub panics: u64,
+    /// Distinct jobs this node found overdue past their misfire threshold whose
+    /// handler it does not have (each logged once at warn): unless another node
+    /// serves them, they wait.
+    pub unserved_jobs: u64,
 }
 
 /// Scheduled fires that started later than their misfire threshold, per policy,
@@ -83,6 +87,7 @@ pub(crate) struct Counters {
     pub(crate) alarms_handled: AtomicU64,
     pub(crate) corrupt_rows: AtomicU64,
     pub(crate) panics: AtomicU64,
+    pub(crate) unserved_jobs: AtomicU64,
 }
 
 pub(crate) fn bump(c: &AtomicU64) {
@@ -122,6 +127,7 @@ impl Counters {
             alarms_handled: r(&self.alarms_handled),
             corrupt_rows: r(&self.corrupt_rows),
             panics: r(&self.panics),
+            unserved_jobs: r(&self.unserved_jobs),
         }
     }
 }

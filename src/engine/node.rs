@@ -130,6 +130,7 @@ impl Core {
         }
         let mut seen = lock(&self.poll.unserved);
         if seen.len() < 10_000 && seen.insert(fire.job_id.clone()) {
+            bump(&self.counters.unserved_jobs);
             tracing::warn!(job = %fire.job_id, handler = fire.job.handler(), fire_at = %fire.fire_at, "a due job's handler is not registered on this node; it waits for a node that has it");
         }
     }
@@ -156,12 +157,13 @@ impl Core {
     /// Runs `f`, catching a panic: counted in `panics`, logged with `what`, and
     /// returned as its message.
     pub(crate) fn guarded<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T, String> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-            .map_err(|p| self.caught(what, crate::local_executor::panic_message(p)))
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| self.caught(what, p))
     }
 
-    /// Counts and logs a panic caught while doing `what`; returns its message.
-    pub(crate) fn caught(&self, what: &str, message: String) -> String {
+    /// Counts and logs a panic (payload `p`) caught while doing `what`; returns its
+    /// message.
+    pub(crate) fn caught(&self, what: &str, p: Box<dyn std::any::Any + Send>) -> String {
+        let message = crate::local_executor::panic_message(p);
         bump(&self.counters.panics);
         tracing::error!(%message, "panic caught while {what}; recorded, the engine goes on");
         message

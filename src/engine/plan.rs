@@ -54,8 +54,8 @@ fn span(schedule: &Schedule, first: Timestamp, through: Timestamp) -> FireSpan {
 }
 
 impl Attempt {
-    /// The attempt a fire makes when the misfire policy is not applied (planning its
-    /// start panicked): the next attempt of the fire, as claimed.
+    /// The next attempt of the fire, as claimed, before the misfire policy looks at
+    /// it (and as it runs when planning its start panicked).
     pub(crate) fn as_claimed(fire: &DueFire) -> Self {
         Attempt {
             fire_at: fire.fire_at,
@@ -76,13 +76,7 @@ pub(crate) fn plan_start(
 ) -> StartPlan {
     let threshold = job.misfire_threshold().unwrap_or(default_threshold);
     let late = now.duration_since(fire.fire_at);
-    let mut attempt = Attempt {
-        fire_at: fire.fire_at,
-        attempt: fire.attempt.saturating_add(1),
-        trigger: fire.trigger,
-        base: fire.resume_after.unwrap_or(fire.fire_at),
-        covers: None,
-    };
+    let mut attempt = Attempt::as_claimed(fire);
     if fire.trigger != TriggerKind::Schedule || late <= threshold {
         return StartPlan::Run(attempt);
     }
