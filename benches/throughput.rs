@@ -5,7 +5,8 @@
 //! cargo bench --bench throughput --all-features -- --backend postgres \
 //!     [--workload all|drain|lag|mixed|poll] [--nodes 2] [--jobs 20000] \
 //!     [--rate 1000] [--seconds 10] [--stream 300] [--lead 2000] [--stored 1000000] [--json] \
-//!     [--concurrency 2048] [--claim-batch 2000] [--write-batch 1000]
+//!     [--concurrency 2048] [--claim-batch 2000] [--claim-window 1000] [--write-batch 1000] \
+//!     [--handler-ms 0]
 //! ```
 //!
 //! `--backend memory | sqlite | postgres | mysql | redis | postgres+redis`; server URLs
@@ -13,9 +14,9 @@
 //! the local development servers). Workloads:
 //!
 //! * **drain**: `--jobs` one-shot jobs due now, drained by `--nodes` schedulers with
-//!   noop handlers: runs/s, and the limit (pgbench `-N` for PostgreSQL, an autocommit
-//!   single-row UPDATE loop for MySQL, `redis-benchmark -t set` for Redis) with the
-//!   ratio.
+//!   noop handlers (or handlers sleeping `--handler-ms`): runs/s, and the limit
+//!   (pgbench `-N` for PostgreSQL, an autocommit single-row UPDATE loop for MySQL,
+//!   `redis-benchmark -t set` for Redis) with the ratio.
 //! * **lag**: `--rate` jobs firing every second, spread over the second, for
 //!   `--seconds` on `--nodes` schedulers: lag p50/p99/max from the scheduled instant to
 //!   the handler's start, and fires missed.
@@ -278,6 +279,7 @@ async fn schedulers(
     for n in 0..nodes {
         let (store, locks) = open(backend, prefix).await;
         let seen = seen.clone();
+        let handler_ms = num("--handler-ms", 0) as u64;
         let s = Scheduler::builder()
             .store(store)
             .locks(locks)
@@ -286,13 +288,19 @@ async fn schedulers(
                 seen.lock()
                     .unwrap()
                     .push((ctx.fire_at.as_millis(), micros_now() - fire_us));
-                async { Ok::<(), JobError>(()) }
+                async move {
+                    if handler_ms > 0 {
+                        tokio::time::sleep(Duration::from_millis(handler_ms)).await;
+                    }
+                    Ok::<(), JobError>(())
+                }
             })
             .executor(LocalExecutor::with_concurrency(num("--concurrency", 2048)).unwrap())
             .config(
                 SchedulerConfig::default()
                     .node_id(format!("bench-{n}"))
                     .claim_batch(num("--claim-batch", 2000))
+                    .claim_window(num("--claim-window", 1000))
                     .write_batch(num("--write-batch", 1000)),
             )
             .build()

@@ -70,7 +70,7 @@ fn durations_and_instants_out_of_range_are_refused_naming_the_field() {
 
 #[test]
 fn config_values_that_cannot_work_are_refused_naming_the_field() {
-    let cases: [(SchedulerConfig, &str); 8] = [
+    let cases: [(SchedulerConfig, &str); 9] = [
         (
             SchedulerConfig::default().lease_ttl(Duration::MAX),
             "config.lease_ttl",
@@ -90,6 +90,10 @@ fn config_values_that_cannot_work_are_refused_naming_the_field() {
         (
             SchedulerConfig::default().claim_batch(usize::MAX),
             "config.claim_batch",
+        ),
+        (
+            SchedulerConfig::default().claim_window(usize::MAX),
+            "config.claim_window",
         ),
         (
             SchedulerConfig::default().dead_after_beats(u32::MAX),

@@ -254,13 +254,14 @@ fn config() -> impl Strategy<Value = SchedulerConfig> {
         (
             maybe(prop_oneof![4 => 0usize..(32 << 20), 1 => any::<usize>()]),
             maybe(prop_oneof![4 => 0u32..2000, 1 => any::<u32>()]),
+            maybe(prop_oneof![4 => 0usize..200_000, 1 => any::<usize>()]),
         ),
     )
         .prop_map(|(durations, more, counts, last)| {
             let (poll, look, lease, misfire) = durations;
             let (beat, grace, keep, alarm_to) = more;
             let (beats, claim, write) = counts;
-            let (bytes, attempts) = last;
+            let (bytes, attempts, window) = last;
             let mut c = SchedulerConfig::default();
             macro_rules! set {
                 ($($v:ident => $f:ident),*) => {$(if let Some(v) = $v { c = c.$f(v); })*};
@@ -269,7 +270,7 @@ fn config() -> impl Strategy<Value = SchedulerConfig> {
                 misfire => misfire_threshold, beat => heartbeat, grace => shutdown_grace,
                 keep => run_retention, alarm_to => alarm_timeout, beats => dead_after_beats,
                 claim => claim_batch, write => write_batch, bytes => max_payload_bytes,
-                attempts => alarm_max_attempts);
+                attempts => alarm_max_attempts, window => claim_window);
             c
         })
 }

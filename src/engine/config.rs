@@ -47,6 +47,13 @@ pub struct SchedulerConfig {
     pub dead_after_beats: u32,
     /// Most fires claimed per poll (default 1000).
     pub claim_batch: usize,
+    /// Most due fires a node claims beyond its free executor slots (default 1000),
+    /// to wait in line for the next slot; each writes its start while it waits, so a
+    /// start's round trip never keeps a slot idle. The line a node actually claims is
+    /// also bounded by how many fires it started in the last quarter of a poll
+    /// interval: a node with slow handlers claims only what it has slots for, and a
+    /// fire never waits long for a slot after its start. 0: claim only free slots.
+    pub claim_window: usize,
     /// Most starts or finishes written per store call (default 500).
     pub write_batch: usize,
     /// How long shutdown waits for running handlers before cancelling them
@@ -90,6 +97,7 @@ impl Default for SchedulerConfig {
             heartbeat: Duration::from_secs(10),
             dead_after_beats: 3,
             claim_batch: 1000,
+            claim_window: 1000,
             write_batch: 500,
             shutdown_grace: Duration::from_secs(30),
             run_retention: None,
@@ -114,6 +122,7 @@ setters!(SchedulerConfig {
     heartbeat: Duration,
     dead_after_beats: u32,
     claim_batch: usize,
+    claim_window: usize,
     write_batch: usize,
     shutdown_grace: Duration,
     max_payload_bytes: usize,
@@ -146,6 +155,7 @@ impl SchedulerConfig {
     /// | `misfire_threshold`, `run_retention`, `alarm_retention` | over 0, at most 100 years |
     /// | `dead_after_beats` | 2 to 1,000 (one late beat must not kill a live node) |
     /// | `claim_batch` | 1 to 100,000 |
+    /// | `claim_window` | 0 to 100,000 |
     /// | `write_batch` | 1 to 10,000 |
     /// | `max_payload_bytes` | 1 to 16 MiB |
     /// | `alarm_max_attempts` | 1 to 1,000 |
@@ -183,6 +193,7 @@ impl SchedulerConfig {
         }
         limits::count("config.dead_after_beats", self.dead_after_beats, 2, 1000)?;
         limits::count("config.claim_batch", self.claim_batch, 1, 100_000)?;
+        limits::count("config.claim_window", self.claim_window, 0, 100_000)?;
         limits::count("config.write_batch", self.write_batch, 1, 10_000)?;
         limits::count(
             "config.max_payload_bytes",

@@ -11,6 +11,7 @@ use crate::handler::{JobContext, JobError};
 use crate::lock::Lease;
 use crate::record::*;
 use futures::FutureExt;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -76,78 +77,134 @@ async fn sleep_precisely(deadline: Instant) {
     }
 }
 
-/// Waits for the fire's instant (when it was armed ahead) and then for an executor
-/// slot. `None` when the fire will not run here: the node is stopping, or no slot
-/// freed up while enough of the lease was left to start under it.
-async fn wait_for_slot(
-    core: &Core,
-    claim: &Claim,
-    slot: Option<SlotRequest>,
-) -> Option<super::slots::SlotGrant> {
-    let slot = match slot {
-        Some(slot) => slot,
-        None => {
-            let at = core.clock.local_instant(claim.fire.fire_at);
-            let arrived = tokio::select! {
-                _ = sleep_precisely(at) => true,
-                _ = core.life.stop.cancelled() => false,
-            };
-            core.load.ahead.fetch_sub(1, Ordering::SeqCst);
-            if !arrived {
-                return None;
-            }
-            core.load.slots.request(claim.fire.fire_at)
-        }
+/// Waits for an armed fire's instant and then for an executor slot. `None` when the
+/// fire will not run here: the node is stopping, or no slot freed up while enough of
+/// the lease was left to start under it.
+async fn wait_for_slot(core: &Core, claim: &Claim) -> Option<SlotGrant> {
+    let at = core.clock.local_instant(claim.fire.fire_at);
+    let arrived = tokio::select! {
+        _ = sleep_precisely(at) => true,
+        _ = core.life.stop.cancelled() => false,
     };
-    // A fire that finds no slot within half a poll interval goes back, so a node with
-    // a free slot can take it at its next poll; and a start needs a third of the lease
-    // left, so a renewal lands before it expires.
-    let give_up = claim
-        .deadline
-        .checked_sub(core.config.lease_ttl / 3)
-        .unwrap_or(claim.deadline)
-        .min(Instant::now() + core.config.poll_interval / 2);
+    core.load.ahead.fetch_sub(1, Ordering::SeqCst);
+    if !arrived {
+        return None;
+    }
+    let slot = core.load.slots.request(claim.fire.fire_at);
     tokio::select! {
         grant = slot.granted() => Some(grant),
         _ = core.life.stop.cancelled() => None,
-        _ = sleep_until(give_up) => {
-            debug!("no executor slot within half a poll interval; the fire goes back");
-            bump(&core.counters.handed_back);
+        _ = sleep_until(give_up_at(core, claim)) => {
+            gave_up(core);
             None
         }
     }
 }
 
+/// When a fire that waits in line without a start goes back: after half a poll
+/// interval, so a node with a free slot can take it at its next poll, and while a
+/// third of the lease is left, so a renewal lands before it expires.
+fn give_up_at(core: &Core, claim: &Claim) -> Instant {
+    claim
+        .deadline
+        .checked_sub(core.config.lease_ttl / 3)
+        .unwrap_or(claim.deadline)
+        .min(Instant::now() + core.config.poll_interval / 2)
+}
+
+fn gave_up(core: &Core) {
+    debug!("no executor slot within half a poll interval; the fire goes back");
+    bump(&core.counters.handed_back);
+}
+
+/// A started run's slot: granted, or still in line.
+type Place = Result<SlotGrant, std::pin::Pin<Box<dyn Future<Output = SlotGrant> + Send>>>;
+
+/// Starts a fire that was due at its claim. It is in line for a slot already (the
+/// poll claimed it within the node's line); once it is near the head of the line it
+/// writes its start while it waits, so the start's round trip is not spent holding a
+/// slot. `Err` gives the lease back to release: the node is stopping, the fire was
+/// not near the head within its wait, or the start was refused or failed.
+async fn start_in_line(
+    core: &Core,
+    claim: Claim,
+    mut slot: SlotRequest,
+) -> Result<(Run, Option<Skip>, Place), Lease> {
+    let near = tokio::select! {
+        _ = slot.near() => true,
+        _ = core.life.stop.cancelled() => false,
+        _ = sleep_until(give_up_at(core, &claim)) => {
+            gave_up(core);
+            false
+        }
+    };
+    if !near {
+        return Err(claim.lease);
+    }
+    let mut waiting: std::pin::Pin<Box<dyn Future<Output = SlotGrant> + Send>> =
+        Box::pin(slot.granted());
+    let mut started = std::pin::pin!(start(core, claim));
+    let mut grant = None;
+    let started = loop {
+        tokio::select! {
+            g = &mut waiting, if grant.is_none() => grant = Some(g),
+            s = &mut started => break s,
+        }
+    };
+    let (run, skip) = started?;
+    Ok((run, skip, grant.ok_or(waiting)))
+}
+
 /// One fire through its steps: slot, start, execute, finish. Returns the claim on
 /// the job's next fire when the lease was extended to cover it.
 async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> Option<Claim> {
-    let Some(grant) = wait_for_slot(core, &claim, slot).await else {
-        release(core, claim.lease).await;
-        return None;
-    };
     let deadline = claim.deadline;
-    let (run, skip) = match start(core, claim).await {
+    let started = match slot {
+        Some(slot) => start_in_line(core, claim, slot).await,
+        None => {
+            let Some(grant) = wait_for_slot(core, &claim).await else {
+                release(core, claim.lease).await;
+                return None;
+            };
+            start(core, claim)
+                .await
+                .map(|(run, skip)| (run, skip, Ok(grant)))
+        }
+    };
+    let (run, skip, place) = match started {
         Ok(started) => started,
         Err(lease) => {
-            drop(grant);
             release(core, lease).await;
             return None;
         }
     };
     if let Some(skip) = skip {
         let _finishing = Finishing::enter(core);
-        drop(grant);
+        drop(place);
         info!(message = %skip.message, next = ?skip.next, "misfire: skipped");
         let p = plan::plan_skip(&run.fire.job, &run.attempt, skip.next, skip.message);
         finish(core, &run, p, None, false).await;
         release(core, run.lease).await;
         return None;
     }
+    let cancel = watch(core, &run, deadline);
+    let grant = match place {
+        Ok(grant) => Some(grant),
+        // Started, so it runs here: it waits for its slot unless the node is killed
+        // or the lease is lost meanwhile.
+        Err(waiting) => tokio::select! {
+            grant = waiting => Some(grant),
+            _ = cancel.cancelled() => None,
+        },
+    };
     let began = Instant::now();
-    let outcome = execute(core, &run, deadline, grant).await;
+    let outcome = match grant {
+        Some(grant) => execute(core, &run, grant, cancel).await,
+        None => Outcome::Cancelled,
+    };
     // The run's slot is free again: the next fire in line takes it.
     let _finishing = Finishing::enter(core);
-    core.load.slots.pump();
+    core.pump_slots();
     finish_and_continue(core, run, outcome, began.elapsed()).await
 }
 
@@ -231,10 +288,9 @@ async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> 
     Ok((run, skip))
 }
 
-/// Runs the handler in the slot `grant` holds, watched by the lease renewer (which
-/// cancels it when the lease is lost).
-async fn execute(core: &Core, run: &Run, deadline: Instant, grant: SlotGrant) -> Outcome {
-    let job = &run.fire.job;
+/// Puts a started run under the lease renewer's watch; the token it returns is
+/// cancelled when the lease is lost or the node is killed.
+fn watch(core: &Core, run: &Run, deadline: Instant) -> tokio_util::sync::CancellationToken {
     let cancel = core.life.kill.child_token();
     lock(&core.load.running).insert(
         run.run_id,
@@ -245,6 +301,17 @@ async fn execute(core: &Core, run: &Run, deadline: Instant, grant: SlotGrant) ->
             lost: false,
         },
     );
+    cancel
+}
+
+/// Runs the handler in the slot `grant` holds; `cancel` (from [`watch`]) cancels it.
+async fn execute(
+    core: &Core,
+    run: &Run,
+    grant: SlotGrant,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Outcome {
+    let job = &run.fire.job;
     let Some(handler) = core.handlers.get(job.handler()) else {
         drop(grant);
         return Outcome::Failed(JobError::msg(format!(
@@ -270,6 +337,7 @@ async fn execute(core: &Core, run: &Run, deadline: Instant, grant: SlotGrant) ->
         timeout: job.timeout(),
     };
     let execution = AssertUnwindSafe(core.load.executor.execute(exec)).catch_unwind();
+    let _executing = core.load.pace.enter();
     match grant.run(execution).await {
         Ok(outcome) => outcome,
         Err(p) => Outcome::Panicked(core.caught("executing a run (the executor panicked)", p)),

@@ -80,6 +80,7 @@ impl Core {
                 finishing: AtomicUsize::new(0),
                 ahead: AtomicUsize::new(0),
                 starved: AtomicUsize::new(0),
+                pace: Pace::default(),
                 backlog: AtomicBool::new(false),
                 running: Mutex::default(),
             },
@@ -135,12 +136,29 @@ impl Core {
         }
     }
 
-    /// Wakes the poller when a poll was starved and every due fire it claimed has a
-    /// slot now (the line is empty).
+    /// Hands free executor slots to the fires in line, after telling the head of the
+    /// line how far "near" reaches now: as many fires as the slots can start within
+    /// a twentieth of a poll interval at the mean run time. A near fire writes its
+    /// start while it waits, so when the mean run time was underestimated only that
+    /// short stretch of the line is committed to this node; the rest goes back after
+    /// its wait.
+    pub(crate) fn pump_slots(&self) {
+        let load = &self.load;
+        let near = load
+            .pace
+            .starts_within(load.executor.capacity(), self.config.poll_interval / 20);
+        load.slots.set_near(near);
+        load.slots.pump();
+    }
+
+    /// Wakes the poller when a poll was starved and half the line it claimed has a
+    /// slot now (with no line: a slot is free), so the next claims are on their way
+    /// before the line runs dry.
     pub(crate) fn wake_if_starved(&self) {
         let load = &self.load;
-        if load.starved.load(Ordering::SeqCst) > 0
-            && load.line_room(1) > 0
+        let starved = load.starved.load(Ordering::SeqCst);
+        if starved > 0
+            && load.line_room((starved - 1) / 2) > 0
             && load.starved.swap(0, Ordering::SeqCst) > 0
         {
             self.poll.wake.notify_one();
@@ -219,9 +237,11 @@ pub(crate) struct Load {
     /// Claimed fires waiting for their instant. They hold no slot; a poll arms no
     /// more of them than the node has free slots.
     pub(crate) ahead: AtomicUsize,
-    /// Set (to the line, nonzero) when a poll left claimable fires for lack of free
-    /// slots; the poller is woken once the line is empty. 0: not starved.
+    /// Set (to the line plus one) when a poll left claimable fires for lack of free
+    /// slots; the poller is woken once half the line has slots. 0: not starved.
     pub(crate) starved: AtomicUsize,
+    /// How fast executor slots free up: bounds the line.
+    pub(crate) pace: Pace,
     /// Set while the last poll saw due fires this node had no free slot for; a job
     /// then gives its lease back after a run instead of keeping it for its next fire,
     /// so every due job gets its turn in fire order and other nodes can take the rest.
@@ -244,6 +264,69 @@ impl Load {
     pub(crate) fn line_room(&self, line: usize) -> usize {
         (self.executor.capacity() + line)
             .saturating_sub(self.slots.pending() + self.finishing.load(Ordering::SeqCst))
+    }
+}
+
+/// How fast this node's executor slots free up: the runs executing now and the mean
+/// time a run holds its slot (a moving average over the last runs that follows
+/// slower runs faster than faster ones).
+#[derive(Default)]
+pub(crate) struct Pace {
+    executing: AtomicUsize,
+    /// Mean run time in nanoseconds; 0 before the first run.
+    mean_nanos: std::sync::atomic::AtomicU64,
+}
+
+impl Pace {
+    /// Counts a run entering its slot; the guard counts it out and records how long it
+    /// held the slot.
+    pub(crate) fn enter(&self) -> Executing<'_> {
+        self.executing.fetch_add(1, Ordering::SeqCst);
+        Executing {
+            pace: self,
+            since: Instant::now(),
+        }
+    }
+
+    /// How many runs the executor can start within `span`: its slots (free and busy)
+    /// times `span` over the mean run time. 0 before the first run ended.
+    pub(crate) fn starts_within(&self, free: usize, span: std::time::Duration) -> usize {
+        let mean = self.mean_nanos.load(Ordering::SeqCst);
+        if mean == 0 {
+            return 0;
+        }
+        let slots = (free + self.executing.load(Ordering::SeqCst)) as u128;
+        usize::try_from(slots * span.as_nanos() / u128::from(mean)).unwrap_or(usize::MAX)
+    }
+}
+
+/// A run in its executor slot, counted by [`Pace`].
+pub(crate) struct Executing<'a> {
+    pace: &'a Pace,
+    since: Instant,
+}
+
+impl Drop for Executing<'_> {
+    fn drop(&mut self) {
+        self.pace.executing.fetch_sub(1, Ordering::SeqCst);
+        let took = u64::try_from(self.since.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        // A moving average that rises fast (half-way to a slower run) and falls
+        // slowly (an eighth of the way to a faster one), so the line shrinks at once
+        // when runs get slower and grows back over many fast runs.
+        let _ = self
+            .pace
+            .mean_nanos
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
+                Some(if old == 0 {
+                    took
+                } else if took > old {
+                    old + (took - old) / 2
+                } else {
+                    (old - (old - took) / 8).max(1)
+                })
+            });
     }
 }
 
@@ -325,4 +408,45 @@ pub(crate) struct Batchers {
     pub(crate) release: Batcher<Lease, bool>,
     /// Extends a lease to cover the job's next fire (ttl: lookahead + lease ttl).
     pub(crate) renew: Batcher<Lease, Option<Lease>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pace;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn pace_counts_the_starts_the_slots_make_room_for() {
+        let pace = Pace::default();
+        let quarter = Duration::from_millis(250);
+        assert_eq!(
+            pace.starts_within(4, quarter),
+            0,
+            "no run ended yet: no line"
+        );
+        for _ in 0..8 {
+            let run = pace.enter();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            drop(run);
+        }
+        // 4 slots, 10 ms per run: 100 starts in 250 ms.
+        assert_eq!(pace.starts_within(4, quarter), 100);
+        let busy = [pace.enter(), pace.enter()];
+        assert_eq!(
+            pace.starts_within(2, quarter),
+            100,
+            "busy slots count as slots that free up"
+        );
+        drop(busy);
+        for _ in 0..40 {
+            let run = pace.enter();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            drop(run);
+        }
+        assert_eq!(
+            pace.starts_within(4, quarter),
+            0,
+            "runs of 5 s: nothing starts within a quarter second"
+        );
+    }
 }

@@ -46,7 +46,7 @@ pub(super) async fn poll_loop(core: Arc<Core>) {
             Ok((polled, until)) => {
                 backoff.reset();
                 if polled == Polled::Starved {
-                    core.load.starved.store(line(&core), Ordering::SeqCst);
+                    core.load.starved.store(line(&core) + 1, Ordering::SeqCst);
                 }
                 let wait = core.config.poll_interval;
                 match until {
@@ -74,11 +74,16 @@ pub(super) async fn poll_loop(core: Arc<Core>) {
 }
 
 /// The line: how many due fires a node claims beyond its free slots, to wait for the
-/// next slots to free up — an eighth of the fires it holds, at least one. Slots that
-/// free up go to the line at once, and the poller, woken only when the line is
-/// empty, claims in batches rather than one slot per poll.
+/// next slots to free up — as many as its slots can start within a quarter of a poll
+/// interval at the mean run time, at most `claim_window`. Each writes its start while
+/// it waits, so no slot idles through a start's round trip; a node whose handlers are
+/// slow claims little beyond its slots (nothing before its first run ended), so no
+/// started fire waits long for a slot and other nodes can take the rest.
 fn line(core: &Core) -> usize {
-    (lock(&core.load.armed).len() / 8).max(1)
+    core.load
+        .pace
+        .starts_within(core.load.executor.capacity(), core.config.poll_interval / 4)
+        .min(core.config.claim_window)
 }
 
 /// The smallest page a poll that continues from the cursor asks for (at most
@@ -120,7 +125,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
     // call returned, the estimate never runs ahead of the store's clock, so a timer
     // may wake up to one round trip late but never early.
     core.clock.set(now, Instant::now());
-    core.load.slots.pump();
+    core.pump_slots();
     let line = line(core);
     let mut due_room = core.load.line_room(line).min(core.config.claim_batch);
     let mut ahead_room = core
@@ -240,12 +245,24 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
     if fresh.is_empty() {
         return Ok((polled, unarmed));
     }
-    claim(core, now, fresh).await?;
+    let asked = fresh.len();
+    let granted = claim(core, now, fresh).await?;
+    // Room counted for fires another node holds is still free: go on after them,
+    // or a node whose page starts with another node's line would idle beside the
+    // fires behind it until its next poll.
+    if granted < asked && stop == Some(Stop::Due) {
+        return Ok((Polled::More, unarmed));
+    }
     Ok((polled, unarmed))
 }
 
-/// Leases `fresh` in one call and spawns a fire task for each fire granted.
-async fn claim(core: &Arc<Core>, now: crate::time::Timestamp, fresh: Vec<DueFire>) -> Result<()> {
+/// Leases `fresh` in one call and spawns a fire task for each fire granted; returns
+/// how many were granted.
+async fn claim(
+    core: &Arc<Core>,
+    now: crate::time::Timestamp,
+    fresh: Vec<DueFire>,
+) -> Result<usize> {
     let requests: Vec<LockRequest> = fresh
         .iter()
         .map(|f| LockRequest {
@@ -255,8 +272,10 @@ async fn claim(core: &Arc<Core>, now: crate::time::Timestamp, fresh: Vec<DueFire
         .collect();
     let asked = Instant::now();
     let leases = core.locks.acquire(&core.node_id, &requests).await?;
+    let mut granted = 0;
     for ((fire, lease), req) in fresh.into_iter().zip(leases).zip(&requests) {
         let Some(lease) = lease else { continue };
+        granted += 1;
         if !lock(&core.load.armed).insert(fire.job_id.clone()) {
             fire::release(core, lease).await;
             continue;
@@ -280,5 +299,5 @@ async fn claim(core: &Arc<Core>, now: crate::time::Timestamp, fresh: Vec<DueFire
             .fires
             .spawn(fire::fire_task(core.clone(), claim, slot));
     }
-    Ok(())
+    Ok(granted)
 }

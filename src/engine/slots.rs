@@ -6,6 +6,10 @@
 //! and freed slots go to the waiting fires earliest instant first. A grant is given
 //! back when the fire enters the executor (whose capacity then counts it) or when it
 //! will not run after all.
+//!
+//! The first [`near`](Slots::set_near) fires in line are told they are near the head
+//! ([`SlotRequest::near`]): a fire claimed beyond the free slots writes its start then,
+//! while it still waits, and a fire that is not near within its wait goes back.
 
 use super::lock;
 use crate::executor::Executor;
@@ -19,10 +23,49 @@ use tokio::sync::oneshot;
 #[derive(Default)]
 struct State {
     /// Fires waiting for a slot, by `(fire_at, arrival)`.
-    waiting: BTreeMap<(Timestamp, u64), oneshot::Sender<()>>,
+    waiting: BTreeMap<(Timestamp, u64), Waiter>,
     arrivals: u64,
     /// Fires granted a slot that have not entered the executor yet.
     starting: usize,
+    /// How many fires at the head of the line are near it.
+    near: usize,
+    /// Waiting fires told they are near (their `near` sender taken).
+    told: usize,
+}
+
+/// A fire in line: told when it is near the head, then when it has its slot.
+struct Waiter {
+    grant: oneshot::Sender<()>,
+    near: Option<oneshot::Sender<()>>,
+}
+
+impl State {
+    /// Tells the first `near` waiting fires that they are near the head. Claims come
+    /// in fire order, so the fires told are counted rather than looked up: while
+    /// `near` fires are told, one that arrives ahead of them waits for one of them to
+    /// leave the line (or for its slot).
+    fn tell_near(&mut self) {
+        if self.told >= self.near.min(self.waiting.len()) {
+            return;
+        }
+        let mut told = 0;
+        for w in self.waiting.values_mut().take(self.near) {
+            if let Some(tx) = w.near.take() {
+                let _ = tx.send(());
+                told += 1;
+            }
+        }
+        self.told += told;
+    }
+
+    /// Takes a fire out of the line.
+    fn leave(&mut self, key: &(Timestamp, u64)) -> Option<Waiter> {
+        let w = self.waiting.remove(key)?;
+        if w.near.is_none() {
+            self.told = self.told.saturating_sub(1);
+        }
+        Some(w)
+    }
 }
 
 /// The slot gate of one node.
@@ -51,6 +94,13 @@ impl Slots {
         self.executor.capacity().saturating_sub(self.pending())
     }
 
+    /// Sets how many fires at the head of the line count as near it, and tells them.
+    pub(crate) fn set_near(&self, near: usize) {
+        let mut st = lock(&self.state);
+        st.near = near;
+        st.tell_near();
+    }
+
     /// Asks for a slot for a fire due at `fire_at`. The fire counts as pending from
     /// now on; [`SlotRequest::granted`] waits for the slot. Dropping the request (or
     /// the wait) gives back a slot it was granted meanwhile.
@@ -61,10 +111,16 @@ impl Slots {
             Req::Granted
         } else {
             let (tx, rx) = oneshot::channel();
+            let (near_tx, near_rx) = oneshot::channel();
             st.arrivals += 1;
             let key = (fire_at, st.arrivals);
-            st.waiting.insert(key, tx);
-            Req::Waiting(key, rx)
+            let waiter = Waiter {
+                grant: tx,
+                near: Some(near_tx),
+            };
+            st.waiting.insert(key, waiter);
+            st.tell_near();
+            Req::Waiting(key, rx, Some(near_rx))
         };
         SlotRequest {
             slots: self.clone(),
@@ -77,13 +133,17 @@ impl Slots {
     pub(crate) fn pump(&self) {
         let mut st = lock(&self.state);
         while !st.waiting.is_empty() && self.executor.capacity() > st.starting {
-            let Some((_, tx)) = st.waiting.pop_first() else {
+            let Some(key) = st.waiting.first_key_value().map(|(k, _)| *k) else {
                 break;
             };
-            if tx.send(()).is_ok() {
+            let Some(w) = st.leave(&key) else {
+                break;
+            };
+            if w.grant.send(()).is_ok() {
                 st.starting += 1;
             }
         }
+        st.tell_near();
     }
 
     fn give_back(&self) {
@@ -97,7 +157,12 @@ impl Slots {
 
 enum Req {
     Granted,
-    Waiting((Timestamp, u64), oneshot::Receiver<()>),
+    /// In line: the grant's receiver, and the near one until it has been told.
+    Waiting(
+        (Timestamp, u64),
+        oneshot::Receiver<()>,
+        Option<oneshot::Receiver<()>>,
+    ),
     Done,
 }
 
@@ -108,9 +173,22 @@ pub(crate) struct SlotRequest {
 }
 
 impl SlotRequest {
+    /// Waits until the fire is near the head of the line (or has its slot). Returns at
+    /// once for a fire granted at its request.
+    pub(crate) async fn near(&mut self) {
+        if let Req::Waiting(_, _, near) = &mut self.state
+            && let Some(rx) = near
+        {
+            // The sender is sent on, or dropped when the fire leaves the line with
+            // its slot: either way the fire is near.
+            let _ = rx.await;
+            *near = None;
+        }
+    }
+
     /// Waits until the slot is granted.
     pub(crate) async fn granted(mut self) -> SlotGrant {
-        if let Req::Waiting(_, rx) = &mut self.state {
+        if let Req::Waiting(_, rx, _) = &mut self.state {
             // The sender stays in `waiting` until it grants, and is only dropped
             // after sending, so this returns once the slot is granted.
             let _ = rx.await;
@@ -128,8 +206,8 @@ impl Drop for SlotRequest {
         match std::mem::replace(&mut self.state, Req::Done) {
             Req::Done => {}
             Req::Granted => self.slots.give_back(),
-            Req::Waiting(key, _) => {
-                let still_waiting = lock(&self.slots.state).waiting.remove(&key).is_some();
+            Req::Waiting(key, _, _) => {
+                let still_waiting = lock(&self.slots.state).leave(&key).is_some();
                 if !still_waiting {
                     // Granted between the last poll of the wait and now.
                     self.slots.give_back();
@@ -286,6 +364,29 @@ mod tests {
         slots.pump();
         let g = second.granted().await;
         assert!(g.is_live(), "the slot went to the fire still in line");
+    }
+
+    #[tokio::test]
+    async fn the_head_of_the_line_is_told_it_is_near() {
+        let (ex, slots) = gate(0);
+        slots.set_near(2);
+        // Claims come in fire order.
+        let mut line: Vec<SlotRequest> = [10, 20, 30, 40].map(|ms| slots.request(t(ms))).into();
+        let near = |line: &mut Vec<SlotRequest>| -> Vec<bool> {
+            line.iter_mut()
+                .map(|r| r.near().now_or_never().is_some())
+                .collect()
+        };
+        assert_eq!(near(&mut line), [true, true, false, false]);
+        // 10 gets the slot and leaves the line: 30 moves up.
+        ex.0.store(1, Ordering::SeqCst);
+        slots.pump();
+        assert_eq!(near(&mut line), [true, true, true, false]);
+        // A longer reach tells the rest at once.
+        slots.set_near(10);
+        assert_eq!(near(&mut line), [true, true, true, true]);
+        let granted = line.remove(0).granted().await;
+        assert!(granted.is_live(), "the first in fire order was granted");
     }
 
     #[tokio::test]
