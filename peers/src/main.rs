@@ -1,0 +1,199 @@
+//! Side-by-side drain and enqueue benchmark: jobwheel beside graphile_worker, apalis
+//! and awa on one PostgreSQL, same workload, round-robin.
+//!
+//! ```sh
+//! cd peers && cargo run --release -- [--jobs 20000] [--rounds 3] [--only jobwheel,awa]
+//! ```
+//!
+//! Workload, the same for every system: `--jobs` one-shot no-op jobs due now, stored
+//! with the system's bulk enqueue, then drained by 2 workers in this one process, each
+//! with its own pool of 20 connections. **Enqueue** is the time of the bulk insert;
+//! **drain** runs from the workers' start until the system's own tables record every
+//! job as done (a completion still buffered in memory does not count). Every setting
+//! runs once per round, settings in the same order each round, so the systems share
+//! the machine's good and bad moments; the table shows each figure's median over the
+//! rounds. `pgbench -N -c 8 -j 2 -T 10` runs once first, for the database's own
+//! single-row write rate in the same run. `DATABASE_URL` names the server (default
+//! `postgres://postgres@127.0.0.1:5432/test`); every system's schema or tables are
+//! dropped before and after each run.
+
+mod apalis_peer;
+mod awa_peer;
+mod graphile_peer;
+mod jobwheel_peer;
+mod support;
+
+use std::time::Duration;
+use support::Figures;
+
+/// One system at one setting.
+#[derive(Clone, Copy, Debug)]
+pub enum Setting {
+    /// jobwheel with `concurrency` handlers per worker, the rest default.
+    Jobwheel { concurrency: Option<usize> },
+    /// graphile_worker with `concurrency` and a LocalQueue of `local_queue` jobs.
+    Graphile {
+        concurrency: usize,
+        local_queue: usize,
+    },
+    /// awa with `max_workers` per worker.
+    Awa { max_workers: u32 },
+    /// apalis (postgres) with a concurrency limit.
+    Apalis { concurrency: usize },
+}
+
+impl Setting {
+    fn system(&self) -> &'static str {
+        match self {
+            Setting::Jobwheel { .. } => "jobwheel",
+            Setting::Graphile { .. } => "graphile_worker 0.14",
+            Setting::Awa { .. } => "awa 0.6",
+            Setting::Apalis { .. } => "apalis 1.0 (postgres)",
+        }
+    }
+
+    fn label(&self) -> String {
+        match *self {
+            Setting::Jobwheel { concurrency: None } => "defaults".into(),
+            Setting::Jobwheel {
+                concurrency: Some(c),
+            } => format!("concurrency {c}"),
+            Setting::Graphile {
+                concurrency,
+                local_queue,
+            } => format!("concurrency {concurrency}, LocalQueue {local_queue}"),
+            Setting::Awa { max_workers } => format!("max_workers {max_workers}"),
+            Setting::Apalis { concurrency } => format!("concurrency {concurrency}"),
+        }
+    }
+
+    fn key(&self) -> &'static str {
+        match self {
+            Setting::Jobwheel { .. } => "jobwheel",
+            Setting::Graphile { .. } => "graphile",
+            Setting::Awa { .. } => "awa",
+            Setting::Apalis { .. } => "apalis",
+        }
+    }
+
+    async fn run(&self, url: &str, jobs: usize) -> anyhow::Result<Figures> {
+        match *self {
+            Setting::Jobwheel { concurrency } => jobwheel_peer::run(url, jobs, concurrency).await,
+            Setting::Graphile {
+                concurrency,
+                local_queue,
+            } => graphile_peer::run(url, jobs, concurrency, local_queue).await,
+            Setting::Awa { max_workers } => awa_peer::run(url, jobs, max_workers).await,
+            Setting::Apalis { concurrency } => apalis_peer::run(url, jobs, concurrency).await,
+        }
+    }
+}
+
+/// The settings, in the order each round runs them: the peers' settings (2 workers ×
+/// concurrency 10) first, then each system at its best documented setting and
+/// jobwheel at its defaults.
+fn settings() -> Vec<(&'static str, Setting)> {
+    vec![
+        (
+            "concurrency 10",
+            Setting::Graphile {
+                concurrency: 10,
+                local_queue: 100,
+            },
+        ),
+        ("concurrency 10", Setting::Awa { max_workers: 10 }),
+        ("concurrency 10", Setting::Apalis { concurrency: 10 }),
+        (
+            "concurrency 10",
+            Setting::Jobwheel {
+                concurrency: Some(10),
+            },
+        ),
+        (
+            "best",
+            Setting::Graphile {
+                concurrency: 100,
+                local_queue: 1000,
+            },
+        ),
+        ("best", Setting::Awa { max_workers: 200 }),
+        ("best", Setting::Apalis { concurrency: 100 }),
+        ("best", Setting::Jobwheel { concurrency: None }),
+    ]
+}
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+fn main() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
+    let url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let jobs: usize = arg("--jobs").map_or(Ok(20_000), |v| v.parse())?;
+    let rounds: usize = arg("--rounds").map_or(Ok(3), |v| v.parse())?;
+    let only = arg("--only");
+    let settings: Vec<_> = settings()
+        .into_iter()
+        .filter(|(_, s)| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|k| k == s.key()))
+        })
+        .collect();
+    let tps = if std::env::args().any(|a| a == "--no-pgbench") {
+        None
+    } else {
+        Some(support::pgbench(&url).await?)
+    };
+    if let Some(tps) = tps {
+        println!("pgbench -N -c 8 -j 2 -T 10: {tps:.0} tps");
+    }
+    let mut results: Vec<Vec<Figures>> = vec![Vec::new(); settings.len()];
+    for round in 1..=rounds {
+        for (i, (_, s)) in settings.iter().enumerate() {
+            let f = s.run(&url, jobs).await?;
+            println!(
+                "round {round} | {} | {} | enqueue {:.2} s | drain {:.2} s | {:.0} jobs/s",
+                s.system(),
+                s.label(),
+                f.enqueue.as_secs_f64(),
+                f.drain.as_secs_f64(),
+                jobs as f64 / f.drain.as_secs_f64()
+            );
+            results[i].push(f);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    println!();
+    println!(
+        "{jobs} one-shot no-op jobs, 2 workers × pool 20, medians of {rounds} rounds{}",
+        tps.map(|t| format!(", pgbench -N -c 8: {t:.0} tps"))
+            .unwrap_or_default()
+    );
+    println!();
+    println!("| group | system | setting | enqueue {jobs} | drain |");
+    println!("|---|---|---|---|---|");
+    for ((group, s), figures) in settings.iter().zip(&results) {
+        let enqueue = support::median(figures.iter().map(|f| f.enqueue));
+        let drain = support::median(figures.iter().map(|f| f.drain));
+        println!(
+            "| {group} | {} | {} | {:.2} s | {:.0} jobs/s |",
+            s.system(),
+            s.label(),
+            enqueue.as_secs_f64(),
+            jobs as f64 / drain.as_secs_f64()
+        );
+    }
+    Ok(())
+}
