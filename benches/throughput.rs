@@ -5,7 +5,7 @@
 //! cargo bench --bench throughput --all-features -- --backend postgres \
 //!     [--workload all|drain|lag|mixed|poll] [--nodes 2] [--jobs 20000] \
 //!     [--rate 1000] [--seconds 10] [--stream 300] [--lead 2000] [--stored 1000000] [--json] \
-//!     [--concurrency 2048] [--claim-batch 2000] [--claim-window 1000] [--write-batch 1000] \
+//!     [--concurrency 2048] [--claim-batch 2000] [--claim-window 4000] [--write-batch 1000] \
 //!     [--handler-ms 0]
 //! ```
 //!
@@ -300,7 +300,7 @@ async fn schedulers(
                 SchedulerConfig::default()
                     .node_id(format!("bench-{n}"))
                     .claim_batch(num("--claim-batch", 2000))
-                    .claim_window(num("--claim-window", 1000))
+                    .claim_window(num("--claim-window", 4000))
                     .write_batch(num("--write-batch", 1000)),
             )
             .build()

@@ -47,12 +47,13 @@ pub struct SchedulerConfig {
     pub dead_after_beats: u32,
     /// Most fires claimed per poll (default 1000).
     pub claim_batch: usize,
-    /// Most due fires a node claims beyond its free executor slots (default 1000),
-    /// to wait in line for the next slot; each writes its start while it waits, so a
-    /// start's round trip never keeps a slot idle. The line a node actually claims is
-    /// also bounded by how many fires it started in the last quarter of a poll
-    /// interval: a node with slow handlers claims only what it has slots for, and a
-    /// fire never waits long for a slot after its start. 0: claim only free slots.
+    /// Most due fires a node claims beyond its free executor slots (default 4000),
+    /// to wait in line for the next slot; those near the head of the line write
+    /// their start while they wait, so a start's round trip never keeps a slot idle.
+    /// The line a node actually claims is also bounded by how many fires its slots
+    /// start within a quarter of a poll interval at the mean run time: a node with
+    /// slow handlers claims only what it has slots for, and other nodes take the
+    /// rest of a backlog. 0: claim only free slots.
     pub claim_window: usize,
     /// Most starts or finishes written per store call (default 500).
     pub write_batch: usize,
@@ -97,7 +98,7 @@ impl Default for SchedulerConfig {
             heartbeat: Duration::from_secs(10),
             dead_after_beats: 3,
             claim_batch: 1000,
-            claim_window: 1000,
+            claim_window: 4000,
             write_batch: 500,
             shutdown_grace: Duration::from_secs(30),
             run_retention: None,
