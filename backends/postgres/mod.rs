@@ -117,6 +117,8 @@ impl Dialect for PgDialect {
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const INSERT_IGNORE: &'static str = "INSERT INTO";
     const ON_CONFLICT_IGNORE: &'static str = " ON CONFLICT DO NOTHING";
+    // Bulk upserts in 4 transactions at once (measured in docs/BENCHMARKS.md).
+    const BULK_WRITERS: usize = 4;
     const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
     // One session holds an advisory lock for the whole run, so nodes migrating at once
     // never race on `CREATE … IF NOT EXISTS` (which PostgreSQL does not make safe

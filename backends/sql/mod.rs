@@ -196,6 +196,9 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
     const INSERT_IGNORE: &'static str;
     /// What follows the values of [`INSERT_IGNORE`](Self::INSERT_IGNORE).
     const ON_CONFLICT_IGNORE: &'static str;
+    /// How many transactions a bulk write runs at once: one where the database has a
+    /// single writer (SQLite), more where the server writes in parallel.
+    const BULK_WRITERS: usize;
     /// The migrations, in order ([`migrate::Embedded`]).
     const MIGRATIONS: &'static [migrate::Embedded];
     /// A statement taking a session lock for a whole migration run, with one

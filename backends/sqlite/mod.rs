@@ -100,6 +100,8 @@ impl Dialect for SqliteDialect {
     const SKIP_LOCKED: &'static str = "";
     const INSERT_IGNORE: &'static str = "INSERT INTO";
     const ON_CONFLICT_IGNORE: &'static str = " ON CONFLICT DO NOTHING";
+    // One writer: the database's write lock serializes transactions.
+    const BULK_WRITERS: usize = 1;
     const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
     // Processes migrating one file at once queue on its write lock, and retry.
     const MIGRATE_LOCK: Option<&'static str> = None;

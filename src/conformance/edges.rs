@@ -204,4 +204,15 @@ pub async fn upsert_many_matches_upsert(store: &dyn JobStore) {
     for id in ids.iter().chain([&new_id]) {
         store.remove(&jid(id)).await.unwrap();
     }
+    // Ids scattered over the batches, so batches written side by side interleave in
+    // the id order (and in the id index's gaps).
+    let scattered: Vec<String> = (0..1201)
+        .map(|i| format!("{base}-s{:04}", (i * 7919) % 1201))
+        .collect();
+    let batch: Vec<_> = scattered.iter().map(|id| (job(id), Some(t0))).collect();
+    let out = store.upsert_many(&batch).await.unwrap();
+    assert!(out.iter().all(|o| *o == UpsertOutcome::Created), "{out:?}");
+    for id in &scattered {
+        assert!(store.remove(&jid(id)).await.unwrap(), "{id} was written");
+    }
 }
