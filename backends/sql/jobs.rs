@@ -164,7 +164,7 @@ impl<D: Dialect> SqlStore<D> {
         }
         let mut out = Vec::with_capacity(chunk.len());
         for (job, next) in chunk {
-            out.push(super::retrying(|| self.upsert_job(job, *next, false)).await?);
+            out.push(self.upsert(job, *next).await?);
         }
         Ok(out)
     }
@@ -203,11 +203,11 @@ impl<D: Dialect> Jobs for SqlStore<D> {
     }
 
     async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
-        use futures::StreamExt;
+        use futures::{StreamExt, TryStreamExt};
         // 500 rows of 10 columns per statement: well under every server's limit of
         // bound parameters, and short transactions (2,000 measured no faster). The
         // chunks' ids are distinct, so their transactions run side by side without
-        // waiting for each other's row locks.
+        // waiting for each other's row locks; `buffered` keeps the outcomes in order.
         type Chunk<'a> = std::pin::Pin<
             Box<dyn std::future::Future<Output = Result<Vec<UpsertOutcome>>> + Send + 'a>,
         >;
@@ -215,13 +215,11 @@ impl<D: Dialect> Jobs for SqlStore<D> {
             .chunks(500)
             .map(|chunk| Box::pin(self.upsert_chunk(chunk)) as Chunk<'_>)
             .collect();
-        let chunks = futures::stream::iter(chunks).buffered(D::BULK_WRITERS);
-        let mut out = Vec::with_capacity(jobs.len());
-        let mut chunks = std::pin::pin!(chunks);
-        while let Some(outcomes) = chunks.next().await {
-            out.extend(outcomes?);
-        }
-        Ok(out)
+        let outcomes: Vec<Vec<UpsertOutcome>> = futures::stream::iter(chunks)
+            .buffered(D::BULK_WRITERS)
+            .try_collect()
+            .await?;
+        Ok(outcomes.concat())
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {

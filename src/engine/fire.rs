@@ -91,11 +91,18 @@ async fn wait_for_slot(core: &Core, claim: &Claim) -> Option<SlotGrant> {
         return None;
     }
     let slot = core.load.slots.request(claim.fire.fire_at);
+    until_given_up(core, claim, slot.granted()).await
+}
+
+/// Waits for `step` of a fire in line, unless the node stops or the fire's wait
+/// ends first ([`give_up_at`]: the fire goes back, counted in `handed_back`).
+async fn until_given_up<F: Future>(core: &Core, claim: &Claim, step: F) -> Option<F::Output> {
     tokio::select! {
-        grant = slot.granted() => Some(grant),
+        out = step => Some(out),
         _ = core.life.stop.cancelled() => None,
         _ = sleep_until(give_up_at(core, claim)) => {
-            gave_up(core);
+            debug!("no executor slot within half a poll interval; the fire goes back");
+            bump(&core.counters.handed_back);
             None
         }
     }
@@ -112,13 +119,11 @@ fn give_up_at(core: &Core, claim: &Claim) -> Instant {
         .min(Instant::now() + core.config.poll_interval / 2)
 }
 
-fn gave_up(core: &Core) {
-    debug!("no executor slot within half a poll interval; the fire goes back");
-    bump(&core.counters.handed_back);
-}
+/// A fire's wait for its slot, still in line.
+type Waiting = std::pin::Pin<Box<dyn Future<Output = SlotGrant> + Send>>;
 
 /// A started run's slot: granted, or still in line.
-type Place = Result<SlotGrant, std::pin::Pin<Box<dyn Future<Output = SlotGrant> + Send>>>;
+type Place = Result<SlotGrant, Waiting>;
 
 /// Starts a fire that was due at its claim. It is in line for a slot already (the
 /// poll claimed it within the node's line); once it is near the head of the line it
@@ -130,19 +135,10 @@ async fn start_in_line(
     claim: Claim,
     mut slot: SlotRequest,
 ) -> Result<(Run, Option<Skip>, Place), Lease> {
-    let near = tokio::select! {
-        _ = slot.near() => true,
-        _ = core.life.stop.cancelled() => false,
-        _ = sleep_until(give_up_at(core, &claim)) => {
-            gave_up(core);
-            false
-        }
-    };
-    if !near {
+    if until_given_up(core, &claim, slot.near()).await.is_none() {
         return Err(claim.lease);
     }
-    let mut waiting: std::pin::Pin<Box<dyn Future<Output = SlotGrant> + Send>> =
-        Box::pin(slot.granted());
+    let mut waiting: Waiting = Box::pin(slot.granted());
     let mut started = std::pin::pin!(start(core, claim));
     let mut grant = None;
     let started = loop {

@@ -144,10 +144,8 @@ impl Core {
     /// its wait.
     pub(crate) fn pump_slots(&self) {
         let load = &self.load;
-        let near = load
-            .pace
-            .starts_within(load.executor.capacity(), self.config.poll_interval / 20);
-        load.slots.set_near(near);
+        load.slots
+            .set_near(load.starts_within(self.config.poll_interval / 20));
         load.slots.pump();
     }
 
@@ -257,6 +255,12 @@ impl Load {
         self.slots
             .free()
             .saturating_sub(self.finishing.load(Ordering::SeqCst))
+    }
+
+    /// How many runs this node's slots start within `span` at the mean run time
+    /// ([`Pace::starts_within`] over the executor's slots).
+    pub(crate) fn starts_within(&self, span: std::time::Duration) -> usize {
+        self.pace.starts_within(self.executor.capacity(), span)
     }
 
     /// Due fires this node may still claim with a line of `line` fires waiting for

@@ -81,8 +81,7 @@ pub(super) async fn poll_loop(core: Arc<Core>) {
 /// started fire waits long for a slot and other nodes can take the rest.
 fn line(core: &Core) -> usize {
     core.load
-        .pace
-        .starts_within(core.load.executor.capacity(), core.config.poll_interval / 4)
+        .starts_within(core.config.poll_interval / 4)
         .min(core.config.claim_window)
 }
 

@@ -16,6 +16,7 @@ use crate::executor::Executor;
 use crate::time::Timestamp;
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::ops::Bound;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
@@ -31,6 +32,8 @@ struct State {
     near: usize,
     /// Waiting fires told they are near (their `near` sender taken).
     told: usize,
+    /// The last fire told, while any waits: telling goes on after it.
+    told_until: Option<(Timestamp, u64)>,
 }
 
 /// A fire in line: told when it is near the head, then when it has its slot.
@@ -40,22 +43,32 @@ struct Waiter {
 }
 
 impl State {
-    /// Tells the first `near` waiting fires that they are near the head. Claims come
-    /// in fire order, so the fires told are counted rather than looked up: while
-    /// `near` fires are told, one that arrives ahead of them waits for one of them to
-    /// leave the line (or for its slot).
+    /// Tells waiting fires that they are near the head until `near` of them are.
+    /// Claims come in fire order, so telling goes on after the last fire told, and
+    /// each fire is looked at once: one that arrives ahead of the fires told waits
+    /// for its slot, which it gets before them.
     fn tell_near(&mut self) {
-        if self.told >= self.near.min(self.waiting.len()) {
+        let State {
+            waiting,
+            near,
+            told,
+            told_until,
+            ..
+        } = self;
+        if *told >= *near {
             return;
         }
-        let mut told = 0;
-        for w in self.waiting.values_mut().take(self.near) {
+        let after = match *told_until {
+            Some(key) => (Bound::Excluded(key), Bound::Unbounded),
+            None => (Bound::Unbounded, Bound::Unbounded),
+        };
+        for (key, w) in waiting.range_mut(after).take(*near - *told) {
             if let Some(tx) = w.near.take() {
                 let _ = tx.send(());
-                told += 1;
+                *told += 1;
             }
+            *told_until = Some(*key);
         }
-        self.told += told;
     }
 
     /// Takes a fire out of the line.
@@ -63,6 +76,9 @@ impl State {
         let w = self.waiting.remove(key)?;
         if w.near.is_none() {
             self.told = self.told.saturating_sub(1);
+        }
+        if self.waiting.is_empty() {
+            self.told_until = None;
         }
         Some(w)
     }
