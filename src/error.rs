@@ -47,6 +47,13 @@ pub enum Error {
         /// The handler name the job asked for.
         handler: String,
     },
+    /// The job runs on a remote executor group this scheduler does not dispatch to.
+    /// Nothing was stored.
+    #[error("no executor group {group:?} is registered on this scheduler")]
+    UnknownGroup {
+        /// The group the job asked for.
+        group: String,
+    },
     /// `start` was called on a scheduler that is already running (or has run).
     #[error("scheduler {node:?} is already started")]
     AlreadyStarted {

@@ -6,6 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::limits;
+use crate::placement::RemoteTarget;
 use crate::policy::{AlarmPolicy, MisfirePolicy, RetryPolicy};
 use crate::schedule::Schedule;
 use serde::{Deserialize, Serialize};
@@ -111,6 +112,7 @@ pub struct Job {
     timeout: Option<Duration>,
     alarm: AlarmPolicy,
     enabled: bool,
+    remote: Option<RemoteTarget>,
 }
 
 impl Job {
@@ -132,9 +134,16 @@ impl Job {
                 timeout: None,
                 alarm: AlarmPolicy::default(),
                 enabled: true,
+                remote: None,
             },
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
         }
+    }
+
+    /// Where the job runs: `None` in the scheduler's process (a handler registered
+    /// on the scheduler), or the remote executor group that runs its handler.
+    pub fn remote(&self) -> Option<&RemoteTarget> {
+        self.remote.as_ref()
     }
 
     /// A builder holding this job's fields, to derive a changed copy.
@@ -276,6 +285,19 @@ impl JobBuilder {
         self.repr.enabled = enabled;
         self
     }
+    /// Runs the job on a remote executor group: the job's handler name is the
+    /// handler an instance of that group serves.
+    pub fn remote(mut self, target: RemoteTarget) -> Self {
+        self.repr.remote = Some(target);
+        self
+    }
+
+    /// Runs the job in the scheduler's process (the default).
+    pub fn local(mut self) -> Self {
+        self.repr.remote = None;
+        self
+    }
+
     /// Changes the payload limit checked by `build` (default 64 KiB).
     pub fn max_payload_bytes(mut self, bytes: usize) -> Self {
         self.max_payload_bytes = bytes;
@@ -319,6 +341,8 @@ struct JobRepr {
     alarm: AlarmPolicy,
     #[serde(default = "yes")]
     enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    remote: Option<RemoteTarget>,
 }
 
 fn yes() -> bool {
@@ -396,6 +420,7 @@ impl Job {
             timeout: r.timeout,
             alarm: r.alarm,
             enabled: r.enabled,
+            remote: r.remote,
         })
     }
 }
@@ -413,6 +438,7 @@ impl From<Job> for JobRepr {
             timeout: j.timeout,
             alarm: j.alarm,
             enabled: j.enabled,
+            remote: j.remote,
         }
     }
 }

@@ -84,6 +84,7 @@ pub mod job;
 pub mod limits;
 pub mod local_executor;
 pub mod lock;
+pub mod placement;
 pub mod policy;
 mod record;
 pub mod schedule;
@@ -120,6 +121,10 @@ pub mod email;
 #[cfg(feature = "webhook")]
 #[path = "../alarms/webhook.rs"]
 pub mod webhook;
+
+#[cfg(feature = "remote")]
+#[path = "../executors/mod.rs"]
+pub mod executors;
 
 /// What an application embedding jobwheel needs in one `use jobwheel::prelude::*;`:
 /// the scheduler, jobs and schedules, handler types, policies and [`connect()`].

@@ -110,9 +110,14 @@ impl Scheduler {
 
     /// Checks `job` for this node and computes its first fire after `now`.
     fn checked(&self, job: &Job, now: Timestamp) -> Result<Option<Timestamp>> {
-        if !self.core.handlers.contains_key(job.handler()) {
-            return Err(Error::UnknownHandler {
-                handler: job.handler().to_string(),
+        if self.core.handlers.for_job(job).is_none() {
+            return Err(match job.remote() {
+                Some(t) => Error::UnknownGroup {
+                    group: t.group().to_string(),
+                },
+                None => Error::UnknownHandler {
+                    handler: job.handler().to_string(),
+                },
             });
         }
         job.check_payload(self.core.config.max_payload_bytes)?;

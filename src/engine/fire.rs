@@ -308,13 +308,12 @@ async fn execute(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Outcome {
     let job = &run.fire.job;
-    let Some(handler) = core.handlers.get(job.handler()) else {
+    let Some(handler) = core.handlers.for_job(job) else {
         drop(grant);
-        return Outcome::Failed(JobError::msg(format!(
-            "no handler {:?} on node {}",
-            job.handler(),
-            core.node_id
-        )));
+        return Outcome::Failed(JobError::msg(match job.remote() {
+            Some(t) => format!("no executor group {:?} on node {}", t.group(), core.node_id),
+            None => format!("no handler {:?} on node {}", job.handler(), core.node_id),
+        }));
     };
     let ctx = JobContext {
         job: job.clone(),

@@ -43,13 +43,12 @@ pub use metrics::{EngineMetrics, MisfireCounts};
 use crate::alarm::JobAlarm;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
-use crate::handler::{IntoHandler, JobHandler};
+use crate::handler::IntoHandler;
 use crate::local_executor::LocalExecutor;
 use crate::lock::LockProvider;
 use crate::store::JobStore;
 use node::Core;
-pub(crate) use node::{Batchers, RunningEntry, Sweep};
-use std::collections::HashMap;
+pub(crate) use node::{Batchers, Handlers, RunningEntry, Sweep};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -64,14 +63,15 @@ pub struct SchedulerBuilder {
     locks: Option<Arc<dyn LockProvider>>,
     executor: Option<Arc<dyn Executor>>,
     alarms: Vec<Arc<dyn JobAlarm>>,
-    handlers: HashMap<String, Arc<dyn JobHandler>>,
+    handlers: Handlers,
     config: SchedulerConfig,
 }
 
 impl fmt::Debug for SchedulerBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SchedulerBuilder")
-            .field("handlers", &self.handlers.keys().collect::<Vec<_>>())
+            .field("handlers", &self.handlers.local.keys().collect::<Vec<_>>())
+            .field("groups", &self.handlers.groups.keys().collect::<Vec<_>>())
             .field(
                 "alarms",
                 &self
@@ -116,7 +116,19 @@ impl SchedulerBuilder {
     /// own: `async fn report(ctx: JobContext, p: ReportParams) -> JobResult` (see
     /// [`Typed`](crate::handler::Typed)).
     pub fn handler<M>(mut self, name: impl Into<String>, handler: impl IntoHandler<M>) -> Self {
-        self.handlers.insert(name.into(), handler.into_handler());
+        self.handlers
+            .local
+            .insert(name.into(), handler.into_handler());
+        self
+    }
+    /// Dispatches the jobs that name this executor group (see
+    /// [`Job::remote`](crate::Job::remote)) to its instances. A later group of the
+    /// same name replaces an earlier one.
+    #[cfg(feature = "remote")]
+    pub fn remote(mut self, group: crate::executors::RemoteGroup) -> Self {
+        self.handlers
+            .groups
+            .insert(group.name().to_string(), Arc::new(group));
         self
     }
     /// Adds an alarm; every alarm hears every alarm event.
@@ -133,15 +145,15 @@ impl SchedulerBuilder {
     /// Validates the configuration and builds the scheduler (not yet running).
     ///
     /// Errors: [`Error::Invalid`] naming the bad `config.*` field, `handler` when no
-    /// handler is registered, `scheduler.store` or `scheduler.locks` when either is
-    /// missing.
+    /// handler and no executor group is registered, `scheduler.store` or
+    /// `scheduler.locks` when either is missing.
     pub fn build(self) -> Result<Scheduler> {
         self.config.validate()?;
-        if self.handlers.is_empty() {
+        if self.handlers.local.is_empty() && self.handlers.groups.is_empty() {
             return Err(Error::invalid(
                 "handler",
                 "none",
-                "register at least one handler",
+                "register at least one handler or executor group",
             ));
         }
         let missing = |what: &'static str| {
@@ -222,7 +234,7 @@ impl Scheduler {
             locks: None,
             executor: None,
             alarms: Vec::new(),
-            handlers: HashMap::new(),
+            handlers: Handlers::default(),
             config: SchedulerConfig::default(),
         }
     }

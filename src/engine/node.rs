@@ -25,6 +25,25 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// What runs a job on this node: a handler registered by name, or — for a job that
+/// names a remote executor group — the group's dispatcher, which takes one of the
+/// node's slots while it sends the run to an instance and waits for its result.
+#[derive(Clone, Default)]
+pub(crate) struct Handlers {
+    pub(crate) local: HashMap<String, Arc<dyn JobHandler>>,
+    pub(crate) groups: HashMap<String, Arc<dyn JobHandler>>,
+}
+
+impl Handlers {
+    /// The handler that runs `job` here, if this node has one.
+    pub(crate) fn for_job(&self, job: &crate::Job) -> Option<&Arc<dyn JobHandler>> {
+        match job.remote() {
+            Some(target) => self.groups.get(target.group()),
+            None => self.local.get(job.handler()),
+        }
+    }
+}
+
 /// One node of a scheduler: shared by its loops and fire tasks.
 pub(crate) struct Core {
     pub(crate) config: SchedulerConfig,
@@ -32,7 +51,7 @@ pub(crate) struct Core {
     pub(crate) host: String,
     pub(crate) store: Arc<dyn JobStore>,
     pub(crate) locks: Arc<dyn LockProvider>,
-    pub(crate) handlers: HashMap<String, Arc<dyn JobHandler>>,
+    pub(crate) handlers: Handlers,
     /// The store's clock as this node reads it.
     pub(crate) clock: StoreClock,
     /// The executor and what this node holds: slots, armed jobs, running fires.
@@ -54,7 +73,7 @@ impl Core {
         store: Arc<dyn JobStore>,
         locks: Arc<dyn LockProvider>,
         executor: Arc<dyn Executor>,
-        handlers: HashMap<String, Arc<dyn JobHandler>>,
+        handlers: Handlers,
         alarms: Vec<Arc<dyn JobAlarm>>,
     ) -> Core {
         Core {

@@ -175,7 +175,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
                 skipped = Some(f);
                 continue;
             }
-            if !core.handlers.contains_key(f.job.handler()) {
+            if core.handlers.for_job(&f.job).is_none() {
                 core.unserved(&f, now);
                 skipped = Some(f);
                 continue;

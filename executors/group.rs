@@ -1,0 +1,615 @@
+//! [`RemoteGroup`]: the scheduler's side of an executor group.
+//!
+//! A remote run holds one of the scheduler node's slots while it is dispatched and
+//! awaited, like a local handler: one slot pool bounds a node's local and remote
+//! work, and the engine's lease renewal, fencing, timeouts, retries and alarms apply
+//! unchanged. The run's result is written by the node that dispatched it, fenced by
+//! the run's token; if that node dies, another takes the job over when the lease
+//! runs out and the late result is never applied.
+
+use super::auth::{self, Secret};
+use super::protocol::{
+    self, Beat, ErrorBody, LogChunk, Phase, RemoteOutcome, RunRequest, RunState,
+};
+use super::routing::Router;
+use crate::error::{Error, Result};
+use crate::handler::{JobContext, JobError, JobHandler, JobResult};
+use crate::placement::Routing;
+use async_trait::async_trait;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How a [`RemoteGroup`] talks to its instances.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoteGroupConfig {
+    /// Time limit of a request other than a result poll (default 5 s).
+    pub request_timeout: Duration,
+    /// How long one result poll waits for the run to end (default 25 s, at most 30 s).
+    pub result_wait: Duration,
+    /// Failed result polls in a row after which the run is reported lost (a
+    /// failure, retried by the job's policy; default 3).
+    pub lost_after: u32,
+    /// Largest answer accepted (default 1 MiB).
+    pub max_answer_bytes: usize,
+}
+
+impl Default for RemoteGroupConfig {
+    fn default() -> Self {
+        RemoteGroupConfig {
+            request_timeout: Duration::from_secs(5),
+            result_wait: Duration::from_secs(25),
+            lost_after: 3,
+            max_answer_bytes: 1 << 20,
+        }
+    }
+}
+
+setters!(RemoteGroupConfig {
+    request_timeout: Duration,
+    result_wait: Duration,
+    lost_after: u32,
+    max_answer_bytes: usize,
+});
+
+impl RemoteGroupConfig {
+    /// Checks every field. Errors: [`Error::Invalid`] naming it.
+    pub fn validate(&self) -> Result<()> {
+        for (field, d, lo, hi) in [
+            ("remote.request_timeout", self.request_timeout, 10, 300_000),
+            ("remote.result_wait", self.result_wait, 0, 30_000),
+        ] {
+            let ms = d.as_millis();
+            if !(lo..=hi).contains(&ms) {
+                return Err(Error::invalid(
+                    field,
+                    format!("{d:?}"),
+                    format!("must be {lo} ms-{hi} ms"),
+                ));
+            }
+        }
+        if !(1..=100).contains(&self.lost_after) {
+            return Err(Error::invalid(
+                "remote.lost_after",
+                self.lost_after,
+                "must be 1-100",
+            ));
+        }
+        if !(1024..=(64 << 20)).contains(&self.max_answer_bytes) {
+            return Err(Error::invalid(
+                "remote.max_answer_bytes",
+                self.max_answer_bytes,
+                "must be 1 KiB-64 MiB",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An executor group as a scheduler node sees it: its instances, its secret, and
+/// the routing state. Cheap to clone.
+#[derive(Clone)]
+pub struct RemoteGroup {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    secret: Secret,
+    instances: Vec<String>,
+    client: reqwest::Client,
+    router: Router,
+    /// Per instance: its clock minus this node's, from its signed answers.
+    offsets: Mutex<HashMap<String, i64>>,
+    config: RemoteGroupConfig,
+}
+
+impl std::fmt::Debug for RemoteGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteGroup")
+            .field("name", &self.inner.name)
+            .field("instances", &self.inner.instances)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a call to an instance failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CallError {
+    /// No answer (connection refused, timeout, reset).
+    Unreachable(String),
+    /// A signed refusal.
+    Refused {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// An answer that is not signed with the group's secret, or unreadable.
+    Unauthentic(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Unreachable(m) => write!(f, "unreachable: {m}"),
+            CallError::Refused {
+                status,
+                code,
+                message,
+            } => write!(f, "refused {status} {code}: {message}"),
+            CallError::Unauthentic(m) => write!(f, "unauthentic answer: {m}"),
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    crate::time::Timestamp::now().as_millis()
+}
+
+/// Checks an instance address: `http://` or `https://`, a host and a port, no
+/// path, query or credentials. Answers it without a trailing slash.
+fn instance_url(url: &str) -> Result<String> {
+    let bad = |why: &str| Error::invalid("remote.instances", url, why.to_string());
+    let u = reqwest::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(bad("must be an http:// or https:// address"));
+    }
+    if u.host_str().is_none() || !u.username().is_empty() || u.password().is_some() {
+        return Err(bad("must name a host, without credentials"));
+    }
+    if u.path() != "/" || u.query().is_some() || u.fragment().is_some() {
+        return Err(bad("must be the instance's base address, without a path"));
+    }
+    Ok(u.as_str().trim_end_matches('/').to_string())
+}
+
+impl RemoteGroup {
+    /// A group of fixed instance addresses (`http://10.0.0.5:9101`), signed with
+    /// `secret` (the group's shared secret, at least 16 bytes).
+    ///
+    /// Errors: [`Error::Invalid`] on `job.remote.group`, `remote.secret` (empty,
+    /// short or a sample value: there is no default), or `remote.instances` (none,
+    /// or an address that is not a base `http(s)://` URL).
+    pub fn fixed<I, S>(
+        name: impl Into<String>,
+        secret: impl AsRef<[u8]>,
+        instances: I,
+    ) -> Result<RemoteGroup>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let name = name.into();
+        crate::placement::check_group(&name)?;
+        let secret = Secret::new("remote.secret", secret)?;
+        let mut list = instances
+            .into_iter()
+            .map(|u| instance_url(u.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
+        list.sort();
+        list.dedup();
+        if list.is_empty() {
+            return Err(Error::invalid(
+                "remote.instances",
+                "[]",
+                "name at least one instance",
+            ));
+        }
+        let client = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()
+            .map_err(|e| Error::backend("remote", "client", false, e))?;
+        Ok(RemoteGroup {
+            inner: Arc::new(Inner {
+                name,
+                secret,
+                instances: list,
+                client,
+                router: Router::default(),
+                offsets: Mutex::default(),
+                config: RemoteGroupConfig::default(),
+            }),
+        })
+    }
+
+    /// The same group with `config`. Errors: [`RemoteGroupConfig::validate`].
+    pub fn with_config(self, config: RemoteGroupConfig) -> Result<RemoteGroup> {
+        config.validate()?;
+        let i = &self.inner;
+        Ok(RemoteGroup {
+            inner: Arc::new(Inner {
+                name: i.name.clone(),
+                secret: i.secret.clone(),
+                instances: i.instances.clone(),
+                client: i.client.clone(),
+                router: Router::default(),
+                offsets: Mutex::default(),
+                config,
+            }),
+        })
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The instances, in address order.
+    pub fn instances(&self) -> &[String] {
+        &self.inner.instances
+    }
+
+    /// Asks an instance whether it is alive.
+    ///
+    /// Errors: [`Error::Backend`] when it does not answer, refuses, or answers
+    /// without the group's signature.
+    pub async fn beat(&self, instance: &str) -> Result<Beat> {
+        self.inner
+            .call(instance, protocol::BEAT, &serde_json::json!({}), None)
+            .await
+            .map_err(|e| backend("beat", e))
+    }
+
+    /// Asks an instance for a run's log lines from `offset`.
+    ///
+    /// Errors: as [`beat`](Self::beat).
+    pub async fn log(
+        &self,
+        instance: &str,
+        run_id: i64,
+        token: u64,
+        offset: u64,
+    ) -> Result<LogChunk> {
+        let q = protocol::LogRequest {
+            run_id,
+            token,
+            offset,
+            limit: 1_000,
+        };
+        self.inner
+            .call(instance, protocol::LOG, &q, None)
+            .await
+            .map_err(|e| backend("log", e))
+    }
+
+    /// Asks an instance to cancel a run; answers whether it was queued or running.
+    ///
+    /// Errors: as [`beat`](Self::beat).
+    pub async fn kill(&self, instance: &str, run_id: i64, token: u64) -> Result<bool> {
+        let q = protocol::KillRequest { run_id, token };
+        let r: protocol::KillReply = self
+            .inner
+            .call(instance, protocol::KILL, &q, None)
+            .await
+            .map_err(|e| backend("kill", e))?;
+        Ok(r.killed)
+    }
+}
+
+fn backend(op: &'static str, e: CallError) -> Error {
+    Error::backend(
+        "remote",
+        op,
+        matches!(e, CallError::Unreachable(_)),
+        e.to_string(),
+    )
+}
+
+impl Inner {
+    /// One signed request and its verified answer. An instance whose clock is off
+    /// refuses the first request as skewed; its signed refusal carries its clock,
+    /// and the request is signed again on it once.
+    async fn call<Q: Serialize, A: DeserializeOwned>(
+        &self,
+        instance: &str,
+        path: &str,
+        q: &Q,
+        timeout: Option<Duration>,
+    ) -> std::result::Result<A, CallError> {
+        let body = serde_json::to_vec(q).map_err(|e| CallError::Unauthentic(e.to_string()))?;
+        let mut last = None;
+        for _ in 0..2 {
+            let offset = self
+                .offsets
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(instance)
+                .copied()
+                .unwrap_or(0);
+            let sent = now_ms();
+            let ts = sent + offset;
+            let nonce = auth::nonce();
+            let sig = self.secret.sign_request("POST", path, ts, &nonce, &body);
+            let resp = self
+                .client
+                .post(format!("{instance}{path}"))
+                .header("content-type", "application/json")
+                .header(auth::TIMESTAMP, ts)
+                .header(auth::NONCE, &nonce)
+                .header(auth::SIGNATURE, sig)
+                .timeout(timeout.unwrap_or(self.config.request_timeout))
+                .body(body.clone())
+                .send()
+                .await
+                .map_err(|e| CallError::Unreachable(kind_of(&e)))?;
+            let status = resp.status().as_u16();
+            let header = |n: &str| {
+                resp.headers()
+                    .get(n)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            let (rts, rsig) = (header(auth::TIMESTAMP), header(auth::SIGNATURE));
+            if resp
+                .content_length()
+                .is_some_and(|l| l > self.config.max_answer_bytes as u64)
+            {
+                return Err(CallError::Unauthentic("answer too large".into()));
+            }
+            let bytes = resp
+                .bytes()
+                .await
+                .map_err(|e| CallError::Unreachable(kind_of(&e)))?;
+            if bytes.len() > self.config.max_answer_bytes {
+                return Err(CallError::Unauthentic("answer too large".into()));
+            }
+            let (Some(rts), Some(rsig)) = (rts.and_then(|t| t.parse::<i64>().ok()), rsig) else {
+                return Err(CallError::Unauthentic(format!(
+                    "HTTP {status} without a signature"
+                )));
+            };
+            if !self
+                .secret
+                .verify_response(&rsig, status, &nonce, rts, &bytes)
+            {
+                return Err(CallError::Unauthentic(format!(
+                    "HTTP {status} not signed with the group's secret"
+                )));
+            }
+            let received = now_ms();
+            self.offsets
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(instance.to_string(), rts - (sent + received) / 2);
+            if (200..300).contains(&status) {
+                return serde_json::from_slice(&bytes)
+                    .map_err(|e| CallError::Unauthentic(e.to_string()));
+            }
+            let e: ErrorBody = serde_json::from_slice(&bytes).unwrap_or(ErrorBody {
+                error: "unknown".into(),
+                message: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+            });
+            let refused = CallError::Refused {
+                status,
+                code: e.error,
+                message: e.message,
+            };
+            let skewed =
+                matches!(&refused, CallError::Refused { code, .. } if code == "skewed_timestamp");
+            last = Some(refused);
+            if !skewed {
+                break;
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+}
+
+/// What kind of transport failure, without the URL reqwest's message may carry.
+fn kind_of(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        "timed out".into()
+    } else if e.is_connect() {
+        "connection failed".into()
+    } else {
+        "transport error".into()
+    }
+}
+
+/// Kills a dispatched run when its dispatcher is dropped (the engine cancelled it:
+/// timeout, lost lease, shutdown) before its result came back.
+struct KillOnDrop {
+    inner: Option<Arc<Inner>>,
+    instance: String,
+    run_id: i64,
+    token: u64,
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let (instance, q) = (
+                std::mem::take(&mut self.instance),
+                protocol::KillRequest {
+                    run_id: self.run_id,
+                    token: self.token,
+                },
+            );
+            rt.spawn(async move {
+                let r: std::result::Result<protocol::KillReply, _> =
+                    inner.call(&instance, protocol::KILL, &q, None).await;
+                tracing::debug!(run = q.run_id, %instance, ok = r.is_ok(), "kill sent");
+            });
+        }
+    }
+}
+
+impl RemoteGroup {
+    /// The instance that runs this fire, by the job's routing strategy.
+    async fn pick(&self, routing: Routing, job: &str) -> std::result::Result<String, JobError> {
+        let inner = &self.inner;
+        let list = &inner.instances;
+        let candidates = inner.router.candidates(routing, job, list);
+        match routing {
+            Routing::Failover => {
+                for &i in &candidates {
+                    if self.beat(&list[i]).await.is_ok() {
+                        return Ok(list[i].clone());
+                    }
+                }
+                Err(JobError::msg(format!(
+                    "no instance of group {:?} answers its beat",
+                    inner.name
+                )))
+            }
+            Routing::BusyOver => {
+                for &i in &candidates {
+                    let q = protocol::IdleBeatRequest {
+                        job_id: job.to_string(),
+                    };
+                    let idle: std::result::Result<protocol::IdleBeat, _> =
+                        inner.call(&list[i], protocol::IDLE_BEAT, &q, None).await;
+                    if idle.is_ok_and(|b| b.idle) {
+                        return Ok(list[i].clone());
+                    }
+                }
+                Err(JobError::msg(format!(
+                    "every instance of group {:?} is busy with this job or does not answer",
+                    inner.name
+                )))
+            }
+            _ => Ok(list[candidates[0]].clone()),
+        }
+    }
+}
+
+#[async_trait]
+impl JobHandler for RemoteGroup {
+    async fn run(&self, ctx: JobContext) -> JobResult {
+        let inner = &self.inner;
+        let Some(target) = ctx.job.remote() else {
+            return Err(JobError::msg("the job names no executor group").permanent());
+        };
+        let instance = self
+            .pick(target.routing_strategy(), ctx.job.id().as_str())
+            .await?;
+        let req = RunRequest {
+            run_id: ctx.run_id.0,
+            token: ctx.token,
+            job: serde_json::to_value(&*ctx.job).map_err(JobError::new)?,
+            fire_at: ctx.fire_at.as_millis(),
+            attempt: ctx.attempt,
+            trigger: ctx.trigger.as_str().to_string(),
+            node: ctx.node_id.to_string(),
+            timeout_ms: ctx
+                .deadline
+                .map(|d| d.saturating_duration_since(Instant::now()).as_millis() as u64),
+            block: target.block_strategy(),
+            wait_ms: inner.config.result_wait.as_millis() as u64,
+        };
+        let poll_timeout = inner.config.result_wait + inner.config.request_timeout;
+        // Armed before the dispatch: the engine may drop this future (timeout, lost
+        // lease, shutdown) while the dispatch waits for the run's end.
+        let mut guard = KillOnDrop {
+            inner: Some(inner.clone()),
+            instance: instance.clone(),
+            run_id: req.run_id,
+            token: req.token,
+        };
+        let admitted: std::result::Result<RunState, _> = inner
+            .call(&instance, protocol::RUN, &req, Some(poll_timeout))
+            .await;
+        // The answer to the dispatch, which waited a while for the run's end; none
+        // when the answer was lost (the run may have been admitted: ask for it).
+        let mut first = match admitted {
+            Ok(state) => Some(state),
+            Err(CallError::Refused {
+                status,
+                code,
+                message,
+            }) => {
+                let e = JobError::msg(format!(
+                    "{instance} refused the run ({status} {code}): {message}"
+                ));
+                // A discarded run, an unknown handler or a bad request does not get
+                // better by retrying; a busy instance may have room later.
+                guard.inner = None;
+                return Err(if status == 429 { e } else { e.permanent() });
+            }
+            Err(e @ CallError::Unauthentic(_)) => {
+                guard.inner = None;
+                return Err(JobError::msg(format!("dispatch to {instance} failed: {e}")));
+            }
+            Err(CallError::Unreachable(_)) => None,
+        };
+        let poll = protocol::ResultRequest {
+            run_id: req.run_id,
+            token: req.token,
+            wait_ms: inner.config.result_wait.as_millis() as u64,
+        };
+        let mut failures = 0;
+        loop {
+            let state: std::result::Result<RunState, _> = match first.take() {
+                Some(answer) => Ok(answer),
+                None => {
+                    inner
+                        .call(&instance, protocol::RESULT, &poll, Some(poll_timeout))
+                        .await
+                }
+            };
+            match state {
+                Ok(RunState {
+                    phase: Phase::Done,
+                    outcome: Some(o),
+                    ..
+                }) => {
+                    guard.inner = None;
+                    if o.status == "timed_out" && ctx.deadline.is_some() {
+                        // The instance enforced the deadline it was sent; the local
+                        // executor's own timeout, due now, records the run timed out.
+                        std::future::pending::<()>().await;
+                    }
+                    return outcome_result(&instance, o);
+                }
+                Ok(_) => failures = 0,
+                Err(CallError::Refused { status: 404, .. }) => {
+                    guard.inner = None;
+                    return Err(JobError::msg(format!(
+                        "{instance} no longer knows the run (restarted, or the result expired)"
+                    )));
+                }
+                Err(e) => {
+                    failures += 1;
+                    if failures >= inner.config.lost_after {
+                        return Err(JobError::msg(format!(
+                            "lost contact with {instance} after {failures} result requests: {e}"
+                        )));
+                    }
+                    tokio::time::sleep(Duration::from_millis(100 * u64::from(failures))).await;
+                }
+            }
+        }
+    }
+}
+
+/// A remote outcome as the engine sees a handler's.
+fn outcome_result(instance: &str, o: RemoteOutcome) -> JobResult {
+    let error = o.error.unwrap_or_default();
+    match o.status.as_str() {
+        "succeeded" => Ok(()),
+        "failed" => {
+            let e = JobError::msg(error);
+            Err(match o.retry.as_deref() {
+                Some("never") => e.permanent(),
+                Some(r) => match r.strip_prefix("after:").and_then(|ms| ms.parse().ok()) {
+                    Some(ms) => e.retry_after(Duration::from_millis(ms)),
+                    None => e,
+                },
+                None => e,
+            })
+        }
+        "timed_out" => Err(JobError::msg(format!("timed out on {instance}"))),
+        // Killed there, or covered by a later run of the job: not retried.
+        "cancelled" => Err(JobError::msg(format!("cancelled on {instance}")).permanent()),
+        "panicked" => Err(JobError::msg(format!("panicked on {instance}: {error}"))),
+        other => Err(JobError::msg(format!(
+            "{instance} answered an unknown status {other:?}"
+        ))),
+    }
+}

@@ -1,0 +1,523 @@
+//! The executor server a Rust service embeds: it serves handlers to the schedulers
+//! of one executor group over the [protocol](crate::executors::protocol).
+//!
+//! ```no_run
+//! use jobwheel::executors::ExecutorServer;
+//! use jobwheel::prelude::*;
+//!
+//! async fn export(ctx: JobContext) -> JobResult {
+//!     tracing::info!(job = %ctx.job.id(), "exporting");
+//!     Ok(())
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let secret = std::env::var("JOBWHEEL_GROUP_SECRET")?;
+//! let server = ExecutorServer::builder("billing", secret)?
+//!     .handler("export", export)
+//!     .capacity(32)
+//!     .bind("127.0.0.1:9101")
+//!     .await?;
+//! println!("serving on {}", server.local_addr());
+//! # Ok(()) }
+//! ```
+
+mod logs;
+mod runs;
+
+pub use logs::{MAX_LINE_BYTES, RUN_SPAN, RunLogLayer, log_layer};
+
+use super::auth::{self, Refusal, Secret, Verifier};
+use super::protocol::{self, ErrorBody};
+use crate::error::{Error, Result};
+use crate::handler::{IntoHandler, JobHandler};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use runs::{Limits, Runs};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Longest wait a result request may ask for.
+pub const MAX_RESULT_WAIT: Duration = Duration::from_secs(30);
+
+/// Builds an [`ExecutorServer`].
+#[must_use = "a builder does nothing until `bind` or `serve`"]
+pub struct ExecutorServerBuilder {
+    group: String,
+    secret: Secret,
+    instance: Option<String>,
+    handlers: HashMap<String, Arc<dyn JobHandler>>,
+    capacity: usize,
+    max_queued_per_job: usize,
+    replay_window: Duration,
+    max_body_bytes: usize,
+    log_lines: usize,
+    result_retention: Duration,
+    max_results: usize,
+}
+
+impl std::fmt::Debug for ExecutorServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecutorServerBuilder")
+            .field("group", &self.group)
+            .field("handlers", &self.handlers.keys().collect::<Vec<_>>())
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running executor server.
+#[derive(Debug)]
+pub struct ExecutorServer {
+    addr: SocketAddr,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ExecutorServer {
+    /// Starts a builder for an instance of `group` that checks requests with
+    /// `secret` (the group's shared secret, at least 16 bytes).
+    ///
+    /// Errors: [`Error::Invalid`] on `executor.group` or `executor.secret`: there is
+    /// no default secret and no way to run without one.
+    pub fn builder(
+        group: impl Into<String>,
+        secret: impl AsRef<[u8]>,
+    ) -> Result<ExecutorServerBuilder> {
+        let group = group.into();
+        crate::placement::check_group(&group).map_err(|e| rename(e, "executor.group"))?;
+        Ok(ExecutorServerBuilder {
+            group,
+            secret: Secret::new("executor.secret", secret)?,
+            instance: None,
+            handlers: HashMap::new(),
+            capacity: 64,
+            max_queued_per_job: 1_000,
+            replay_window: Duration::from_secs(60),
+            max_body_bytes: 1 << 20,
+            log_lines: 1_000,
+            result_retention: Duration::from_secs(600),
+            max_results: 100_000,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting requests; runs in progress are cancelled with the process.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
+
+fn rename(e: Error, field: &'static str) -> Error {
+    match e {
+        Error::Invalid { value, reason, .. } => Error::invalid(field, value, reason),
+        other => other,
+    }
+}
+
+impl ExecutorServerBuilder {
+    /// Serves `handler` under `name` (the job's handler name).
+    pub fn handler<M>(mut self, name: impl Into<String>, handler: impl IntoHandler<M>) -> Self {
+        self.handlers.insert(name.into(), handler.into_handler());
+        self
+    }
+    /// The instance's name in its group (default: the address it binds).
+    pub fn instance(mut self, name: impl Into<String>) -> Self {
+        self.instance = Some(name.into());
+        self
+    }
+    /// Runs executing at once, at most (default 64); a run beyond is refused `busy`.
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+    /// Runs of one job queued behind its running run, at most (default 1,000).
+    pub fn max_queued_per_job(mut self, n: usize) -> Self {
+        self.max_queued_per_job = n;
+        self
+    }
+    /// How far a request's timestamp may be from this instance's clock (default
+    /// 60 s); nonces are remembered this long.
+    pub fn replay_window(mut self, window: Duration) -> Self {
+        self.replay_window = window;
+        self
+    }
+    /// Largest request body accepted (default 1 MiB); larger ones get 413.
+    pub fn max_body_bytes(mut self, bytes: usize) -> Self {
+        self.max_body_bytes = bytes;
+        self
+    }
+    /// Lines kept per run (default 1,000; the oldest are dropped first).
+    pub fn log_lines(mut self, lines: usize) -> Self {
+        self.log_lines = lines;
+        self
+    }
+    /// How long an ended run's result and log are kept (default 10 min), and how
+    /// many at most (default 100,000).
+    pub fn result_retention(mut self, keep: Duration, max_results: usize) -> Self {
+        self.result_retention = keep;
+        self.max_results = max_results;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.handlers.is_empty() {
+            return Err(Error::invalid(
+                "executor.handlers",
+                "none",
+                "serve at least one handler",
+            ));
+        }
+        for (field, v, lo, hi) in [
+            ("executor.capacity", self.capacity, 1, 100_000),
+            (
+                "executor.max_queued_per_job",
+                self.max_queued_per_job,
+                0,
+                1_000_000,
+            ),
+            (
+                "executor.max_body_bytes",
+                self.max_body_bytes,
+                1024,
+                64 << 20,
+            ),
+            ("executor.log_lines", self.log_lines, 1, 1_000_000),
+            ("executor.max_results", self.max_results, 1, 10_000_000),
+        ] {
+            if !(lo..=hi).contains(&v) {
+                return Err(Error::invalid(field, v, format!("must be {lo}-{hi}")));
+            }
+        }
+        crate::limits::duration(
+            "executor.replay_window",
+            self.replay_window,
+            Duration::from_secs(3600),
+        )?;
+        if self.replay_window < Duration::from_secs(1) {
+            return Err(Error::invalid(
+                "executor.replay_window",
+                format!("{:?}", self.replay_window),
+                "must be at least 1s",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Binds `addr` and serves until [`ExecutorServer::shutdown`].
+    ///
+    /// Errors: [`Error::Invalid`] naming a bad setting; [`Error::Backend`] when the
+    /// address cannot be bound.
+    pub async fn bind(self, addr: impl tokio::net::ToSocketAddrs) -> Result<ExecutorServer> {
+        self.validate()?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| Error::backend("executor", "bind", false, e))?;
+        self.serve(listener)
+    }
+
+    /// Serves on a bound listener until [`ExecutorServer::shutdown`].
+    ///
+    /// Errors: as [`bind`](Self::bind).
+    pub fn serve(self, listener: tokio::net::TcpListener) -> Result<ExecutorServer> {
+        self.validate()?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::backend("executor", "bind", false, e))?;
+        let instance: Arc<str> = self
+            .instance
+            .clone()
+            .unwrap_or_else(|| addr.to_string())
+            .into();
+        let logs = logs::Logs::new(self.log_lines);
+        let runs = Arc::new(Runs::new(
+            self.handlers,
+            Limits {
+                capacity: self.capacity,
+                max_queued_per_job: self.max_queued_per_job,
+                retention: self.result_retention,
+                max_results: self.max_results,
+            },
+            instance.clone(),
+            logs,
+        )?);
+        let state = Arc::new(Served {
+            verifier: Verifier::new(self.secret, self.replay_window, 1_000_000),
+            runs,
+            instance,
+        });
+        let app = Router::new()
+            .route(protocol::BEAT, post(beat))
+            .route(protocol::IDLE_BEAT, post(idle_beat))
+            .route(protocol::RUN, post(run))
+            .route(protocol::RESULT, post(result))
+            .route(protocol::KILL, post(kill))
+            .route(protocol::LOG, post(log))
+            .fallback(not_found)
+            .layer(DefaultBodyLimit::max(self.max_body_bytes))
+            .with_state(state);
+        let stop = CancellationToken::new();
+        let s = stop.clone();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { s.cancelled().await })
+                .await;
+        });
+        tracing::info!(group = %self.group, %addr, "executor server listening");
+        Ok(ExecutorServer { addr, stop, task })
+    }
+}
+
+struct Served {
+    verifier: Verifier,
+    runs: Arc<Runs>,
+    instance: Arc<str>,
+}
+
+fn now_ms() -> i64 {
+    crate::time::Timestamp::now().as_millis()
+}
+
+/// A signed answer bound to the request's nonce.
+fn answer(s: &Served, nonce: &str, status: StatusCode, body: Vec<u8>) -> Response {
+    let ts = now_ms();
+    let sig = s
+        .verifier
+        .secret()
+        .sign_response(status.as_u16(), nonce, ts, &body);
+    let mut r = (status, body).into_response();
+    let h = r.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/json"));
+    h.insert(auth::TIMESTAMP, HeaderValue::from(ts));
+    if let Ok(v) = HeaderValue::from_str(&sig) {
+        h.insert(auth::SIGNATURE, v);
+    }
+    r
+}
+
+fn json_answer<T: Serialize>(s: &Served, nonce: &str, body: &T) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    answer(s, nonce, StatusCode::OK, bytes)
+}
+
+fn refuse(s: &Served, nonce: &str, status: u16, code: &str, message: String) -> Response {
+    let body = serde_json::to_vec(&ErrorBody {
+        error: code.to_string(),
+        message,
+    })
+    .unwrap_or_default();
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    answer(s, nonce, status, body)
+}
+
+/// Checks a request's signature and decodes its body; the error is the answer.
+fn authed<T: DeserializeOwned>(
+    s: &Served,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Body,
+) -> std::result::Result<(T, String), Box<Response>> {
+    let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let nonce = h(auth::NONCE).unwrap_or("").to_string();
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => {
+            return Err(Box::new(refuse(
+                s,
+                &nonce,
+                e.status().as_u16(),
+                "too_large",
+                e.body_text(),
+            )));
+        }
+    };
+    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    if let Err(r) = s.verifier.check(
+        now_ms(),
+        method.as_str(),
+        path,
+        h(auth::TIMESTAMP),
+        h(auth::NONCE),
+        h(auth::SIGNATURE),
+        body,
+    ) {
+        let status = if r == Refusal::Overloaded { 503 } else { 401 };
+        tracing::warn!(refusal = r.as_str(), path, "executor request refused");
+        return Err(Box::new(refuse(
+            s,
+            &nonce,
+            status,
+            r.as_str(),
+            refusal_message(r),
+        )));
+    }
+    match serde_json::from_slice(body) {
+        Ok(v) => Ok((v, nonce)),
+        Err(e) => Err(Box::new(refuse(
+            s,
+            &nonce,
+            400,
+            "bad_request",
+            e.to_string(),
+        ))),
+    }
+}
+
+fn refusal_message(r: Refusal) -> String {
+    match r {
+        Refusal::Unsigned => "sign the request: x-jobwheel-timestamp, x-jobwheel-nonce, x-jobwheel-signature",
+        Refusal::BadSignature => "the signature does not match this group's secret",
+        Refusal::Skewed => "the timestamp is outside the replay window of this instance's clock (given in x-jobwheel-timestamp)",
+        Refusal::Replayed => "this nonce was already used",
+        Refusal::Overloaded => "too many requests within the replay window",
+    }
+    .to_string()
+}
+
+/// A request body, or why it could not be read (too large).
+type Body = std::result::Result<Bytes, BytesRejection>;
+
+async fn beat(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
+    let (_, nonce) = match authed::<serde_json::Value>(&s, &m, &u, &h, &b) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let (running, queued, capacity) = s.runs.load();
+    json_answer(
+        &s,
+        &nonce,
+        &protocol::Beat {
+            instance: s.instance.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            handlers: s.runs.handler_names(),
+            capacity,
+            running,
+            queued,
+        },
+    )
+}
+
+async fn idle_beat(
+    State(s): State<Arc<Served>>,
+    m: Method,
+    u: Uri,
+    h: HeaderMap,
+    b: Body,
+) -> Response {
+    match authed::<protocol::IdleBeatRequest>(&s, &m, &u, &h, &b) {
+        Ok((q, nonce)) => json_answer(
+            &s,
+            &nonce,
+            &protocol::IdleBeat {
+                idle: s.runs.idle_for(&q.job_id),
+            },
+        ),
+        Err(r) => *r,
+    }
+}
+
+async fn run(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
+    let (q, nonce) = match authed::<protocol::RunRequest>(&s, &m, &u, &h, &b) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let (run_id, token) = (q.run_id, q.token);
+    let wait = Duration::from_millis(q.wait_ms).min(MAX_RESULT_WAIT);
+    match s.runs.admit(q) {
+        Ok(state) if state.phase != protocol::Phase::Done && !wait.is_zero() => {
+            let state = s.runs.state(run_id, token, wait).await.unwrap_or(state);
+            json_answer(&s, &nonce, &state)
+        }
+        Ok(state) => json_answer(&s, &nonce, &state),
+        Err(refused) => {
+            let (status, code, message) = refused.answer();
+            refuse(&s, &nonce, status, code, message)
+        }
+    }
+}
+
+async fn result(
+    State(s): State<Arc<Served>>,
+    m: Method,
+    u: Uri,
+    h: HeaderMap,
+    b: Body,
+) -> Response {
+    let (q, nonce) = match authed::<protocol::ResultRequest>(&s, &m, &u, &h, &b) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    let wait = Duration::from_millis(q.wait_ms).min(MAX_RESULT_WAIT);
+    match s.runs.state(q.run_id, q.token, wait).await {
+        Some(state) => json_answer(&s, &nonce, &state),
+        None => unknown_run(&s, &nonce),
+    }
+}
+
+async fn kill(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
+    let (q, nonce) = match authed::<protocol::KillRequest>(&s, &m, &u, &h, &b) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    match s.runs.kill(q.run_id, q.token) {
+        Some(killed) => json_answer(&s, &nonce, &protocol::KillReply { killed }),
+        None => unknown_run(&s, &nonce),
+    }
+}
+
+async fn log(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
+    let (q, nonce) = match authed::<protocol::LogRequest>(&s, &m, &u, &h, &b) {
+        Ok(v) => v,
+        Err(r) => return *r,
+    };
+    if !s.runs.knows(q.run_id, q.token) {
+        return unknown_run(&s, &nonce);
+    }
+    match s.runs.logs.read(q.run_id, q.offset, q.limit.min(1_000)) {
+        Some(mut chunk) => {
+            chunk.done = chunk.done || s.runs.is_done(q.run_id);
+            json_answer(&s, &nonce, &chunk)
+        }
+        None => unknown_run(&s, &nonce),
+    }
+}
+
+fn unknown_run(s: &Served, nonce: &str) -> Response {
+    refuse(
+        s,
+        nonce,
+        404,
+        "unknown_run",
+        "no run with this id and token on this instance (never admitted, or its result was dropped after the retention)".into(),
+    )
+}
+
+async fn not_found(State(s): State<Arc<Served>>, h: HeaderMap) -> Response {
+    let nonce = h
+        .get(auth::NONCE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    refuse(
+        &s,
+        &nonce,
+        404,
+        "not_found",
+        "no such endpoint in protocol v1".into(),
+    )
+}
