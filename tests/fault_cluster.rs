@@ -55,7 +55,7 @@ fn targets(backend: &'static str) -> Option<Target> {
 }
 
 fn faketime_present() -> bool {
-    let ok = support::faults::libfaketime().is_some();
+    let ok = support::libfaketime().is_some();
     if !ok && std::env::var("CI").as_deref() == Ok("true") {
         panic!("CI=true but libfaketime is not installed (apt-get install faketime)");
     }

@@ -118,18 +118,6 @@ impl Drop for Node {
     }
 }
 
-/// Debian's multi-threaded libfaketime, when installed.
-pub fn libfaketime() -> Option<std::path::PathBuf> {
-    [
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-        "/usr/lib",
-    ]
-    .iter()
-    .map(|d| std::path::Path::new(d).join("faketime/libfaketimeMT.so.1"))
-    .find(|p| p.exists())
-}
-
 /// The example binary, built by `cargo test` beside the test binaries.
 fn node_binary() -> std::path::PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -199,7 +187,7 @@ impl Cluster {
     pub fn spawn(&mut self, name: &str, skewed: bool) {
         let mut cmd = Command::new(node_binary());
         if skewed {
-            let lib = libfaketime().expect("libfaketime is installed");
+            let lib = super::libfaketime().expect("libfaketime is installed");
             cmd.env("LD_PRELOAD", lib)
                 .env("FAKETIME", "+8h")
                 .env("TZ", "Asia/Shanghai");

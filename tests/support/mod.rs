@@ -8,6 +8,8 @@ pub mod migrations;
 pub mod raw_rows;
 #[cfg(feature = "redis")]
 pub mod redis_keys;
+#[cfg(feature = "remote")]
+pub mod remote;
 pub mod servers;
 pub mod switch;
 
@@ -192,4 +194,16 @@ pub fn local(expr: &str, zone: &str, from: &str, n: usize) -> Vec<String> {
                 .to_string()
         })
         .collect()
+}
+
+/// Debian's multi-threaded libfaketime, when installed.
+pub fn libfaketime() -> Option<std::path::PathBuf> {
+    [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib",
+    ]
+    .iter()
+    .map(|d| std::path::Path::new(d).join("faketime/libfaketimeMT.so.1"))
+    .find(|p| p.exists())
 }

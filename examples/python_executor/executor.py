@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""A jobwheel executor instance in Python, with the standard library only.
+
+It serves the executor protocol v1 (docs/executor-protocol.json): signed requests
+and answers (HMAC-SHA256 with the group's secret), a replay window with a nonce
+cache, block strategies, deadlines, kills, long-polled results and per-run logs.
+The protocol conformance tests of tests/remote.rs run against it as they run against
+the Rust executor server.
+
+    JOBWHEEL_SECRET=... python3 executor.py --group billing --bind 127.0.0.1:9102
+
+Handlers are plain functions of a context: `ctx.payload`, `ctx.log(line)`,
+`ctx.cancelled` (a threading.Event set on kill, cover or deadline). A handler
+returns to succeed and raises to fail (`Permanent` for a failure not to retry).
+"""
+
+import argparse
+import hashlib
+import hmac
+import json
+import os
+import sys
+import threading
+import time
+from collections import OrderedDict, deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+VERSION = "0.1.0-python"
+MAX_BODY = 1 << 20
+MAX_WAIT_MS = 30_000
+LOG_LINES = 1_000
+MAX_LINE = 4096
+RETENTION_S = 600
+
+
+class Permanent(Exception):
+    """A failure the scheduler should not retry."""
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def sha256_hex(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+class Signer:
+    def __init__(self, secret, window_ms=60_000, max_nonces=1_000_000):
+        if len(secret) < 16:
+            raise SystemExit("the group secret must be at least 16 bytes; there is no default")
+        self.key = secret
+        self.window = window_ms
+        self.max_nonces = max_nonces
+        self.nonces = OrderedDict()  # nonce -> expiry (ms)
+        self.lock = threading.Lock()
+
+    def mac(self, text):
+        return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
+
+    def check(self, method, path, headers, body):
+        ts, nonce, sig = (headers.get(h) for h in
+                          ("x-jobwheel-timestamp", "x-jobwheel-nonce", "x-jobwheel-signature"))
+        if not (ts and nonce and sig):
+            return "unsigned"
+        try:
+            ts = int(ts)
+        except ValueError:
+            return "unsigned"
+        if not (16 <= len(nonce) <= 64) or any(c not in "0123456789abcdefABCDEF" for c in nonce):
+            return "unsigned"
+        expected = self.mac(f"jobwheel-v1\n{method}\n{path}\n{ts}\n{nonce}\n{sha256_hex(body)}")
+        if not hmac.compare_digest(expected, sig.lower()):
+            return "bad_signature"
+        now = now_ms()
+        if abs(now - ts) > self.window:
+            return "skewed_timestamp"
+        with self.lock:
+            while self.nonces:
+                first, expiry = next(iter(self.nonces.items()))
+                if expiry > now:
+                    break
+                self.nonces.popitem(last=False)
+            if nonce in self.nonces:
+                return "replayed"
+            if len(self.nonces) >= self.max_nonces:
+                return "overloaded"
+            self.nonces[nonce] = max(ts + self.window, now)
+        return None
+
+    def sign_answer(self, status, nonce, body):
+        ts = now_ms()
+        return ts, self.mac(f"jobwheel-v1-response\n{status}\n{nonce}\n{ts}\n{sha256_hex(body)}")
+
+
+class Context:
+    """What a handler gets: the payload, a log, and the cancellation event."""
+
+    def __init__(self, run, cond):
+        self.run = run
+        self.payload = run["job"].get("payload")
+        self.cancelled = run["cancel"]
+        self._cond = cond
+
+    def log(self, line):
+        """Appends a line to the run's log (the last 1,000 lines are kept)."""
+        raw = str(line).encode()[:MAX_LINE].decode(errors="ignore")
+        with self._cond:
+            buf = self.run["log"]
+            if self.run["phase"] == "done":
+                return
+            buf.append(raw)
+            while len(buf) > LOG_LINES:
+                buf.popleft()
+                self.run["log_first"] += 1
+
+
+class State:
+    def __init__(self, handlers, capacity, instance):
+        self.handlers = handlers
+        self.capacity = capacity
+        self.instance = instance
+        self.runs = {}  # run_id -> run
+        self.jobs = {}  # job_id -> deque of run ids (running first)
+        self.running = 0
+        self.cond = threading.Condition()
+
+    def forget_old(self):
+        cutoff = time.monotonic() - RETENTION_S
+        for rid in [r for r, run in self.runs.items() if run["ended"] and run["ended"] < cutoff]:
+            del self.runs[rid]
+
+    def admit(self, req):
+        job = req.get("job") or {}
+        handler = job.get("handler")
+        if not isinstance(handler, str) or not isinstance(job.get("id"), str):
+            return 400, {"error": "bad_request", "message": "job.id and job.handler are required"}
+        if handler not in self.handlers:
+            return 422, {"error": "unknown_handler", "message": f"this instance serves no handler {handler!r}"}
+        rid, token, block = req["run_id"], req["token"], req.get("block", "serial")
+        with self.cond:
+            self.forget_old()
+            if rid in self.runs:
+                run = self.runs[rid]
+                if run["token"] != token:
+                    return 409, {"error": "conflict", "message": "this run id was admitted with another token"}
+                return 200, state_of(run)
+            queue = self.jobs.setdefault(job["id"], deque())
+            start_now = not queue
+            if queue and block == "discard_later":
+                return 409, {"error": "discarded",
+                             "message": "a run of this job is in progress here (block strategy discard_later)"}
+            if queue and block == "cover_early":
+                for other in list(queue):
+                    self.end(self.runs[other], {"status": "cancelled"}, start_next=False)
+                start_now = True
+            if start_now and self.running >= self.capacity:
+                return 429, {"error": "busy", "message": "no free slot on this instance"}
+            if not start_now and len(queue) > 1000:
+                return 429, {"error": "busy", "message": "too many runs of this job are queued"}
+            run = {"id": rid, "token": token, "job": job, "req": req, "phase": "running" if start_now else "queued",
+                   "outcome": None, "cancel": threading.Event(), "ended": None, "log": deque(), "log_first": 0}
+            self.runs[rid] = run
+            if start_now:
+                queue.appendleft(rid)
+                self.start(run)
+            else:
+                queue.append(rid)
+            return 200, state_of(run)
+
+    def start(self, run):
+        """Starts a run's thread; the caller holds the lock."""
+        self.running += 1
+        run["phase"] = "running"
+        threading.Thread(target=self.execute, args=(run,), daemon=True).start()
+        timeout = run["req"].get("timeout_ms")
+        if timeout is not None:
+            t = threading.Timer(timeout / 1000, self.expire, args=(run,))
+            t.daemon = True
+            t.start()
+
+    def execute(self, run):
+        ctx = Context(run, self.cond)
+        try:
+            self.handlers[run["job"]["handler"]](ctx)
+            outcome = {"status": "succeeded"}
+        except Permanent as e:
+            outcome = {"status": "failed", "error": str(e), "retry": "never"}
+        except Exception as e:  # the handler's failure, retried by the job's policy
+            outcome = {"status": "failed", "error": f"{type(e).__name__}: {e}", "retry": "policy"}
+        with self.cond:
+            self.end(run, outcome)
+
+    def expire(self, run):
+        with self.cond:
+            self.end(run, {"status": "timed_out"})
+
+    def end(self, run, outcome, start_next=True):
+        """Records a run's end (the first one wins) and starts the next queued run of
+        its job; the caller holds the lock."""
+        if run["phase"] == "done":
+            return
+        run["cancel"].set()
+        if run["phase"] == "running":
+            self.running -= 1
+        run["phase"], run["outcome"], run["ended"] = "done", outcome, time.monotonic()
+        queue = self.jobs.get(run["job"]["id"], deque())
+        if run["id"] in queue:
+            queue.remove(run["id"])
+        if queue:
+            head = self.runs[queue[0]]
+            if head["phase"] == "queued" and start_next:
+                self.start(head)
+        else:
+            self.jobs.pop(run["job"]["id"], None)
+        self.cond.notify_all()
+
+    def result(self, rid, token, wait_ms):
+        deadline = time.monotonic() + min(wait_ms, MAX_WAIT_MS) / 1000
+        with self.cond:
+            while True:
+                run = self.runs.get(rid)
+                if run is None or run["token"] != token:
+                    return None
+                left = deadline - time.monotonic()
+                if run["phase"] == "done" or left <= 0:
+                    return state_of(run)
+                self.cond.wait(left)
+
+    def kill(self, rid, token):
+        with self.cond:
+            run = self.runs.get(rid)
+            if run is None or run["token"] != token:
+                return None
+            if run["phase"] == "done":
+                return False
+            if run["phase"] == "queued":
+                run["phase"] = "running"
+                self.running += 1
+            self.end(run, {"status": "cancelled"})
+            return True
+
+
+def state_of(run):
+    s = {"run_id": run["id"], "phase": run["phase"]}
+    if run["outcome"] is not None:
+        s["outcome"] = run["outcome"]
+    return s
+
+
+def make_handler(signer, state):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def answer(self, status, body):
+            data = json.dumps(body).encode()
+            nonce = self.headers.get("x-jobwheel-nonce") or ""
+            ts, sig = signer.sign_answer(status, nonce, data)
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.send_header("x-jobwheel-timestamp", str(ts))
+            self.send_header("x-jobwheel-signature", sig)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self):
+            length = int(self.headers.get("content-length") or 0)
+            if length > MAX_BODY:
+                # Read what a client may reasonably send so it sees the answer, then close.
+                left = min(length, 64 * MAX_BODY)
+                while left > 0:
+                    chunk = self.rfile.read(min(left, 65536))
+                    if not chunk:
+                        break
+                    left -= len(chunk)
+                self.close_connection = True
+                return self.answer(413, {"error": "too_large", "message": f"the body is over {MAX_BODY} bytes"})
+            body = self.rfile.read(length)
+            refusal = signer.check("POST", self.path, self.headers, body)
+            if refusal:
+                return self.answer(503 if refusal == "overloaded" else 401,
+                                   {"error": refusal, "message": "request refused: " + refusal})
+            try:
+                req = json.loads(body or b"{}")
+            except ValueError as e:
+                return self.answer(400, {"error": "bad_request", "message": str(e)})
+            route = ROUTES.get(self.path)
+            if route is None:
+                return self.answer(404, {"error": "not_found", "message": "no such endpoint in protocol v1"})
+            try:
+                status, answer = route(state, req)
+            except (KeyError, TypeError) as e:
+                status, answer = 400, {"error": "bad_request", "message": f"missing or bad field: {e}"}
+            self.answer(status, answer)
+
+    return Handler
+
+
+def unknown_run():
+    return 404, {"error": "unknown_run", "message": "no run with this id and token on this instance"}
+
+
+def beat(state, _req):
+    with state.cond:
+        queued = sum(1 for r in state.runs.values() if r["phase"] == "queued")
+        return 200, {"instance": state.instance, "version": VERSION, "handlers": sorted(state.handlers),
+                     "capacity": state.capacity, "running": state.running, "queued": queued}
+
+
+def idle_beat(state, req):
+    with state.cond:
+        idle = state.running < state.capacity and not state.jobs.get(req["job_id"])
+        return 200, {"idle": idle}
+
+
+def run(state, req):
+    status, answer = state.admit(req)
+    wait = req.get("wait_ms", 0)
+    if status == 200 and answer["phase"] != "done" and wait:
+        answer = state.result(req["run_id"], req["token"], wait) or answer
+    return status, answer
+
+
+def result(state, req):
+    s = state.result(req["run_id"], req["token"], req.get("wait_ms", 0))
+    return (200, s) if s else unknown_run()
+
+
+def kill(state, req):
+    k = state.kill(req["run_id"], req["token"])
+    return (200, {"killed": k}) if k is not None else unknown_run()
+
+
+def log(state, req):
+    with state.cond:
+        run = state.runs.get(req["run_id"])
+        if run is None or run["token"] != req["token"]:
+            return unknown_run()
+        first = run["log_first"]
+        offset = max(req.get("offset", 0), first)
+        limit = min(req.get("limit", 200), 1000)
+        lines = list(run["log"])[offset - first:offset - first + limit]
+        return 200, {"lines": lines, "next_offset": offset + len(lines), "first_offset": first,
+                     "done": run["phase"] == "done"}
+
+
+ROUTES = {"/v1/beat": beat, "/v1/idle-beat": idle_beat, "/v1/run": run, "/v1/result": result,
+          "/v1/kill": kill, "/v1/log": log}
+
+
+# The demonstration handlers the conformance tests call.
+def echo(ctx):
+    ctx.log(f"echo {json.dumps(ctx.payload, sort_keys=True)}")
+
+
+def fail(_ctx):
+    raise Permanent("export failed: disk full")
+
+
+def wait(ctx):
+    ms = (ctx.payload or {}).get("ms") if isinstance(ctx.payload, dict) else None
+    ctx.cancelled.wait(None if ms is None else ms / 1000)
+
+
+def chatty(ctx):
+    for i in range(3):
+        ctx.log(f"step <{i}> line={i}")
+    ctx.cancelled.wait()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--group", required=True)
+    p.add_argument("--bind", default="127.0.0.1:0")
+    p.add_argument("--instance")
+    p.add_argument("--capacity", type=int, default=64)
+    p.add_argument("--secret-env", default="JOBWHEEL_SECRET",
+                   help="the environment variable holding the group's secret")
+    a = p.parse_args()
+    secret = os.environ.get(a.secret_env, "").encode()
+    signer = Signer(secret)
+    host, port = a.bind.rsplit(":", 1)
+    server = ThreadingHTTPServer((host, int(port)), None)
+    addr = f"{server.server_address[0]}:{server.server_address[1]}"
+    state = State({"echo": echo, "fail": fail, "wait": wait, "chatty": chatty}, a.capacity, a.instance or addr)
+    server.RequestHandlerClass = make_handler(signer, state)
+    server.daemon_threads = True
+    print(f"listening on {addr}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
