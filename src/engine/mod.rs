@@ -111,7 +111,7 @@ impl SchedulerBuilder {
         self
     }
     /// Registers a handler under `name`; jobs name it in [`Job::handler`](crate::Job::handler).
-    /// Takes any [`JobHandler`] (an `async fn(JobContext) -> JobResult` or such a
+    /// Takes any [`JobHandler`](crate::JobHandler) (an `async fn(JobContext) -> JobResult` or such a
     /// closure), or a function that also takes the payload decoded as a type of its
     /// own: `async fn report(ctx: JobContext, p: ReportParams) -> JobResult` (see
     /// [`Typed`](crate::handler::Typed)).
