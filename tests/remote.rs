@@ -287,3 +287,120 @@ async fn a_scheduler_dispatches_to_the_python_executor_whose_clock_is_eight_hour
         running.shutdown().await;
     }
 }
+
+/// One dispatch of `job` through `group` with `routing`, as the engine makes it;
+/// answers the instance that ran it.
+async fn dispatch(
+    group: &RemoteGroup,
+    seen: &Seen,
+    job: &str,
+    routing: Routing,
+    run: i64,
+) -> String {
+    let job = Job::builder(job, "echo", Schedule::once(jobwheel::Timestamp::now()))
+        .remote(RemoteTarget::new("billing").unwrap().routing(routing))
+        .build()
+        .unwrap();
+    let ctx = JobContext {
+        job: std::sync::Arc::new(job),
+        run_id: jobwheel::RunId(run),
+        fire_at: jobwheel::Timestamp::now(),
+        attempt: 1,
+        trigger: TriggerKind::Manual,
+        token: 1,
+        node_id: "test".into(),
+        cancel: tokio_util::sync::CancellationToken::new(),
+        deadline: None,
+    };
+    jobwheel::JobHandler::run(group, ctx).await.unwrap();
+    seen.0.lock().unwrap().last().unwrap().0.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_routing_strategy_picks_as_defined_over_three_live_instances() {
+    let seen = Seen::default();
+    let mut servers = vec![
+        instance("i-a", &seen).await,
+        instance("i-b", &seen).await,
+        instance("i-c", &seen).await,
+    ];
+    let group = RemoteGroup::fixed("billing", SECRET, servers.iter().map(base)).unwrap();
+    // The instances' names in the group's (address) order.
+    let name_of: std::collections::HashMap<String, &str> = servers
+        .iter()
+        .zip(["i-a", "i-b", "i-c"])
+        .map(|(s, n)| (base(s), n))
+        .collect();
+    let names: Vec<String> = group
+        .instances()
+        .iter()
+        .map(|u| name_of[u].to_string())
+        .collect();
+    let mut run = 0;
+    let mut picks = |routing: Routing, job: &str, n: usize| {
+        let (group, seen) = (group.clone(), seen.clone());
+        let job = job.to_string();
+        let start = run;
+        run += n as i64;
+        async move {
+            let mut out = Vec::new();
+            for i in 0..n {
+                out.push(dispatch(&group, &seen, &job, routing, start + i as i64 + 1).await);
+            }
+            out
+        }
+    };
+    assert_eq!(
+        picks(Routing::First, "j1", 3).await,
+        vec![names[0].clone(); 3]
+    );
+    assert_eq!(
+        picks(Routing::Last, "j1", 3).await,
+        vec![names[2].clone(); 3]
+    );
+    let rr = picks(Routing::RoundRobin, "j2", 6).await;
+    let at = |n: &String| names.iter().position(|x| x == n).unwrap();
+    for w in rr.windows(2) {
+        assert_eq!(at(&w[1]), (at(&w[0]) + 1) % 3, "{rr:?}");
+    }
+    let random = picks(Routing::Random, "j3", 60).await;
+    assert!(names.iter().all(|n| random.contains(n)), "{random:?}");
+    let lfu = picks(Routing::LeastFrequentlyUsed, "j4", 6).await;
+    for n in &names {
+        assert_eq!(lfu.iter().filter(|x| *x == n).count(), 2, "{lfu:?}");
+    }
+    let lru = picks(Routing::LeastRecentlyUsed, "j5", 6).await;
+    assert_eq!(
+        lru,
+        [&names[..], &names[..]].concat(),
+        "never used first, then the longest idle"
+    );
+    let hashed = picks(Routing::ConsistentHash, "j6", 3).await;
+    assert!(
+        hashed.iter().all(|x| x == &hashed[0]),
+        "a job stays on its instance: {hashed:?}"
+    );
+    assert_eq!(
+        picks(Routing::Failover, "j7", 2).await,
+        vec![names[0].clone(); 2]
+    );
+    assert_eq!(
+        picks(Routing::BusyOver, "j8", 2).await,
+        vec![names[0].clone(); 2]
+    );
+    // The first instance goes away: failover and busy-over skip it at once.
+    let first = group.instances()[0].clone();
+    let gone = servers.iter().position(|s| base(s) == first).unwrap();
+    servers.remove(gone).shutdown().await;
+    assert_eq!(
+        picks(Routing::Failover, "j7", 2).await,
+        vec![names[1].clone(); 2]
+    );
+    assert_eq!(
+        picks(Routing::BusyOver, "j8", 2).await,
+        vec![names[1].clone(); 2]
+    );
+    for s in servers {
+        s.shutdown().await;
+    }
+}

@@ -300,6 +300,16 @@ def make_handler(signer, state):
     return Handler
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A client that gave up (a timed-out long poll) is not an error here.
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def unknown_run():
     return 404, {"error": "unknown_run", "message": "no run with this id and token on this instance"}
 
@@ -384,11 +394,10 @@ def main():
     secret = os.environ.get(a.secret_env, "").encode()
     signer = Signer(secret)
     host, port = a.bind.rsplit(":", 1)
-    server = ThreadingHTTPServer((host, int(port)), None)
+    server = Server((host, int(port)), None)
     addr = f"{server.server_address[0]}:{server.server_address[1]}"
     state = State({"echo": echo, "fail": fail, "wait": wait, "chatty": chatty}, a.capacity, a.instance or addr)
     server.RequestHandlerClass = make_handler(signer, state)
-    server.daemon_threads = True
     print(f"listening on {addr}", flush=True)
     try:
         server.serve_forever()

@@ -92,6 +92,18 @@ pub struct PythonExecutor {
     pub base: String,
 }
 
+impl PythonExecutor {
+    /// Sends `signal` (`KILL`, `STOP`, `CONT`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([format!("-{signal}"), self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{signal} failed");
+    }
+}
+
 impl Drop for PythonExecutor {
     fn drop(&mut self) {
         let _ = self.child.kill();
