@@ -7,19 +7,15 @@
 //! the run's token; if that node dies, another takes the job over when the lease
 //! runs out and the late result is never applied.
 
-use super::auth::{self, Secret};
-use super::protocol::{
-    self, Beat, ErrorBody, LogChunk, Phase, RemoteOutcome, RunRequest, RunState,
-};
+use super::auth::Secret;
+use super::client::{CallError, Client};
+use super::protocol::{self, Beat, LogChunk, Phase, RemoteOutcome, RunRequest, RunState};
 use super::routing::Router;
 use crate::error::{Error, Result};
 use crate::handler::{JobContext, JobError, JobHandler, JobResult};
 use crate::placement::Routing;
 use async_trait::async_trait;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -99,12 +95,9 @@ pub struct RemoteGroup {
 
 struct Inner {
     name: String,
-    secret: Secret,
     instances: Vec<String>,
-    client: reqwest::Client,
+    client: Client,
     router: Router,
-    /// Per instance: its clock minus this node's, from its signed answers.
-    offsets: Mutex<HashMap<String, i64>>,
     config: RemoteGroupConfig,
 }
 
@@ -115,39 +108,6 @@ impl std::fmt::Debug for RemoteGroup {
             .field("instances", &self.inner.instances)
             .finish_non_exhaustive()
     }
-}
-
-/// Why a call to an instance failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CallError {
-    /// No answer (connection refused, timeout, reset).
-    Unreachable(String),
-    /// A signed refusal.
-    Refused {
-        status: u16,
-        code: String,
-        message: String,
-    },
-    /// An answer that is not signed with the group's secret, or unreadable.
-    Unauthentic(String),
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Unreachable(m) => write!(f, "unreachable: {m}"),
-            CallError::Refused {
-                status,
-                code,
-                message,
-            } => write!(f, "refused {status} {code}: {message}"),
-            CallError::Unauthentic(m) => write!(f, "unauthentic answer: {m}"),
-        }
-    }
-}
-
-fn now_ms() -> i64 {
-    crate::time::Timestamp::now().as_millis()
 }
 
 /// Checks an instance address: `http://` or `https://`, a host and a port, no
@@ -199,19 +159,15 @@ impl RemoteGroup {
                 "name at least one instance",
             ));
         }
-        let client = reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .build()
-            .map_err(|e| Error::backend("remote", "client", false, e))?;
+        let config = RemoteGroupConfig::default();
+        let client = Client::new(secret, config.request_timeout, config.max_answer_bytes)?;
         Ok(RemoteGroup {
             inner: Arc::new(Inner {
                 name,
-                secret,
                 instances: list,
                 client,
                 router: Router::default(),
-                offsets: Mutex::default(),
-                config: RemoteGroupConfig::default(),
+                config,
             }),
         })
     }
@@ -223,11 +179,13 @@ impl RemoteGroup {
         Ok(RemoteGroup {
             inner: Arc::new(Inner {
                 name: i.name.clone(),
-                secret: i.secret.clone(),
                 instances: i.instances.clone(),
-                client: i.client.clone(),
+                client: Client::new(
+                    i.client.secret().clone(),
+                    config.request_timeout,
+                    config.max_answer_bytes,
+                )?,
                 router: Router::default(),
-                offsets: Mutex::default(),
                 config,
             }),
         })
@@ -249,6 +207,7 @@ impl RemoteGroup {
     /// without the group's signature.
     pub async fn beat(&self, instance: &str) -> Result<Beat> {
         self.inner
+            .client
             .call(instance, protocol::BEAT, &serde_json::json!({}), None)
             .await
             .map_err(|e| backend("beat", e))
@@ -271,6 +230,7 @@ impl RemoteGroup {
             limit: 1_000,
         };
         self.inner
+            .client
             .call(instance, protocol::LOG, &q, None)
             .await
             .map_err(|e| backend("log", e))
@@ -283,6 +243,7 @@ impl RemoteGroup {
         let q = protocol::KillRequest { run_id, token };
         let r: protocol::KillReply = self
             .inner
+            .client
             .call(instance, protocol::KILL, &q, None)
             .await
             .map_err(|e| backend("kill", e))?;
@@ -297,117 +258,6 @@ fn backend(op: &'static str, e: CallError) -> Error {
         matches!(e, CallError::Unreachable(_)),
         e.to_string(),
     )
-}
-
-impl Inner {
-    /// One signed request and its verified answer. An instance whose clock is off
-    /// refuses the first request as skewed; its signed refusal carries its clock,
-    /// and the request is signed again on it once.
-    async fn call<Q: Serialize, A: DeserializeOwned>(
-        &self,
-        instance: &str,
-        path: &str,
-        q: &Q,
-        timeout: Option<Duration>,
-    ) -> std::result::Result<A, CallError> {
-        let body = serde_json::to_vec(q).map_err(|e| CallError::Unauthentic(e.to_string()))?;
-        let mut last = None;
-        for _ in 0..2 {
-            let offset = self
-                .offsets
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(instance)
-                .copied()
-                .unwrap_or(0);
-            let sent = now_ms();
-            let ts = sent + offset;
-            let nonce = auth::nonce();
-            let sig = self.secret.sign_request("POST", path, ts, &nonce, &body);
-            let resp = self
-                .client
-                .post(format!("{instance}{path}"))
-                .header("content-type", "application/json")
-                .header(auth::TIMESTAMP, ts)
-                .header(auth::NONCE, &nonce)
-                .header(auth::SIGNATURE, sig)
-                .timeout(timeout.unwrap_or(self.config.request_timeout))
-                .body(body.clone())
-                .send()
-                .await
-                .map_err(|e| CallError::Unreachable(kind_of(&e)))?;
-            let status = resp.status().as_u16();
-            let header = |n: &str| {
-                resp.headers()
-                    .get(n)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_string)
-            };
-            let (rts, rsig) = (header(auth::TIMESTAMP), header(auth::SIGNATURE));
-            if resp
-                .content_length()
-                .is_some_and(|l| l > self.config.max_answer_bytes as u64)
-            {
-                return Err(CallError::Unauthentic("answer too large".into()));
-            }
-            let bytes = resp
-                .bytes()
-                .await
-                .map_err(|e| CallError::Unreachable(kind_of(&e)))?;
-            if bytes.len() > self.config.max_answer_bytes {
-                return Err(CallError::Unauthentic("answer too large".into()));
-            }
-            let (Some(rts), Some(rsig)) = (rts.and_then(|t| t.parse::<i64>().ok()), rsig) else {
-                return Err(CallError::Unauthentic(format!(
-                    "HTTP {status} without a signature"
-                )));
-            };
-            if !self
-                .secret
-                .verify_response(&rsig, status, &nonce, rts, &bytes)
-            {
-                return Err(CallError::Unauthentic(format!(
-                    "HTTP {status} not signed with the group's secret"
-                )));
-            }
-            let received = now_ms();
-            self.offsets
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(instance.to_string(), rts - (sent + received) / 2);
-            if (200..300).contains(&status) {
-                return serde_json::from_slice(&bytes)
-                    .map_err(|e| CallError::Unauthentic(e.to_string()));
-            }
-            let e: ErrorBody = serde_json::from_slice(&bytes).unwrap_or(ErrorBody {
-                error: "unknown".into(),
-                message: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
-            });
-            let refused = CallError::Refused {
-                status,
-                code: e.error,
-                message: e.message,
-            };
-            let skewed =
-                matches!(&refused, CallError::Refused { code, .. } if code == "skewed_timestamp");
-            last = Some(refused);
-            if !skewed {
-                break;
-            }
-        }
-        Err(last.expect("at least one attempt"))
-    }
-}
-
-/// What kind of transport failure, without the URL reqwest's message may carry.
-fn kind_of(e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        "timed out".into()
-    } else if e.is_connect() {
-        "connection failed".into()
-    } else {
-        "transport error".into()
-    }
 }
 
 /// Kills a dispatched run when its dispatcher is dropped (the engine cancelled it:
@@ -433,7 +283,7 @@ impl Drop for KillOnDrop {
             );
             rt.spawn(async move {
                 let r: std::result::Result<protocol::KillReply, _> =
-                    inner.call(&instance, protocol::KILL, &q, None).await;
+                    inner.client.call(&instance, protocol::KILL, &q, None).await;
                 tracing::debug!(run = q.run_id, %instance, ok = r.is_ok(), "kill sent");
             });
         }
@@ -463,8 +313,10 @@ impl RemoteGroup {
                     let q = protocol::IdleBeatRequest {
                         job_id: job.to_string(),
                     };
-                    let idle: std::result::Result<protocol::IdleBeat, _> =
-                        inner.call(&list[i], protocol::IDLE_BEAT, &q, None).await;
+                    let idle: std::result::Result<protocol::IdleBeat, _> = inner
+                        .client
+                        .call(&list[i], protocol::IDLE_BEAT, &q, None)
+                        .await;
                     if idle.is_ok_and(|b| b.idle) {
                         return Ok(list[i].clone());
                     }
@@ -513,6 +365,7 @@ impl JobHandler for RemoteGroup {
             token: req.token,
         };
         let admitted: std::result::Result<RunState, _> = inner
+            .client
             .call(&instance, protocol::RUN, &req, Some(poll_timeout))
             .await;
         // The answer to the dispatch, which waited a while for the run's end; none
@@ -549,6 +402,7 @@ impl JobHandler for RemoteGroup {
                 Some(answer) => Ok(answer),
                 None => {
                     inner
+                        .client
                         .call(&instance, protocol::RESULT, &poll, Some(poll_timeout))
                         .await
                 }

@@ -16,6 +16,7 @@
 //!   (`docs/executor-protocol.json`).
 
 pub mod auth;
+mod client;
 mod group;
 pub mod protocol;
 pub mod routing;
