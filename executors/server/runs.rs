@@ -111,10 +111,16 @@ impl Runs {
         names
     }
 
-    /// (running, queued, capacity).
+    /// (running, queued, capacity). Queued runs are found through the jobs in
+    /// progress, not the whole table (which keeps ended runs' results).
     pub(crate) fn load(&self) -> (usize, usize, usize) {
         let t = self.table();
-        let queued = t.runs.values().filter(|e| e.phase == Phase::Queued).count();
+        let queued = t
+            .jobs
+            .values()
+            .flatten()
+            .filter(|id| t.runs.get(id).is_some_and(|e| e.phase == Phase::Queued))
+            .count();
         (t.running, queued, self.limits.capacity)
     }
 

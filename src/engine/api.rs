@@ -110,16 +110,7 @@ impl Scheduler {
 
     /// Checks `job` for this node and computes its first fire after `now`.
     fn checked(&self, job: &Job, now: Timestamp) -> Result<Option<Timestamp>> {
-        if self.core.handlers.for_job(job).is_none() {
-            return Err(match job.remote() {
-                Some(t) => Error::UnknownGroup {
-                    group: t.group().to_string(),
-                },
-                None => Error::UnknownHandler {
-                    handler: job.handler().to_string(),
-                },
-            });
-        }
+        self.core.handlers.for_job(job)?;
         job.check_payload(self.core.config.max_payload_bytes)?;
         let next = job.schedule().first_fire(now);
         if let (None, crate::schedule::Schedule::Cron(c)) = (next, job.schedule()) {

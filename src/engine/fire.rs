@@ -308,12 +308,12 @@ async fn execute(
     cancel: tokio_util::sync::CancellationToken,
 ) -> Outcome {
     let job = &run.fire.job;
-    let Some(handler) = core.handlers.for_job(job) else {
-        drop(grant);
-        return Outcome::Failed(JobError::msg(match job.remote() {
-            Some(t) => format!("no executor group {:?} on node {}", t.group(), core.node_id),
-            None => format!("no handler {:?} on node {}", job.handler(), core.node_id),
-        }));
+    let handler = match core.handlers.for_job(job) {
+        Ok(handler) => handler,
+        Err(missing) => {
+            drop(grant);
+            return Outcome::Failed(JobError::msg(format!("{missing} (node {})", core.node_id)));
+        }
     };
     let ctx = JobContext {
         job: job.clone(),

@@ -35,11 +35,24 @@ pub(crate) struct Handlers {
 }
 
 impl Handlers {
-    /// The handler that runs `job` here, if this node has one.
-    pub(crate) fn for_job(&self, job: &crate::Job) -> Option<&Arc<dyn JobHandler>> {
+    /// The handler that runs `job` here, or the error saying what this node lacks:
+    /// [`Error::UnknownGroup`](crate::Error::UnknownGroup) for a remote job,
+    /// [`Error::UnknownHandler`](crate::Error::UnknownHandler) otherwise.
+    pub(crate) fn for_job(&self, job: &crate::Job) -> crate::Result<&Arc<dyn JobHandler>> {
         match job.remote() {
-            Some(target) => self.groups.get(target.group()),
-            None => self.local.get(job.handler()),
+            Some(target) => {
+                self.groups
+                    .get(target.group())
+                    .ok_or_else(|| crate::Error::UnknownGroup {
+                        group: target.group().to_string(),
+                    })
+            }
+            None => self
+                .local
+                .get(job.handler())
+                .ok_or_else(|| crate::Error::UnknownHandler {
+                    handler: job.handler().to_string(),
+                }),
         }
     }
 }

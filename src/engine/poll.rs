@@ -175,7 +175,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
                 skipped = Some(f);
                 continue;
             }
-            if core.handlers.for_job(&f.job).is_none() {
+            if core.handlers.for_job(&f.job).is_err() {
                 core.unserved(&f, now);
                 skipped = Some(f);
                 continue;
