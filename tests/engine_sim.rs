@@ -4,7 +4,8 @@
 //! memory store, played on tokio's paused clock. For every seed the checker asserts:
 //! (a) every fire ran or is accounted for by its misfire policy in the run log,
 //! (b) no fire ran twice, (c) lag stays under the documented bound whenever a slot
-//! was free, (d) no fire ran early.
+//! was free, (d) no fire ran early, (e) a fire given back unexecuted (`returned`)
+//! executed nothing before it was given back.
 //!
 //! `JOBWHEEL_SIM_SEEDS=n` runs n seeds per test (default 8, four tests); a failure
 //! prints its seed, and `JOBWHEEL_SIM_SEED=s` replays that seed alone.

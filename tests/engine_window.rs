@@ -1,14 +1,18 @@
 //! The claim window on a paused clock: how many due fires a node claims beyond its
 //! free executor slots follows how fast its slots free up. Fast handlers: a node with
 //! two slots claims fires by the hundred per round trip. Slow handlers: it claims only
-//! what it has slots for, and another node takes the rest at once.
+//! what it has slots for, and another node takes the rest at once. A node that
+//! started fires on the strength of fast runs and then met slow ones gives the fires
+//! still waiting for a slot back, and another node runs them.
 
 mod support;
 
 use jobwheel::lock::{Lease, LockProvider, LockRequest};
 use jobwheel::memory::LocalLocks;
-use jobwheel::store::Jobs;
-use jobwheel::{Clock, Job, JobContext, JobError, LocalExecutor, Schedule, Scheduler};
+use jobwheel::store::{Jobs, RunLog};
+use jobwheel::{
+    Clock, Job, JobContext, JobError, LocalExecutor, RunQuery, RunStatus, Schedule, Scheduler,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -189,4 +193,113 @@ async fn slow_handlers_claim_only_free_slots_and_leave_the_rest_to_other_nodes()
     );
     ha.shutdown().await;
     hb.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn started_fires_whose_slot_does_not_free_up_are_given_back_to_other_nodes() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let (running, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    // "w…" jobs end at once, "s…" jobs take 3 s.
+    let node = |id: &str| {
+        let (l, c, r, m) = (log.clone(), clock.clone(), running.clone(), most.clone());
+        Scheduler::builder()
+            .store(store.clone())
+            .locks(locks.clone())
+            .handler("h", move |ctx: JobContext| {
+                l.record(&ctx, &*c);
+                let slow = ctx.job.id().as_str().starts_with('s');
+                m.fetch_max(r.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                let r = r.clone();
+                async move {
+                    if slow {
+                        tokio::time::sleep(Duration::from_secs(3)).await;
+                    }
+                    r.fetch_sub(1, Ordering::SeqCst);
+                    Ok::<(), JobError>(())
+                }
+            })
+            .executor(LocalExecutor::with_concurrency(2).unwrap())
+            .config(config(id))
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (node("a"), node("b"));
+    // Node a runs a stream of one-shots that end at once (100 a second)...
+    let t0 = clock.now();
+    let stream: Vec<(Job, Option<jobwheel::Timestamp>)> = (0..300)
+        .map(|i| {
+            let at = t0 + Duration::from_millis(10 * i);
+            let job = Job::builder(format!("w{i:04}"), "h", Schedule::once(at))
+                .build()
+                .unwrap();
+            (job, Some(at))
+        })
+        .collect();
+    store.upsert_many(&stream).await.unwrap();
+    // ...when a burst of slow ones comes due: a starts more than its two slots take
+    // on the strength of its fast runs. Node b joins just after.
+    let due = t0 + Duration::from_millis(2_500);
+    one_shots(&store, "s", 40, due).await;
+    let ha = a.start().await.unwrap();
+    advance(Duration::from_millis(2_600)).await;
+    let hb = b.start().await.unwrap();
+    advance(Duration::from_secs(40)).await;
+    let returned_metric = ha.scheduler().metrics().returned + hb.scheduler().metrics().returned;
+    ha.shutdown().await;
+    hb.shutdown().await;
+
+    let slow: Vec<Seen> = log
+        .all()
+        .into_iter()
+        .filter(|s| s.job.starts_with('s'))
+        .collect();
+    let mut per_job: HashMap<String, usize> = HashMap::new();
+    for seen in &slow {
+        *per_job.entry(seen.job.clone()).or_default() += 1;
+    }
+    assert_eq!(per_job.len(), 40, "every slow one-shot ran");
+    assert!(
+        per_job.values().all(|&n| n == 1),
+        "each ran once: {per_job:?}"
+    );
+    assert!(
+        slow.iter().all(|s| s.attempt == 1 && s.fire_at == due),
+        "a fire given back runs as the same fire and attempt"
+    );
+    assert!(
+        most.load(Ordering::SeqCst) <= 4,
+        "never more handlers at once than the two nodes' 4 slots"
+    );
+    let on_b = slow.iter().filter(|s| s.node == "b").count();
+    assert!(on_b >= 10, "node b ran a share of the burst: {on_b} of 40");
+
+    let runs = store
+        .runs(&RunQuery::new().status(RunStatus::Returned).limit(10_000))
+        .await
+        .unwrap();
+    assert!(!runs.is_empty(), "node a gave started fires back");
+    assert_eq!(runs.len() as u64, returned_metric, "each counted once");
+    for r in &runs {
+        assert_eq!(r.node, "a");
+        assert_eq!((r.fire_at, r.attempt), (due, 1));
+        let message = r.error.as_deref().unwrap_or_default();
+        assert!(
+            message.contains("not executed") && message.contains("node a"),
+            "{message}"
+        );
+        let ran = slow.iter().find(|s| s.job == r.job_id.as_str()).unwrap();
+        assert!(
+            ran.started >= r.ended_at.unwrap(),
+            "{} executed at {} before it was given back at {:?}",
+            r.job_id,
+            ran.started,
+            r.ended_at
+        );
+    }
+    let succeeded = store
+        .runs(&RunQuery::new().status(RunStatus::Succeeded).limit(10_000))
+        .await
+        .unwrap();
+    assert_eq!(succeeded.len(), 340, "one succeeded record per one-shot");
 }

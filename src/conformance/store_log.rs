@@ -134,6 +134,7 @@ pub async fn daily_stats(store: &dyn JobStore) {
             acc.failed += d.failed;
             acc.misfired += d.misfired;
             acc.lost += d.lost;
+            acc.returned += d.returned;
             acc
         })
     };
@@ -144,17 +145,19 @@ pub async fn daily_stats(store: &dyn JobStore) {
         (2, RunStatus::Failed),
         (3, RunStatus::Misfired),
         (4, RunStatus::Lost),
+        (5, RunStatus::Returned),
     ] {
         let run = started(store, start_req(&id, t0, 1, token)).await;
         finish_one(store, finish_req(run, &id, token, status, Some(t0))).await;
     }
-    let running = started(store, start_req(&id, t0, 1, 5)).await;
+    let running = started(store, start_req(&id, t0, 1, 6)).await;
     let after = sum(store.daily_stats(from, to).await.unwrap());
-    assert_eq!(after.total - before.total, 5, "stats count every run");
+    assert_eq!(after.total - before.total, 6, "stats count every run");
     assert_eq!(after.succeeded - before.succeeded, 1);
     assert_eq!(after.failed - before.failed, 1);
     assert_eq!(after.misfired - before.misfired, 1);
     assert_eq!(after.lost - before.lost, 1);
+    assert_eq!(after.returned - before.returned, 1);
     assert_eq!(after.running - before.running, 1);
     let far = t0.to_datetime().date_naive();
     assert!(
@@ -167,7 +170,7 @@ pub async fn daily_stats(store: &dyn JobStore) {
     );
     finish_one(
         store,
-        finish_req(running, &id, 5, RunStatus::Succeeded, None),
+        finish_req(running, &id, 6, RunStatus::Succeeded, None),
     )
     .await;
     cleanup(store, &[id]).await;

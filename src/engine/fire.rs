@@ -186,12 +186,17 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
     let cancel = watch(core, &run, deadline);
     let grant = match place {
         Ok(grant) => Some(grant),
-        // Started, so it runs here: it waits for its slot unless the node is killed
-        // or the lease is lost meanwhile.
-        Err(waiting) => tokio::select! {
-            grant = waiting => Some(grant),
-            _ = cancel.cancelled() => None,
-        },
+        // Started: it waits for its slot unless the node is killed or the lease is
+        // lost meanwhile, or its slot does not free up in time (the node's runs
+        // turned out slower than its recent ones): then it is given back.
+        Err(waiting) => {
+            let wait = core.config.poll_interval / 2;
+            tokio::select! {
+                grant = waiting => Some(grant),
+                _ = cancel.cancelled() => None,
+                _ = sleep(wait) => return give_back(core, run, wait).await,
+            }
+        }
     };
     let began = Instant::now();
     let outcome = match grant {
@@ -202,6 +207,25 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
     let _finishing = Finishing::enter(core);
     core.pump_slots();
     finish_and_continue(core, run, outcome, began.elapsed()).await
+}
+
+/// Gives back a started fire that waited `waited` for a slot without getting one:
+/// records it `returned` (the job due again at the same fire and attempt), then
+/// gives the lease back, so any node with a free slot runs the fire at its next poll.
+async fn give_back(core: &Core, run: Run, waited: Duration) -> Option<Claim> {
+    let entry = lock(&core.load.running).remove(&run.run_id);
+    // The renewer may have extended the lease while the fire waited.
+    let run = Run {
+        lease: entry.map_or(run.lease, |e| e.lease),
+        ..run
+    };
+    bump(&core.counters.returned);
+    info!(waited = ?waited, "no executor slot freed up: started fire given back");
+    let p = plan::plan_return(&run.fire, waited, &core.node_id);
+    finish(core, &run, p, None, false).await;
+    core.poll.rescan_before(run.fire.fire_at);
+    release(core, run.lease).await;
+    None
 }
 
 /// A started attempt at a fire: the run a node records, under the lease it holds.

@@ -16,6 +16,10 @@ pub struct EngineMetrics {
     /// half a poll interval of their instant (another node, or this one later, takes
     /// them).
     pub handed_back: u64,
+    /// Started fires given back unexecuted (recorded `returned`) because no executor
+    /// slot freed up within half a poll interval of their start: the node's
+    /// runs turned out slower than its recent runs. The fire is due again at once.
+    pub returned: u64,
     /// Runs whose finish was written.
     pub finished: u64,
     /// Finishes the store refused because a newer lease holder fenced this node out.
@@ -75,6 +79,7 @@ pub(crate) struct Counters {
     pub(crate) started: AtomicU64,
     pub(crate) start_refused: AtomicU64,
     pub(crate) handed_back: AtomicU64,
+    pub(crate) returned: AtomicU64,
     pub(crate) finished: AtomicU64,
     pub(crate) finish_refused: AtomicU64,
     pub(crate) leases_lost: AtomicU64,
@@ -113,6 +118,7 @@ impl Counters {
             started: r(&self.started),
             start_refused: r(&self.start_refused),
             handed_back: r(&self.handed_back),
+            returned: r(&self.returned),
             finished: r(&self.finished),
             finish_refused: r(&self.finish_refused),
             leases_lost: r(&self.leases_lost),

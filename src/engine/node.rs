@@ -169,15 +169,17 @@ impl Core {
     }
 
     /// Hands free executor slots to the fires in line, after telling the head of the
-    /// line how far "near" reaches now: as many fires as the slots can start within
-    /// a twentieth of a poll interval at the mean run time. A near fire writes its
-    /// start while it waits, so when the mean run time was underestimated only that
-    /// short stretch of the line is committed to this node; the rest goes back after
-    /// its wait.
+    /// line how far "near" reaches now: as many fires as the slots start within a
+    /// twentieth of a poll interval ([`Load::starts_within`]). A near fire writes its
+    /// start while it waits; if the node's runs turn out slower than its recent ones,
+    /// a started fire whose slot does not free up in time is given back
+    /// (`returned`). The rest of the line goes back after its wait.
     pub(crate) fn pump_slots(&self) {
         let load = &self.load;
-        load.slots
-            .set_near(load.starts_within(self.config.poll_interval / 20));
+        let near = load
+            .starts_within(self.config.poll_interval / 20)
+            .min(load.pace.started_within(self.config.poll_interval / 4));
+        load.slots.set_near(near);
         load.slots.pump();
     }
 
@@ -303,21 +305,34 @@ impl Load {
     }
 }
 
-/// How fast this node's executor slots free up: the runs executing now and the mean
+/// How fast this node's executor slots free up: the runs executing now, the mean
 /// time a run holds its slot (a moving average over the last runs that follows
-/// slower runs faster than faster ones).
+/// slower runs faster than faster ones), and how many runs entered a slot per second
+/// lately (an exponentially decayed rate over [`RATE_WINDOW`]).
 #[derive(Default)]
 pub(crate) struct Pace {
     executing: AtomicUsize,
     /// Mean run time in nanoseconds; 0 before the first run.
     mean_nanos: std::sync::atomic::AtomicU64,
+    /// Runs entering a slot per second, decayed, and when it was last updated.
+    entered: Mutex<(f64, Option<Instant>)>,
 }
+
+/// The window of the measured start rate: starts older than a few windows no longer
+/// count, so the rate follows a change of pace within about a second.
+const RATE_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Pace {
     /// Counts a run entering its slot; the guard counts it out and records how long it
     /// held the slot.
     pub(crate) fn enter(&self) -> Executing<'_> {
         self.executing.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut entered = lock(&self.entered);
+            let now = Instant::now();
+            let rate = decayed(*entered, now);
+            *entered = (rate + 1.0 / RATE_WINDOW.as_secs_f64(), Some(now));
+        }
         Executing {
             pace: self,
             since: Instant::now(),
@@ -331,8 +346,45 @@ impl Pace {
         if mean == 0 {
             return 0;
         }
-        let slots = (free + self.executing.load(Ordering::SeqCst)) as u128;
-        usize::try_from(slots * span.as_nanos() / u128::from(mean)).unwrap_or(usize::MAX)
+        let slots = (free + self.executing.load(Ordering::SeqCst)) as f64;
+        // Saturating float-to-int conversion.
+        (slots * span.as_nanos() as f64 / mean as f64) as usize
+    }
+
+    /// How many runs entered a slot within a `span` lately, at the measured rate: what
+    /// the node actually turns its slots over at, which handlers that end at once
+    /// do not raise (the node's own work bounds it), and 0 on a node that has been
+    /// idle for a second.
+    pub(crate) fn started_within(&self, span: std::time::Duration) -> usize {
+        (decayed(*lock(&self.entered), Instant::now()) * span.as_secs_f64()) as usize
+    }
+
+    /// Records a run that held its slot for `took` nanoseconds.
+    fn record(&self, took: u64) {
+        // A moving average that rises fast (half-way to a slower run) and falls
+        // slowly (an eighth of the way to a faster one), so the line shrinks at once
+        // when runs get slower and grows back over many fast runs.
+        let _ = self
+            .mean_nanos
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
+                Some(if old == 0 {
+                    took
+                } else if took > old {
+                    old + (took - old) / 2
+                } else {
+                    (old - (old - took) / 8).max(1)
+                })
+            });
+    }
+}
+
+/// The start rate `(rate, at)` decayed to `now` over [`RATE_WINDOW`].
+fn decayed((rate, at): (f64, Option<Instant>), now: Instant) -> f64 {
+    match at {
+        Some(at) => {
+            rate * (-now.duration_since(at).as_secs_f64() / RATE_WINDOW.as_secs_f64()).exp()
+        }
+        None => 0.0,
     }
 }
 
@@ -348,21 +400,7 @@ impl Drop for Executing<'_> {
         let took = u64::try_from(self.since.elapsed().as_nanos())
             .unwrap_or(u64::MAX)
             .max(1);
-        // A moving average that rises fast (half-way to a slower run) and falls
-        // slowly (an eighth of the way to a faster one), so the line shrinks at once
-        // when runs get slower and grows back over many fast runs.
-        let _ = self
-            .pace
-            .mean_nanos
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
-                Some(if old == 0 {
-                    took
-                } else if took > old {
-                    old + (took - old) / 2
-                } else {
-                    (old - (old - took) / 8).max(1)
-                })
-            });
+        self.pace.record(took);
     }
 }
 
@@ -460,13 +498,18 @@ mod tests {
             0,
             "no run ended yet: no line"
         );
-        for _ in 0..8 {
-            let run = pace.enter();
+        // 4 slots turned over every 10 ms for two seconds: 400 starts a second.
+        for _ in 0..200 {
+            let runs = [pace.enter(), pace.enter(), pace.enter(), pace.enter()];
             tokio::time::sleep(Duration::from_millis(10)).await;
-            drop(run);
+            drop(runs);
         }
-        // 4 slots, 10 ms per run: 100 starts in 250 ms.
         assert_eq!(pace.starts_within(4, quarter), 100);
+        let n = pace.started_within(quarter);
+        assert!(
+            (95..=102).contains(&n),
+            "measured: about 100 in 250 ms: {n}"
+        );
         let busy = [pace.enter(), pace.enter()];
         assert_eq!(
             pace.starts_within(2, quarter),
@@ -483,6 +526,26 @@ mod tests {
             pace.starts_within(4, quarter),
             0,
             "runs of 5 s: nothing starts within a quarter second"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn instant_runs_start_no_faster_than_they_were_started() {
+        let pace = Pace::default();
+        // Runs that take no time, 20 a second for two seconds.
+        for _ in 0..40 {
+            drop(pace.enter());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let quarter = Duration::from_millis(250);
+        assert!(pace.starts_within(8, quarter) > 1_000_000, "instant runs");
+        let n = pace.started_within(quarter);
+        assert!((4..=5).contains(&n), "but they entered 20 a second: {n}");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(
+            pace.started_within(quarter),
+            0,
+            "an idle node has no measured pace to commit fires on"
         );
     }
 }

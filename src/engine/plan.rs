@@ -236,6 +236,26 @@ pub(crate) fn plan_skip(
     }
 }
 
+/// What a started fire given back unexecuted writes: a `returned` record, and the
+/// job due again at the same fire with the same attempt count, trigger and resume
+/// point, exactly as it was before the start.
+pub(crate) fn plan_return(fire: &DueFire, waited: Duration, node: &str) -> FinishPlan {
+    FinishPlan {
+        status: RunStatus::Returned,
+        error: Some(format!(
+            "not executed: waited {waited:?} for an executor slot on node {node}; given back to run on any node"
+        )),
+        will_retry: false,
+        next: NextFire {
+            at: Some(fire.fire_at),
+            trigger: fire.trigger,
+            attempt: fire.attempt,
+            resume_after: fire.resume_after,
+        },
+        alarms: Vec::new(),
+    }
+}
+
 /// Applies the retry policy to a run's final status.
 ///
 /// `unit` is a random number in `[0, 1)` for jitter.

@@ -79,11 +79,16 @@ pub enum RunStatus {
     Lost,
     /// The fire was late and the misfire policy skipped it.
     Misfired,
+    /// Started, then given back without executing: the node's executor slots stayed
+    /// busy for longer than a started fire may wait for one (half a poll
+    /// interval). The job is due at the same fire again, with the same attempt, and
+    /// any node runs it; the fire's execution is the later record.
+    Returned,
 }
 
 impl RunStatus {
     /// Every status.
-    pub const ALL: [RunStatus; 7] = [
+    pub const ALL: [RunStatus; 8] = [
         RunStatus::Running,
         RunStatus::Succeeded,
         RunStatus::Failed,
@@ -91,6 +96,7 @@ impl RunStatus {
         RunStatus::Cancelled,
         RunStatus::Lost,
         RunStatus::Misfired,
+        RunStatus::Returned,
     ];
 
     /// Stable lower-case name, as stored.
@@ -103,6 +109,7 @@ impl RunStatus {
             RunStatus::Cancelled => "cancelled",
             RunStatus::Lost => "lost",
             RunStatus::Misfired => "misfired",
+            RunStatus::Returned => "returned",
         }
     }
 
@@ -312,6 +319,8 @@ pub struct DailyStats {
     pub lost: u64,
     /// Misfired.
     pub misfired: u64,
+    /// Given back unexecuted (the fire ran again as a later record).
+    pub returned: u64,
 }
 
 impl DailyStats {
@@ -331,6 +340,7 @@ impl DailyStats {
             RunStatus::Cancelled => &mut self.cancelled,
             RunStatus::Lost => &mut self.lost,
             RunStatus::Misfired => &mut self.misfired,
+            RunStatus::Returned => &mut self.returned,
         } += n;
     }
 }
