@@ -64,7 +64,15 @@ async fn clean(url: &str, prefix: &str) {
     if url.starts_with("sqlite") {
         return;
     }
-    let tables = ["jobs", "runs", "nodes", "alarms", "locks", "migrations"];
+    let tables = [
+        "jobs",
+        "runs",
+        "nodes",
+        "executors",
+        "alarms",
+        "locks",
+        "migrations",
+    ];
     if url.starts_with("postgres") {
         let pool = sqlx::PgPool::connect(url).await.unwrap();
         for t in tables {

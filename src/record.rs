@@ -1,5 +1,5 @@
-//! What a store keeps besides definitions: scheduling state, runs, nodes and alarm
-//! events. These are plain data; the engine decides their values.
+//! What a store keeps besides definitions: scheduling state, runs, nodes, executor
+//! instances and alarm events. These are plain data; the engine decides their values.
 
 use crate::job::Job;
 use crate::time::Timestamp;
@@ -8,9 +8,11 @@ use std::sync::Arc;
 
 mod alarm;
 mod due;
+mod executor;
 mod run;
 pub use alarm::*;
 pub use due::{DueFire, DueKey};
+pub use executor::{ExecutorInfo, ExecutorRecord};
 pub use run::*;
 
 /// A stored job: its definition plus the scheduling state the engine keeps in it.

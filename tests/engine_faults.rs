@@ -104,6 +104,18 @@ impl NodeRegistry for FlakyStore {
         self.check("orphaned_runs")?;
         self.inner.orphaned_runs(limit).await
     }
+    async fn executor_beat(&self, instance: &ExecutorInfo) -> Result<Timestamp> {
+        self.inner.executor_beat(instance).await
+    }
+    async fn executors(&self, group: Option<&str>) -> Result<Page<ExecutorRecord>> {
+        self.inner.executors(group).await
+    }
+    async fn reap_executors(&self, silent_for: Duration) -> Result<Vec<(String, String)>> {
+        self.inner.reap_executors(silent_for).await
+    }
+    async fn deregister_executor(&self, group: &str, address: &str) -> Result<bool> {
+        self.inner.deregister_executor(group, address).await
+    }
 }
 
 #[async_trait]

@@ -35,7 +35,7 @@ async fn drop_tables(url: &str, prefix: &str) {
         .build()
         .await
         .unwrap();
-    let tables: Vec<String> = ["jobs", "runs", "nodes", "alarms", "locks", "migrations"]
+    let tables: Vec<String> = support::SQL_TABLES
         .iter()
         .map(|t| format!("{prefix}{t}"))
         .collect();
@@ -186,7 +186,7 @@ async fn migration_records_are_adopted_and_checked() {
         || store.migrate(),
         &p,
         "X'00'",
-        2,
+        3,
     )
     .await;
     drop_tables(&url, &p).await;

@@ -33,7 +33,7 @@ fn prefix(name: &str) -> String {
 /// Drops the tables of one prefix once a test is done with them.
 async fn drop_tables(url: &str, prefix: &str) {
     let store = PgStore::builder(url).prefix(prefix).build().await.unwrap();
-    let tables: Vec<String> = ["jobs", "runs", "nodes", "alarms", "locks", "migrations"]
+    let tables: Vec<String> = support::SQL_TABLES
         .iter()
         .map(|t| format!("public.{prefix}{t}"))
         .collect();
@@ -216,7 +216,7 @@ async fn migration_records_are_adopted_and_checked() {
         || store.migrate(),
         &format!("public.{p}"),
         "'\\x00'::bytea",
-        3,
+        4,
     )
     .await;
     drop_tables(&url, &p).await;

@@ -122,7 +122,7 @@ async fn postgres_store_with_redis_locks_runs_every_fire_once() {
         .build()
         .await
         .unwrap();
-    let tables: Vec<String> = ["jobs", "runs", "nodes", "alarms", "locks", "migrations"]
+    let tables: Vec<String> = support::SQL_TABLES
         .iter()
         .map(|t| format!("public.{prefix}{t}"))
         .collect();

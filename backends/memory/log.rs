@@ -99,6 +99,54 @@ impl NodeRegistry for MemoryStore {
             .cloned()
             .collect())
     }
+
+    async fn executor_beat(&self, instance: &ExecutorInfo) -> Result<Timestamp> {
+        let now = self.clock.now();
+        let key = (instance.group.clone(), instance.address.clone());
+        let mut inner = self.inner();
+        let registered_at = inner.executors.get(&key).map_or(now, |e| e.registered_at);
+        inner.executors.insert(
+            key,
+            ExecutorRecord {
+                info: instance.clone(),
+                registered_at,
+                last_beat: now,
+            },
+        );
+        Ok(now)
+    }
+
+    async fn executors(&self, group: Option<&str>) -> Result<Page<ExecutorRecord>> {
+        let inner = self.inner();
+        Ok(Page::of(
+            inner
+                .executors
+                .values()
+                .filter(|e| group.is_none_or(|g| e.info.group == g))
+                .cloned()
+                .collect(),
+        ))
+    }
+
+    async fn reap_executors(&self, silent_for: Duration) -> Result<Vec<(String, String)>> {
+        let cutoff = self.clock.now() - silent_for;
+        let mut inner = self.inner();
+        let dead: Vec<(String, String)> = inner
+            .executors
+            .iter()
+            .filter(|(_, e)| e.last_beat < cutoff)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &dead {
+            inner.executors.remove(k);
+        }
+        Ok(dead)
+    }
+
+    async fn deregister_executor(&self, group: &str, address: &str) -> Result<bool> {
+        let key = (group.to_string(), address.to_string());
+        Ok(self.inner().executors.remove(&key).is_some())
+    }
 }
 
 #[async_trait]

@@ -31,6 +31,8 @@ pub(super) struct Inner {
     pub(super) running: BTreeSet<RunId>,
     next_run: i64,
     pub(super) nodes: BTreeMap<String, NodeRecord>,
+    /// Executor instances by `(group, address)`.
+    pub(super) executors: BTreeMap<(String, String), ExecutorRecord>,
     pub(super) alarms: BTreeMap<AlarmId, AlarmRecord>,
     /// Events that may still be claimed (pending, failed with a retry, sending), so a
     /// claim never walks the delivered ones.

@@ -41,6 +41,11 @@ const MIGRATIONS: &[Embedded] = &[
         "misfire spans and resume points",
         include_str!("migrations/0002_misfire_spans.sql"),
     ),
+    (
+        3,
+        "executor instances",
+        include_str!("migrations/0003_executors.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =

@@ -47,6 +47,11 @@ const MIGRATIONS: &[Embedded] = &[
         "bytewise job ids",
         include_str!("migrations/0003_bytewise_ids.sql"),
     ),
+    (
+        4,
+        "executor instances",
+        include_str!("migrations/0004_executors.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).

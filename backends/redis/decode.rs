@@ -131,3 +131,29 @@ pub(super) fn decode_node(h: &Fields) -> std::result::Result<NodeRecord, String>
         last_beat: Timestamp::from_millis(int(h, "beat", w).map_err(|e| e.to_string())?),
     })
 }
+
+/// Decodes an executor instance's hash.
+pub(super) fn decode_executor(h: &Fields) -> std::result::Result<ExecutorRecord, String> {
+    let w = "decode executor";
+    let beat = |f| int(h, f, w).map_err(|e| e.to_string());
+    Ok(ExecutorRecord {
+        info: decode(field(h, "info", w).map_err(|e| e.to_string())?, w)
+            .map_err(|e| e.to_string())?,
+        registered_at: Timestamp::from_millis(beat("registered")?),
+        last_beat: Timestamp::from_millis(beat("beat")?),
+    })
+}
+
+/// The sorted-set member of an executor instance: `<group length>:<group><address>`,
+/// which no two `(group, address)` pairs share.
+pub(super) fn executor_member(group: &str, address: &str) -> String {
+    format!("{}:{group}{address}", group.len())
+}
+
+/// The `(group, address)` of a member made by [`executor_member`].
+pub(super) fn executor_key(member: &str) -> Option<(String, String)> {
+    let (len, rest) = member.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    let group = rest.get(..len)?;
+    Some((group.to_string(), rest[len..].to_string()))
+}

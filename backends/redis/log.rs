@@ -1,6 +1,9 @@
 //! The run log, node registry and alarm outbox of [`RedisStore`].
 
-use super::decode::{Fields, corrupt, decode_alarm, decode_node, encode, int};
+use super::decode::{
+    Fields, corrupt, decode_alarm, decode_executor, decode_node, encode, executor_key,
+    executor_member, int,
+};
 use super::redis_err;
 use super::store::{PURGE_CHUNK, RedisStore, flag_ms};
 use crate::error::Result;
@@ -122,6 +125,45 @@ impl RedisStore {
         Ok(page)
     }
 
+    /// The executor instances of `group` (all with `None`), by group then address.
+    pub(super) async fn executor_records(
+        &self,
+        group: Option<&str>,
+    ) -> Result<Page<ExecutorRecord>> {
+        let members: Vec<String> = redis::cmd("ZRANGE")
+            .arg(self.key("executors"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err("executors"))?;
+        let mut wanted: Vec<((String, String), String)> = members
+            .into_iter()
+            .filter_map(|m| Some((executor_key(&m)?, m)))
+            .filter(|((g, _), _)| group.is_none_or(|want| g == want))
+            .collect();
+        wanted.sort();
+        let keys = wanted
+            .iter()
+            .map(|(_, m)| self.key(&format!("executor:{m}")));
+        let mut page = Page::default();
+        for (((g, a), _), h) in wanted.iter().zip(self.hashes(keys, "executors").await?) {
+            if h.is_empty() {
+                continue;
+            }
+            match decode_executor(&h) {
+                Ok(e) => page.items.push(e),
+                Err(reason) => page.corrupt.push(CorruptRow {
+                    kind: "executor",
+                    id: format!("{g}/{a}"),
+                    due_key: None,
+                    reason,
+                }),
+            }
+        }
+        Ok(page)
+    }
+
     /// The events of `ids` that can be read, and those that cannot.
     pub(super) async fn alarm_records(&self, ids: &[String]) -> Result<Page<AlarmRecord>> {
         let keys = ids.iter().map(|id| self.key(&format!("alarm:{id}")));
@@ -225,6 +267,35 @@ impl NodeRegistry for RedisStore {
         call.arg(crate::limits::page(limit));
         let ids: Vec<String> = self.invoke(call, "orphaned_runs").await?;
         self.run_records(&ids).await
+    }
+
+    async fn executor_beat(&self, instance: &ExecutorInfo) -> Result<Timestamp> {
+        let mut call = self.call(&self.scripts.executor_beat);
+        call.arg(executor_member(&instance.group, &instance.address))
+            .arg(encode(instance)?);
+        let now: i64 = self.invoke(call, "executor_beat").await?;
+        Ok(Timestamp::from_millis(now))
+    }
+
+    async fn executors(&self, group: Option<&str>) -> Result<Page<ExecutorRecord>> {
+        self.executor_records(group).await
+    }
+
+    async fn reap_executors(&self, silent_for: Duration) -> Result<Vec<(String, String)>> {
+        let mut call = self.call(&self.scripts.reap_executors);
+        call.arg(duration_ms(silent_for));
+        let members: Vec<String> = self.invoke(call, "reap_executors").await?;
+        let mut dead: Vec<(String, String)> =
+            members.iter().filter_map(|m| executor_key(m)).collect();
+        dead.sort();
+        Ok(dead)
+    }
+
+    async fn deregister_executor(&self, group: &str, address: &str) -> Result<bool> {
+        let mut call = self.call(&self.scripts.deregister_executor);
+        call.arg(executor_member(group, address));
+        let n: i64 = self.invoke(call, "deregister_executor").await?;
+        Ok(n > 0)
     }
 }
 

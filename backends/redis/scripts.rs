@@ -20,6 +20,7 @@
 //! | `P ended` | sorted set | finished runs, score `ended` (for purges) |
 //! | `P stats:<day>`, `P stats:days` | hash, sorted set | run counts per status per UTC day number |
 //! | `P node:<id>`, `P nodes` | hash, sorted set | node info and last beat (score) |
+//! | `P executor:<m>`, `P executors` | hash, sorted set | an executor instance's `info`, `registered` and `beat`; members `m` are `<group length>:<group><address>`, scored by last beat |
 //! | `P alarm:<id>`, `P alarms` | hash, sorted set | outbox events; all ids |
 //! | `P alarms:ready`, `P alarms:sending` | sorted sets | claimable at (score), claim lapses at (score) |
 //! | `P seq:run`, `P seq:alarm`, `P schema` | strings | id sequences, schema version |
@@ -356,6 +357,36 @@ return ids
 pub(super) const DEREGISTER: &str = r"
 redis.call('DEL', P .. 'node:' .. ARGV[2])
 return redis.call('ZREM', P .. 'nodes', ARGV[2])
+";
+
+/// ARGV: P, member, info. Registers or refreshes an executor instance (keeping its
+/// first `registered`); returns the store's now.
+pub(super) const EXECUTOR_BEAT: &str = r"
+local now = now_ms()
+local nows = fmt(now)
+local key = P .. 'executor:' .. ARGV[2]
+if redis.call('EXISTS', key) == 0 then redis.call('HSET', key, 'registered', nows) end
+redis.call('HSET', key, 'info', ARGV[3], 'beat', nows)
+redis.call('ZADD', P .. 'executors', now, ARGV[2])
+return nows
+";
+
+/// ARGV: P, silent ms. Removes executor instances silent for longer; returns their
+/// members.
+pub(super) const REAP_EXECUTORS: &str = r"
+local cutoff = now_ms() - tonumber(ARGV[2])
+local ms = redis.call('ZRANGEBYSCORE', P .. 'executors', '-inf', '(' .. fmt(cutoff))
+for _, m in ipairs(ms) do
+  redis.call('DEL', P .. 'executor:' .. m)
+  redis.call('ZREM', P .. 'executors', m)
+end
+return ms
+";
+
+/// ARGV: P, member. Returns 1 when the instance was registered.
+pub(super) const DEREGISTER_EXECUTOR: &str = r"
+redis.call('DEL', P .. 'executor:' .. ARGV[2])
+return redis.call('ZREM', P .. 'executors', ARGV[2])
 ";
 
 /// ARGV: P, limit. Ids of running runs whose node is not registered, oldest first.

@@ -232,6 +232,44 @@ pub(crate) fn node_page<R: SqlRow>(backend: &'static str, rows: &[R]) -> Result<
     Ok(page)
 }
 
+/// Decodes `grp, address, info, registered_at, last_beat` rows; a row whose info or
+/// instants cannot be read is reported, keyed `group/address`.
+pub(crate) fn executor_page<R: SqlRow>(
+    backend: &'static str,
+    rows: &[R],
+) -> Result<Page<ExecutorRecord>> {
+    let w = "decode executor";
+    let mut page = Page::default();
+    for row in rows {
+        let id = format!(
+            "{}/{}",
+            col(backend, w, row.text("grp"))?,
+            col(backend, w, row.text("address"))?
+        );
+        let read = || -> std::result::Result<ExecutorRecord, String> {
+            let info = row.text("info").map_err(|e| e.to_string())?;
+            let info: ExecutorInfo = serde_json::from_str(&info).map_err(|e| e.to_string())?;
+            Ok(ExecutorRecord {
+                info,
+                registered_at: Timestamp::from_millis(
+                    row.int("registered_at").map_err(|e| e.to_string())?,
+                ),
+                last_beat: Timestamp::from_millis(row.int("last_beat").map_err(|e| e.to_string())?),
+            })
+        };
+        match read() {
+            Ok(e) => page.items.push(e),
+            Err(reason) => page.corrupt.push(CorruptRow {
+                kind: "executor",
+                id,
+                due_key: None,
+                reason,
+            }),
+        }
+    }
+    Ok(page)
+}
+
 /// The first row's `now` column.
 pub(crate) fn first_int(
     backend: &'static str,

@@ -151,4 +151,93 @@ impl<D: Dialect> NodeRegistry for SqlStore<D> {
             .map(|r| decode::run_record(D::NAME, r))
             .collect()
     }
+
+    async fn executor_beat(&self, instance: &ExecutorInfo) -> Result<Timestamp> {
+        let op = "executor_beat";
+        let (d, executors) = (&self.d, self.d.t("executors"));
+        let info = encode(D::NAME, instance)?;
+        let mut tx = d.begin(op).await?;
+        let now = now_in(d, &mut tx, op).await?;
+        let insert = Sql::new(format!(
+            "{} {executors} (grp, address, info, registered_at, last_beat) VALUES (?, ?, ?, ?, ?){}",
+            D::INSERT_IGNORE,
+            D::ON_CONFLICT_IGNORE
+        ))
+        .bind(instance.group.as_str())
+        .bind(instance.address.as_str())
+        .bind(info.as_str())
+        .bind(now)
+        .bind(now);
+        if d.exec_in(&mut tx, op, insert).await? == 0 {
+            let update = Sql::new(format!(
+                "UPDATE {executors} SET info = ?, last_beat = ? WHERE grp = ? AND address = ?"
+            ))
+            .bind(info.as_str())
+            .bind(now)
+            .bind(instance.group.as_str())
+            .bind(instance.address.as_str());
+            d.exec_in(&mut tx, op, update).await?;
+        }
+        d.commit(tx, op).await?;
+        Ok(Timestamp::from_millis(now))
+    }
+
+    async fn executors(&self, group: Option<&str>) -> Result<Page<ExecutorRecord>> {
+        let executors = self.d.t("executors");
+        let columns = "grp, address, info, registered_at, last_beat";
+        let q = match group {
+            Some(g) => Sql::new(format!(
+                "SELECT {columns} FROM {executors} WHERE grp = ? ORDER BY address"
+            ))
+            .bind(g),
+            None => Sql::new(format!(
+                "SELECT {columns} FROM {executors} ORDER BY grp, address"
+            )),
+        };
+        let rows = self.d.fetch("executors", q).await?;
+        decode::executor_page(D::NAME, &rows)
+    }
+
+    async fn reap_executors(&self, silent_for: Duration) -> Result<Vec<(String, String)>> {
+        let op = "reap_executors";
+        let (d, executors) = (&self.d, self.d.t("executors"));
+        let mut tx = d.begin(op).await?;
+        let now = now_in(d, &mut tx, op).await?;
+        let cutoff = now.saturating_sub(duration_ms(silent_for));
+        let read = Sql::new(format!(
+            "SELECT grp, address FROM {executors} WHERE last_beat < ? ORDER BY grp, address{}",
+            D::FOR_UPDATE
+        ))
+        .bind(cutoff);
+        let dead: Vec<(String, String)> = d
+            .fetch_in(&mut tx, op, read)
+            .await?
+            .iter()
+            .map(|r| {
+                Ok((
+                    r.text("grp").map_err(|e| d.err(op, e))?,
+                    r.text("address").map_err(|e| d.err(op, e))?,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        if !dead.is_empty() {
+            // The rows read are locked until the commit: a beat that refreshes one
+            // waits, and then finds it gone and registers it again.
+            let delete =
+                Sql::new(format!("DELETE FROM {executors} WHERE last_beat < ?")).bind(cutoff);
+            d.exec_in(&mut tx, op, delete).await?;
+        }
+        d.commit(tx, op).await?;
+        Ok(dead)
+    }
+
+    async fn deregister_executor(&self, group: &str, address: &str) -> Result<bool> {
+        let q = Sql::new(format!(
+            "DELETE FROM {} WHERE grp = ? AND address = ?",
+            self.d.t("executors")
+        ))
+        .bind(group)
+        .bind(address);
+        Ok(self.d.exec("deregister_executor", q).await? > 0)
+    }
 }

@@ -44,6 +44,11 @@ const MIGRATIONS: &[Embedded] = &[
         "misfire spans and resume points",
         include_str!("migrations/0002_misfire_spans.sql"),
     ),
+    (
+        3,
+        "executor instances",
+        include_str!("migrations/0003_executors.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";

@@ -3,7 +3,15 @@
 //! the next drain) and the servers are left as they were found.
 
 /// The tables `migrate()` creates under a prefix.
-const TABLES: [&str; 6] = ["alarms", "jobs", "locks", "migrations", "nodes", "runs"];
+const TABLES: [&str; 7] = [
+    "alarms",
+    "executors",
+    "jobs",
+    "locks",
+    "migrations",
+    "nodes",
+    "runs",
+];
 
 /// Drops the workload's tables or keys under `prefix`; failures are printed, not fatal.
 pub async fn cleanup(backend: &str, prefix: &str, pg: &str, mysql: &str, redis: &str) {

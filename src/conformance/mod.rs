@@ -18,11 +18,12 @@
 //! they create. Some of them wait for leases and heartbeats to lapse (a few hundred
 //! milliseconds, through `tokio::time::sleep`, so a paused runtime skips the wait
 //! when the backend's clock follows tokio's). They must not run while a scheduler
-//! uses the same store, since `purge_runs`, `reap_nodes` and `claim_alarms` act on the
+//! uses the same store, since `purge_runs`, `reap_nodes`, `reap_executors` and `claim_alarms` act on the
 //! whole store.
 
 mod due;
 mod edges;
+mod executors;
 mod locks;
 mod rows;
 mod rules;
@@ -34,6 +35,7 @@ pub use due::{due_ordering_and_limits, due_pages};
 pub use edges::{
     any_text_is_stored, create_never_rearms, huge_limits_are_lowered, upsert_many_matches_upsert,
 };
+pub use executors::executor_instances_by_heartbeat;
 pub use locks::*;
 pub use rows::{
     RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
@@ -97,9 +99,10 @@ pub async fn run_log_suite(store: &dyn JobStore) {
 }
 
 /// The checks of [`NodeRegistry`](crate::store::NodeRegistry): heartbeats on the
-/// store's clock, dead nodes and the runs they left.
+/// store's clock, dead nodes and the runs they left, executor instances by group.
 pub async fn node_registry_suite(store: &dyn JobStore) {
     heartbeats_and_dead_nodes(store).await;
+    executor_instances_by_heartbeat(store).await;
 }
 
 /// The checks of [`AlarmOutbox`](crate::store::AlarmOutbox): each event claimed by

@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | [`Jobs`] | definitions and their scheduling state | read due fires, record starts and finishes (fenced) |
 //! | [`RunLog`] | one record per run | answer queries, purge by retention |
-//! | [`NodeRegistry`] | live nodes, by heartbeat on the store's clock | find dead nodes and the runs they left |
+//! | [`NodeRegistry`] | live nodes and executor instances, by heartbeat on the store's clock | find dead nodes and the runs they left; route remote runs to live instances |
 //! | [`AlarmOutbox`] | alarm events with a claimable delivery status | deliver each event once, retry, purge |
 //!
 //! [`JobStore`] is all four: it has no methods of its own and is implemented for
@@ -181,6 +181,31 @@ macro_rules! delegate_store {
             }
             async fn orphaned_runs(&self, limit: usize) -> $crate::Result<Vec<$crate::RunRecord>> {
                 self.$field.orphaned_runs(limit).await
+            }
+            async fn executor_beat(
+                &self,
+                instance: &$crate::ExecutorInfo,
+            ) -> $crate::Result<$crate::Timestamp> {
+                self.$field.executor_beat(instance).await
+            }
+            async fn executors(
+                &self,
+                group: Option<&str>,
+            ) -> $crate::Result<$crate::store::Page<$crate::ExecutorRecord>> {
+                self.$field.executors(group).await
+            }
+            async fn reap_executors(
+                &self,
+                silent_for: std::time::Duration,
+            ) -> $crate::Result<Vec<(String, String)>> {
+                self.$field.reap_executors(silent_for).await
+            }
+            async fn deregister_executor(
+                &self,
+                group: &str,
+                address: &str,
+            ) -> $crate::Result<bool> {
+                self.$field.deregister_executor(group, address).await
             }
         }
         #[async_trait::async_trait]

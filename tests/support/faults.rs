@@ -332,18 +332,11 @@ impl Cluster {
     }
 
     pub async fn drop_tables(&self) {
-        let tables: Vec<String> = [
-            "jobs",
-            "runs",
-            "nodes",
-            "alarms",
-            "locks",
-            "migrations",
-            "results",
-        ]
-        .iter()
-        .map(|t| format!("{}{t}", self.prefix))
-        .collect();
+        let tables: Vec<String> = super::SQL_TABLES
+            .iter()
+            .chain(&["results"])
+            .map(|t| format!("{}{t}", self.prefix))
+            .collect();
         self.db
             .exec(format!("DROP TABLE IF EXISTS {}", tables.join(", ")))
             .await;

@@ -21,6 +21,17 @@ use jobwheel::{
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// The tables a SQL store's `migrate()` creates under its prefix.
+pub const SQL_TABLES: [&str; 7] = [
+    "jobs",
+    "runs",
+    "nodes",
+    "executors",
+    "alarms",
+    "locks",
+    "migrations",
+];
+
 /// A server URL from `var`: `None` (with the test reported skipped) when it is unset
 /// or empty, except under `CI=true`, where a missing server is a failure.
 pub fn server_url(var: &str) -> Option<String> {
