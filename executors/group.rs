@@ -9,6 +9,7 @@
 
 use super::auth::Secret;
 use super::client::{CallError, Client};
+use super::members::{Members, Registry};
 use super::protocol::{self, Beat, LogChunk, Phase, RemoteOutcome, RunRequest, RunState};
 use super::routing::Router;
 use crate::error::{Error, Result};
@@ -32,6 +33,13 @@ pub struct RemoteGroupConfig {
     pub lost_after: u32,
     /// Largest answer accepted (default 1 MiB).
     pub max_answer_bytes: usize,
+    /// A registered instance whose last beat is older than this, on the store's
+    /// clock, is dead: no run goes to it, and it is removed from the store
+    /// (default 90 s, three of an instance's default 30 s beats).
+    pub dead_after: Duration,
+    /// How long a node uses the registered instances it read before reading them
+    /// again (default 10 s).
+    pub refresh: Duration,
 }
 
 impl Default for RemoteGroupConfig {
@@ -41,6 +49,8 @@ impl Default for RemoteGroupConfig {
             result_wait: Duration::from_secs(25),
             lost_after: 3,
             max_answer_bytes: 1 << 20,
+            dead_after: Duration::from_secs(90),
+            refresh: Duration::from_secs(10),
         }
     }
 }
@@ -50,6 +60,8 @@ setters!(RemoteGroupConfig {
     result_wait: Duration,
     lost_after: u32,
     max_answer_bytes: usize,
+    dead_after: Duration,
+    refresh: Duration,
 });
 
 impl RemoteGroupConfig {
@@ -58,6 +70,8 @@ impl RemoteGroupConfig {
         for (field, d, lo, hi) in [
             ("remote.request_timeout", self.request_timeout, 10, 300_000),
             ("remote.result_wait", self.result_wait, 0, 30_000),
+            ("remote.dead_after", self.dead_after, 100, 3_600_000),
+            ("remote.refresh", self.refresh, 10, 600_000),
         ] {
             let ms = d.as_millis();
             if !(lo..=hi).contains(&ms) {
@@ -86,8 +100,9 @@ impl RemoteGroupConfig {
     }
 }
 
-/// An executor group as a scheduler node sees it: its instances, its secret, and
-/// the routing state. Cheap to clone.
+/// An executor group as a scheduler node sees it: its instances (fixed, or
+/// registered by heartbeat in the scheduler's store), its secret, and the routing
+/// state. Cheap to clone.
 #[derive(Clone)]
 pub struct RemoteGroup {
     inner: Arc<Inner>,
@@ -95,7 +110,7 @@ pub struct RemoteGroup {
 
 struct Inner {
     name: String,
-    instances: Vec<String>,
+    members: Members,
     client: Client,
     router: Router,
     config: RemoteGroupConfig,
@@ -105,7 +120,13 @@ impl std::fmt::Debug for RemoteGroup {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteGroup")
             .field("name", &self.inner.name)
-            .field("instances", &self.inner.instances)
+            .field(
+                "instances",
+                &match &self.inner.members {
+                    Members::Fixed(list) => format!("{list:?}"),
+                    Members::Registered(_) => "registered".to_string(),
+                },
+            )
             .finish_non_exhaustive()
     }
 }
@@ -159,17 +180,45 @@ impl RemoteGroup {
                 "name at least one instance",
             ));
         }
+        RemoteGroup::new(name, secret, Members::Fixed(list))
+    }
+
+    /// A group whose instances register themselves by heartbeat in the scheduler's
+    /// store ([`ExecutorServerBuilder::register`](super::ExecutorServerBuilder::register)),
+    /// signed with `secret`. A run goes only to an instance that beat within
+    /// [`dead_after`](RemoteGroupConfig::dead_after) on the store's clock and serves
+    /// the job's handler; the list is read again every
+    /// [`refresh`](RemoteGroupConfig::refresh). The group reads the store of the
+    /// first scheduler it is added to.
+    ///
+    /// Errors: [`Error::Invalid`] on `job.remote.group` or `remote.secret`.
+    pub fn registered(name: impl Into<String>, secret: impl AsRef<[u8]>) -> Result<RemoteGroup> {
+        let name = name.into();
+        crate::placement::check_group(&name)?;
+        let secret = Secret::new("remote.secret", secret)?;
+        RemoteGroup::new(name, secret, Members::Registered(Registry::new()))
+    }
+
+    fn new(name: String, secret: Secret, members: Members) -> Result<RemoteGroup> {
         let config = RemoteGroupConfig::default();
         let client = Client::new(secret, config.request_timeout, config.max_answer_bytes)?;
         Ok(RemoteGroup {
             inner: Arc::new(Inner {
                 name,
-                instances: list,
+                members,
                 client,
                 router: Router::default(),
                 config,
             }),
         })
+    }
+
+    /// Reads registered instances from `store` (the scheduler's, when the group is
+    /// added to it).
+    pub(crate) fn attach(&self, store: Arc<dyn crate::store::JobStore>) {
+        if let Members::Registered(r) = &self.inner.members {
+            r.attach(store);
+        }
     }
 
     /// The same group with `config`. Errors: [`RemoteGroupConfig::validate`].
@@ -179,7 +228,10 @@ impl RemoteGroup {
         Ok(RemoteGroup {
             inner: Arc::new(Inner {
                 name: i.name.clone(),
-                instances: i.instances.clone(),
+                members: match &i.members {
+                    Members::Fixed(list) => Members::Fixed(list.clone()),
+                    Members::Registered(_) => Members::Registered(Registry::new()),
+                },
                 client: Client::new(
                     i.client.secret().clone(),
                     config.request_timeout,
@@ -196,9 +248,21 @@ impl RemoteGroup {
         &self.inner.name
     }
 
-    /// The instances, in address order.
-    pub fn instances(&self) -> &[String] {
-        &self.inner.instances
+    /// The instances runs may go to now, in address order: the fixed list, or the
+    /// live registered instances (read from the store when the last read is older
+    /// than [`refresh`](RemoteGroupConfig::refresh)).
+    ///
+    /// Errors: reading the store failed and nothing was read before, or a
+    /// registered group was not added to a scheduler.
+    pub async fn instances(&self) -> Result<Vec<String>> {
+        self.serving(None).await
+    }
+
+    async fn serving(&self, handler: Option<&str>) -> Result<Vec<String>> {
+        let i = &self.inner;
+        i.members
+            .serving(&i.name, handler, i.config.dead_after, i.config.refresh)
+            .await
     }
 
     /// Asks an instance whether it is alive.
@@ -291,10 +355,26 @@ impl Drop for KillOnDrop {
 }
 
 impl RemoteGroup {
-    /// The instance that runs this fire, by the job's routing strategy.
-    async fn pick(&self, routing: Routing, job: &str) -> std::result::Result<String, JobError> {
+    /// The instance that runs this fire of `job` (served by `handler`), by the job's
+    /// routing strategy.
+    async fn pick(
+        &self,
+        routing: Routing,
+        job: &str,
+        handler: &str,
+    ) -> std::result::Result<String, JobError> {
         let inner = &self.inner;
-        let list = &inner.instances;
+        let list = self
+            .serving(Some(handler))
+            .await
+            .map_err(|e| JobError::msg(format!("group {:?}: {e}", inner.name)))?;
+        if list.is_empty() {
+            return Err(JobError::msg(format!(
+                "no live instance of group {:?} serves handler {handler:?}",
+                inner.name
+            )));
+        }
+        let list = &list;
         let candidates = inner.router.candidates(routing, job, list);
         match routing {
             Routing::Failover => {
@@ -339,7 +419,11 @@ impl JobHandler for RemoteGroup {
             return Err(JobError::msg("the job names no executor group").permanent());
         };
         let instance = self
-            .pick(target.routing_strategy(), ctx.job.id().as_str())
+            .pick(
+                target.routing_strategy(),
+                ctx.job.id().as_str(),
+                ctx.job.handler(),
+            )
             .await?;
         let req = RunRequest {
             run_id: ctx.run_id.0,

@@ -18,6 +18,7 @@
 pub mod auth;
 mod client;
 mod group;
+mod members;
 pub mod protocol;
 pub mod routing;
 mod server;

@@ -64,7 +64,7 @@ async fn a_scheduler_runs_remote_jobs_on_its_group_and_records_their_outcomes() 
         instance("i-c", &seen).await,
     ];
     let group = RemoteGroup::fixed("billing", SECRET, servers.iter().map(base)).unwrap();
-    let first = group.instances()[0].clone();
+    let first = group.instances().await.unwrap()[0].clone();
     let first_name = servers
         .iter()
         .find(|s| base(s) == first)
@@ -333,6 +333,8 @@ async fn each_routing_strategy_picks_as_defined_over_three_live_instances() {
         .collect();
     let names: Vec<String> = group
         .instances()
+        .await
+        .unwrap()
         .iter()
         .map(|u| name_of[u].to_string())
         .collect();
@@ -389,7 +391,7 @@ async fn each_routing_strategy_picks_as_defined_over_three_live_instances() {
         vec![names[0].clone(); 2]
     );
     // The first instance goes away: failover and busy-over skip it at once.
-    let first = group.instances()[0].clone();
+    let first = group.instances().await.unwrap()[0].clone();
     let gone = servers.iter().position(|s| base(s) == first).unwrap();
     servers.remove(gone).shutdown().await;
     assert_eq!(

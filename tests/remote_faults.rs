@@ -40,7 +40,7 @@ async fn fault_mid_run(fault: &str) {
                 .lost_after(2),
         )
         .unwrap();
-    let (first, second) = if group.instances()[0] == a.base {
+    let (first, second) = if group.instances().await.unwrap()[0] == a.base {
         (&a, &b)
     } else {
         (&b, &a)

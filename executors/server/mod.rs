@@ -22,6 +22,7 @@
 //! ```
 
 mod logs;
+mod register;
 mod runs;
 
 pub use logs::{MAX_LINE_BYTES, RUN_SPAN, RunLogLayer, log_layer};
@@ -63,6 +64,9 @@ pub struct ExecutorServerBuilder {
     log_lines: usize,
     result_retention: Duration,
     max_results: usize,
+    register_in: Option<Arc<dyn crate::store::JobStore>>,
+    advertise: Option<String>,
+    beat_every: Duration,
 }
 
 impl std::fmt::Debug for ExecutorServerBuilder {
@@ -81,6 +85,8 @@ pub struct ExecutorServer {
     addr: SocketAddr,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    /// The registration's beat loop, when the instance registers.
+    beats: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl ExecutorServer {
@@ -107,6 +113,9 @@ impl ExecutorServer {
             log_lines: 1_000,
             result_retention: Duration::from_secs(600),
             max_results: 100_000,
+            register_in: None,
+            advertise: None,
+            beat_every: Duration::from_secs(30),
         })
     }
 
@@ -115,10 +124,14 @@ impl ExecutorServer {
         self.addr
     }
 
-    /// Stops accepting requests; runs in progress are cancelled with the process.
+    /// Stops accepting requests and, when it registered, removes its registration;
+    /// runs in progress are cancelled with the process.
     pub async fn shutdown(self) {
         self.stop.cancel();
         let _ = self.task.await;
+        if let Some(beats) = self.beats {
+            let _ = beats.await;
+        }
     }
 }
 
@@ -171,6 +184,32 @@ impl ExecutorServerBuilder {
     pub fn result_retention(mut self, keep: Duration, max_results: usize) -> Self {
         self.result_retention = keep;
         self.max_results = max_results;
+        self
+    }
+
+    /// Registers the instance in `store` (the schedulers' store) under its group,
+    /// beating every 30 s (see [`beat_every`](Self::beat_every)) on the store's
+    /// clock, and removes it when the server shuts down. Schedulers whose group is
+    /// [`RemoteGroup::registered`](super::RemoteGroup::registered) send it runs of
+    /// the handlers it serves while its beats keep coming. It advertises `http://`
+    /// and the bound address unless [`advertise`](Self::advertise) says otherwise.
+    pub fn register(mut self, store: Arc<dyn crate::store::JobStore>) -> Self {
+        self.register_in = Some(store);
+        self
+    }
+
+    /// The address schedulers reach this instance at (`https://exec-3.internal:9101`),
+    /// when it is not the bound one (a proxy, TLS in front, a wildcard bind). Used
+    /// when it [registers](Self::register).
+    pub fn advertise(mut self, address: impl Into<String>) -> Self {
+        self.advertise = Some(address.into());
+        self
+    }
+
+    /// How often a registered instance beats (default 30 s; 10 ms to 10 min). Used
+    /// when it [registers](Self::register).
+    pub fn beat_every(mut self, every: Duration) -> Self {
+        self.beat_every = every;
         self
     }
 
@@ -243,6 +282,27 @@ impl ExecutorServerBuilder {
             .clone()
             .unwrap_or_else(|| addr.to_string())
             .into();
+        let registration = self
+            .register_in
+            .clone()
+            .map(|store| register::Registration {
+                store,
+                advertise: self.advertise.clone(),
+                every: self.beat_every,
+            });
+        let registered = match &registration {
+            Some(r) => Some((
+                r.store.clone(),
+                r.info(
+                    &self.group,
+                    addr,
+                    self.handlers.keys().cloned().collect(),
+                    self.capacity,
+                )?,
+                r.every,
+            )),
+            None => None,
+        };
         let logs = logs::Logs::new(self.log_lines);
         let runs = Arc::new(Runs::new(
             self.handlers,
@@ -278,7 +338,15 @@ impl ExecutorServerBuilder {
                 .await;
         });
         tracing::info!(group = %self.group, %addr, "executor server listening");
-        Ok(ExecutorServer { addr, stop, task })
+        let beats = registered.map(|(store, info, every)| {
+            tokio::spawn(register::beat_loop(store, info, every, stop.clone()))
+        });
+        Ok(ExecutorServer {
+            addr,
+            stop,
+            task,
+            beats,
+        })
     }
 }
 

@@ -65,6 +65,9 @@ pub struct SchedulerBuilder {
     alarms: Vec<Arc<dyn JobAlarm>>,
     handlers: Handlers,
     config: SchedulerConfig,
+    /// The executor groups added, given the store at build.
+    #[cfg(feature = "remote")]
+    remote_groups: Vec<crate::executors::RemoteGroup>,
 }
 
 impl fmt::Debug for SchedulerBuilder {
@@ -126,6 +129,8 @@ impl SchedulerBuilder {
     /// same name replaces an earlier one.
     #[cfg(feature = "remote")]
     pub fn remote(mut self, group: crate::executors::RemoteGroup) -> Self {
+        self.remote_groups.retain(|g| g.name() != group.name());
+        self.remote_groups.push(group.clone());
         self.handlers
             .groups
             .insert(group.name().to_string(), Arc::new(group));
@@ -165,6 +170,11 @@ impl SchedulerBuilder {
         };
         let store = self.store.ok_or_else(|| missing("scheduler.store"))?;
         let locks = self.locks.ok_or_else(|| missing("scheduler.locks"))?;
+        // Registered executor groups read their instances from this store.
+        #[cfg(feature = "remote")]
+        for group in &self.remote_groups {
+            group.attach(store.clone());
+        }
         let config = self.config;
         let node_id: Arc<str> = config
             .node_id
@@ -236,6 +246,8 @@ impl Scheduler {
             alarms: Vec::new(),
             handlers: Handlers::default(),
             config: SchedulerConfig::default(),
+            #[cfg(feature = "remote")]
+            remote_groups: Vec::new(),
         }
     }
 
