@@ -58,21 +58,24 @@ pub(crate) struct Client {
 impl Client {
     /// A client signing with `secret`. Errors: [`Error::Backend`] when the HTTP
     /// client cannot be built.
-    pub(crate) fn new(
-        secret: Secret,
-        request_timeout: Duration,
-        max_answer_bytes: usize,
-    ) -> Result<Client> {
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
+    pub(crate) fn new(secret: Secret, config: &super::RemoteGroupConfig) -> Result<Client> {
+        let mut http = reqwest::Client::builder().pool_max_idle_per_host(64);
+        if let Some(pem) = &config.tls_roots_pem {
+            for root in reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+                .map_err(|e| Error::invalid("remote.tls_roots_pem", "(PEM)", e.to_string()))?
+            {
+                http = http.add_root_certificate(root);
+            }
+        }
+        let http = http
             .build()
             .map_err(|e| Error::backend("remote", "client", false, e))?;
         Ok(Client {
             secret,
             http,
             offsets: Mutex::default(),
-            request_timeout,
-            max_answer_bytes,
+            request_timeout: config.request_timeout,
+            max_answer_bytes: config.max_answer_bytes,
         })
     }
 

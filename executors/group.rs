@@ -40,6 +40,10 @@ pub struct RemoteGroupConfig {
     /// How long a node uses the registered instances it read before reading them
     /// again (default 10 s).
     pub refresh: Duration,
+    /// PEM certificates trusted for `https://` instances besides the platform's
+    /// roots (a private CA, or a self-signed instance certificate); `None` (default):
+    /// the platform's roots only.
+    pub tls_roots_pem: Option<String>,
 }
 
 impl Default for RemoteGroupConfig {
@@ -51,6 +55,7 @@ impl Default for RemoteGroupConfig {
             max_answer_bytes: 1 << 20,
             dead_after: Duration::from_secs(90),
             refresh: Duration::from_secs(10),
+            tls_roots_pem: None,
         }
     }
 }
@@ -62,6 +67,8 @@ setters!(RemoteGroupConfig {
     max_answer_bytes: usize,
     dead_after: Duration,
     refresh: Duration,
+} optional {
+    tls_roots_pem: String,
 });
 
 impl RemoteGroupConfig {
@@ -88,6 +95,17 @@ impl RemoteGroupConfig {
                 self.lost_after,
                 "must be 1-100",
             ));
+        }
+        if let Some(pem) = &self.tls_roots_pem {
+            let roots = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+                .map_err(|e| Error::invalid("remote.tls_roots_pem", "(PEM)", e.to_string()))?;
+            if roots.is_empty() {
+                return Err(Error::invalid(
+                    "remote.tls_roots_pem",
+                    "(PEM)",
+                    "holds no CERTIFICATE block",
+                ));
+            }
         }
         if !(1024..=(64 << 20)).contains(&self.max_answer_bytes) {
             return Err(Error::invalid(
@@ -201,7 +219,7 @@ impl RemoteGroup {
 
     fn new(name: String, secret: Secret, members: Members) -> Result<RemoteGroup> {
         let config = RemoteGroupConfig::default();
-        let client = Client::new(secret, config.request_timeout, config.max_answer_bytes)?;
+        let client = Client::new(secret, &config)?;
         Ok(RemoteGroup {
             inner: Arc::new(Inner {
                 name,
@@ -232,11 +250,7 @@ impl RemoteGroup {
                     Members::Fixed(list) => Members::Fixed(list.clone()),
                     Members::Registered(_) => Members::Registered(Registry::new()),
                 },
-                client: Client::new(
-                    i.client.secret().clone(),
-                    config.request_timeout,
-                    config.max_answer_bytes,
-                )?,
+                client: Client::new(i.client.secret().clone(), &config)?,
                 router: Router::default(),
                 config,
             }),

@@ -24,6 +24,7 @@
 mod logs;
 mod register;
 mod runs;
+mod tls;
 
 pub use logs::{MAX_LINE_BYTES, RUN_SPAN, RunLogLayer, log_layer};
 
@@ -67,6 +68,8 @@ pub struct ExecutorServerBuilder {
     register_in: Option<Arc<dyn crate::store::JobStore>>,
     advertise: Option<String>,
     beat_every: Duration,
+    /// PEM certificate chain and key, when it serves TLS.
+    tls: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for ExecutorServerBuilder {
@@ -116,6 +119,7 @@ impl ExecutorServer {
             register_in: None,
             advertise: None,
             beat_every: Duration::from_secs(30),
+            tls: None,
         })
     }
 
@@ -213,6 +217,18 @@ impl ExecutorServerBuilder {
         self
     }
 
+    /// Serves HTTPS (rustls, TLS 1.2 and 1.3, HTTP/1.1) with `cert_pem` (the PEM
+    /// certificate chain, leaf first) and `key_pem` (its PEM private key). A
+    /// registered instance then advertises `https://` and the bound address.
+    /// Schedulers trust the certificate through the platform's roots or
+    /// [`RemoteGroupConfig::tls_roots_pem`](super::RemoteGroupConfig::tls_roots_pem).
+    /// The HMAC signatures apply either way; TLS adds confidentiality of payloads
+    /// and results on the wire.
+    pub fn tls(mut self, cert_pem: impl Into<Vec<u8>>, key_pem: impl Into<Vec<u8>>) -> Self {
+        self.tls = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
     fn validate(&self) -> Result<()> {
         if self.handlers.is_empty() {
             return Err(Error::invalid(
@@ -282,6 +298,10 @@ impl ExecutorServerBuilder {
             .clone()
             .unwrap_or_else(|| addr.to_string())
             .into();
+        let tls = match &self.tls {
+            Some((cert, key)) => Some(tls::server_config(cert, key)?),
+            None => None,
+        };
         let registration = self
             .register_in
             .clone()
@@ -289,6 +309,7 @@ impl ExecutorServerBuilder {
                 store,
                 advertise: self.advertise.clone(),
                 every: self.beat_every,
+                scheme: if tls.is_some() { "https" } else { "http" },
             });
         let registered = match &registration {
             Some(r) => Some((
@@ -332,11 +353,21 @@ impl ExecutorServerBuilder {
             .with_state(state);
         let stop = CancellationToken::new();
         let s = stop.clone();
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { s.cancelled().await })
-                .await;
-        });
+        let task = match tls {
+            None => tokio::spawn(async move {
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async move { s.cancelled().await })
+                    .await;
+            }),
+            Some(config) => {
+                let listener = tls::TlsListener::new(listener, addr, config, stop.clone());
+                tokio::spawn(async move {
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(async move { s.cancelled().await })
+                        .await;
+                })
+            }
+        };
         tracing::info!(group = %self.group, %addr, "executor server listening");
         let beats = registered.map(|(store, info, every)| {
             tokio::spawn(register::beat_loop(store, info, every, stop.clone()))

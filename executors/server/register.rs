@@ -12,9 +12,11 @@ use tokio_util::sync::CancellationToken;
 /// Where and how often an instance registers.
 pub(super) struct Registration {
     pub(super) store: Arc<dyn JobStore>,
-    /// The address schedulers reach it at; `None`: `http://` and the bound address.
+    /// The address schedulers reach it at; `None`: `scheme://` and the bound address.
     pub(super) advertise: Option<String>,
     pub(super) every: Duration,
+    /// `http` or `https` (when it serves TLS).
+    pub(super) scheme: &'static str,
 }
 
 impl Registration {
@@ -45,7 +47,7 @@ impl Registration {
                     "bound to every interface: set the address schedulers reach it at with .advertise(..)",
                 ));
             }
-            None => format!("http://{bound}"),
+            None => format!("{}://{bound}", self.scheme),
         };
         handlers.sort();
         let info = ExecutorInfo {
