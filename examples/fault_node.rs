@@ -14,7 +14,9 @@
 //! `attempt` INT): job, fire, node, attempt, token and the database's clock at the
 //! start; then it sleeps `payload.sleep_ms`; the row insert is retried through an outage of up
 //! to 30 s. The node runs until SIGTERM or SIGINT, shuts down gracefully and prints
-//! one line `METRICS {json}` with its counters. Short lease (3 s) and heartbeat (1 s)
+//! one line `METRICS {json}` with its counters. `--remote <base URL>` also dispatches
+//! the jobs of executor group `billing` to that instance (secret: `JOBWHEEL_SECRET`;
+//! `tests/remote_faults.rs`). Short lease (3 s) and heartbeat (1 s)
 //! make faults show quickly.
 
 use jobwheel::{JobContext, JobStore, LockProvider, Scheduler, SchedulerConfig};
@@ -125,7 +127,18 @@ async fn main() -> jobwheel::Result<()> {
             }
             other => panic!("unknown backend {other:?}"),
         };
-    let scheduler = Scheduler::builder()
+    let mut builder = Scheduler::builder();
+    // With `--remote <base URL>`: jobs of executor group `billing` go to that
+    // instance, signed with the secret in `JOBWHEEL_SECRET`.
+    if let Some(instance) = arg("--remote") {
+        let secret = std::env::var("JOBWHEEL_SECRET").unwrap_or_default();
+        builder = builder.remote(jobwheel::executors::RemoteGroup::fixed(
+            "billing",
+            secret,
+            [instance],
+        )?);
+    }
+    let scheduler = builder
         .store(store)
         .locks(locks)
         .handler("work", move |ctx: JobContext, work: Work| {

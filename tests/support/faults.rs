@@ -119,7 +119,7 @@ impl Drop for Node {
 }
 
 /// The example binary, built by `cargo test` beside the test binaries.
-fn node_binary() -> std::path::PathBuf {
+pub fn node_binary() -> std::path::PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap();
     let bin = dir.join("examples").join("fault_node");
