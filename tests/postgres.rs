@@ -32,18 +32,7 @@ fn prefix(name: &str) -> String {
 
 /// Drops the tables of one prefix once a test is done with them.
 async fn drop_tables(url: &str, prefix: &str) {
-    let store = PgStore::builder(url).prefix(prefix).build().await.unwrap();
-    let tables: Vec<String> = support::SQL_TABLES
-        .iter()
-        .map(|t| format!("public.{prefix}{t}"))
-        .collect();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP TABLE IF EXISTS {}",
-        tables.join(", ")
-    )))
-    .execute(store.pool())
-    .await
-    .unwrap();
+    support::drop_pg_tables(url, prefix).await;
 }
 
 #[tokio::test]

@@ -117,20 +117,5 @@ async fn postgres_store_with_redis_locks_runs_every_fire_once() {
         }
     })
     .await;
-    let store = jobwheel::postgres::PgStore::builder(&pg_url)
-        .prefix(&prefix)
-        .build()
-        .await
-        .unwrap();
-    let tables: Vec<String> = support::SQL_TABLES
-        .iter()
-        .map(|t| format!("public.{prefix}{t}"))
-        .collect();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP TABLE IF EXISTS {}",
-        tables.join(", ")
-    )))
-    .execute(store.pool())
-    .await
-    .unwrap();
+    support::drop_pg_tables(&pg_url, &prefix).await;
 }

@@ -170,15 +170,5 @@ async fn a_killed_scheduler_nodes_remote_run_is_taken_over_and_its_late_result_r
     );
 
     instance.shutdown().await;
-    let tables: Vec<String> = support::SQL_TABLES
-        .iter()
-        .map(|t| format!("public.{prefix}{t}"))
-        .collect();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "DROP TABLE IF EXISTS {}",
-        tables.join(", ")
-    )))
-    .execute(store.pool())
-    .await
-    .unwrap();
+    support::drop_pg_tables(&url, &prefix).await;
 }

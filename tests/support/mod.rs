@@ -32,6 +32,28 @@ pub const SQL_TABLES: [&str; 7] = [
     "migrations",
 ];
 
+/// Drops the tables `migrate()` created under `prefix` in PostgreSQL's `public`
+/// schema, once a test is done with them.
+#[cfg(feature = "postgres")]
+pub async fn drop_pg_tables(url: &str, prefix: &str) {
+    let store = jobwheel::postgres::PgStore::builder(url)
+        .prefix(prefix)
+        .build()
+        .await
+        .unwrap();
+    let tables: Vec<String> = SQL_TABLES
+        .iter()
+        .map(|t| format!("public.{prefix}{t}"))
+        .collect();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP TABLE IF EXISTS {}",
+        tables.join(", ")
+    )))
+    .execute(store.pool())
+    .await
+    .unwrap();
+}
+
 /// A server URL from `var`: `None` (with the test reported skipped) when it is unset
 /// or empty, except under `CI=true`, where a missing server is a failure.
 pub fn server_url(var: &str) -> Option<String> {
