@@ -60,12 +60,8 @@ impl Client {
     /// client cannot be built.
     pub(crate) fn new(secret: Secret, config: &super::RemoteGroupConfig) -> Result<Client> {
         let mut http = reqwest::Client::builder().pool_max_idle_per_host(64);
-        if let Some(pem) = &config.tls_roots_pem {
-            for root in reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-                .map_err(|e| Error::invalid("remote.tls_roots_pem", "(PEM)", e.to_string()))?
-            {
-                http = http.add_root_certificate(root);
-            }
+        for root in config.tls_roots()? {
+            http = http.add_root_certificate(root);
         }
         let http = http
             .build()

@@ -72,6 +72,25 @@ setters!(RemoteGroupConfig {
 });
 
 impl RemoteGroupConfig {
+    /// The certificates of [`tls_roots_pem`](Self::tls_roots_pem) (none without it).
+    /// Errors: [`Error::Invalid`] on `remote.tls_roots_pem` when it is not PEM or
+    /// holds no certificate.
+    pub(crate) fn tls_roots(&self) -> Result<Vec<reqwest::Certificate>> {
+        let Some(pem) = &self.tls_roots_pem else {
+            return Ok(Vec::new());
+        };
+        let roots = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
+            .map_err(|e| Error::invalid("remote.tls_roots_pem", "(PEM)", e.to_string()))?;
+        if roots.is_empty() {
+            return Err(Error::invalid(
+                "remote.tls_roots_pem",
+                "(PEM)",
+                "holds no CERTIFICATE block",
+            ));
+        }
+        Ok(roots)
+    }
+
     /// Checks every field. Errors: [`Error::Invalid`] naming it.
     pub fn validate(&self) -> Result<()> {
         for (field, d, lo, hi) in [
@@ -96,17 +115,7 @@ impl RemoteGroupConfig {
                 "must be 1-100",
             ));
         }
-        if let Some(pem) = &self.tls_roots_pem {
-            let roots = reqwest::Certificate::from_pem_bundle(pem.as_bytes())
-                .map_err(|e| Error::invalid("remote.tls_roots_pem", "(PEM)", e.to_string()))?;
-            if roots.is_empty() {
-                return Err(Error::invalid(
-                    "remote.tls_roots_pem",
-                    "(PEM)",
-                    "holds no CERTIFICATE block",
-                ));
-            }
-        }
+        self.tls_roots()?;
         if !(1024..=(64 << 20)).contains(&self.max_answer_bytes) {
             return Err(Error::invalid(
                 "remote.max_answer_bytes",

@@ -213,12 +213,7 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
 /// records it `returned` (the job due again at the same fire and attempt), then
 /// gives the lease back, so any node with a free slot runs the fire at its next poll.
 async fn give_back(core: &Core, run: Run, waited: Duration) -> Option<Claim> {
-    let entry = lock(&core.load.running).remove(&run.run_id);
-    // The renewer may have extended the lease while the fire waited.
-    let run = Run {
-        lease: entry.map_or(run.lease, |e| e.lease),
-        ..run
-    };
+    let (run, _) = unwatch(core, run);
     bump(&core.counters.returned);
     info!(waited = ?waited, "no executor slot freed up: started fire given back");
     let p = plan::plan_return(&run.fire, waited, &core.node_id);
@@ -324,6 +319,18 @@ fn watch(core: &Core, run: &Run, deadline: Instant) -> tokio_util::sync::Cancell
     cancel
 }
 
+/// Takes a run off the lease renewer's watch ([`watch`]): the run with the lease as
+/// the renewer last extended it, and whether the lease was lost meanwhile.
+fn unwatch(core: &Core, run: Run) -> (Run, bool) {
+    let entry = lock(&core.load.running).remove(&run.run_id);
+    let lost = entry.as_ref().is_some_and(|e| e.lost);
+    let run = Run {
+        lease: entry.map_or(run.lease, |e| e.lease),
+        ..run
+    };
+    (run, lost)
+}
+
 /// Runs the handler in the slot `grant` holds; `cancel` (from [`watch`]) cancels it.
 async fn execute(
     core: &Core,
@@ -371,13 +378,7 @@ async fn finish_and_continue(
     outcome: Outcome,
     took: Duration,
 ) -> Option<Claim> {
-    let entry = lock(&core.load.running).remove(&run.run_id);
-    let lost = entry.as_ref().is_some_and(|e| e.lost);
-    // The renewer may have extended the lease while the handler ran.
-    let run = Run {
-        lease: entry.map_or(run.lease, |e| e.lease),
-        ..run
-    };
+    let (run, lost) = unwatch(core, run);
     let ended = if lost {
         plan::Ended::new(
             RunStatus::Cancelled,
