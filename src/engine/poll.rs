@@ -75,8 +75,8 @@ pub(super) async fn poll_loop(core: Arc<Core>) {
 
 /// The line: how many due fires a node claims beyond its free slots, to wait for the
 /// next slots to free up — as many as its slots can start within a quarter of a poll
-/// interval at the mean run time, and no more than it did start in such a stretch
-/// lately (its measured start rate), at most `claim_window`. Each writes its start
+/// interval at the mean run time, and no more than it starts in a poll interval at
+/// its measured start rate, at most `claim_window`. Each writes its start
 /// while it waits, so no slot idles through a start's round trip. A node whose
 /// handlers are slow claims little beyond its slots (nothing before its first run
 /// ended), and a node that was idle claims only its free slots until it has started
@@ -84,10 +84,10 @@ pub(super) async fn poll_loop(core: Arc<Core>) {
 /// burst of slower ones that other nodes have slots for — so no fire waits long in a
 /// line while another node could start it.
 fn line(core: &Core) -> usize {
-    let quarter = core.config.poll_interval / 4;
+    let poll = core.config.poll_interval;
     core.load
-        .starts_within(quarter)
-        .min(core.load.pace.started_within(quarter))
+        .starts_within(poll / 4)
+        .min(core.load.pace.started_within(poll))
         .min(core.config.claim_window)
 }
 

@@ -96,6 +96,12 @@ fn dump(w: &Workload, played: &Played, window: &str) {
 pub fn check(w: &Workload, played: &Played, limit: usize) -> Vec<String> {
     let mut bad = Vec::new();
     let base = w.base;
+    if played.stuck > 0 {
+        bad.push(format!(
+            "{} runs still running after shutdown",
+            played.stuck
+        ));
+    }
     if let Ok(window) = std::env::var("JOBWHEEL_SIM_DUMP") {
         dump(w, played, &window);
     }
