@@ -1,4 +1,6 @@
-//! [`RemoteGroup`]: the scheduler's side of an executor group.
+//! [`RemoteGroup`]: the scheduler's side of an executor group — its settings, its
+//! instances (fixed or registered), and the requests about runs (beat, log, kill);
+//! dispatching runs is in `dispatch.rs`, sharding broadcast in `shards.rs`.
 //!
 //! A remote run holds one of the scheduler node's slots while it is dispatched and
 //! awaited, like a local handler: one slot pool bounds a node's local and remote
@@ -10,15 +12,11 @@
 use super::auth::Secret;
 use super::client::{CallError, Client};
 use super::members::{Members, Registry};
-use super::protocol::{self, Beat, LogChunk, Phase, RemoteOutcome, RunRequest, RunState};
+use super::protocol::{self, Beat, LogChunk};
 use super::routing::Router;
 use crate::error::{Error, Result};
-use crate::handler::{JobContext, JobError, JobHandler, JobResult};
-use crate::placement::Routing;
-use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
 
 /// How a [`RemoteGroup`] talks to its instances.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -132,15 +130,15 @@ impl RemoteGroupConfig {
 /// state. Cheap to clone.
 #[derive(Clone)]
 pub struct RemoteGroup {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    name: String,
+pub(super) struct Inner {
+    pub(super) name: String,
     members: Members,
-    client: Client,
-    router: Router,
-    config: RemoteGroupConfig,
+    pub(super) client: Client,
+    pub(super) router: Router,
+    pub(super) config: RemoteGroupConfig,
 }
 
 impl std::fmt::Debug for RemoteGroup {
@@ -160,7 +158,7 @@ impl std::fmt::Debug for RemoteGroup {
 
 /// Checks an instance address: `http://` or `https://`, a host and a port, no
 /// path, query or credentials. Answers it without a trailing slash.
-fn instance_url(url: &str) -> Result<String> {
+pub(super) fn instance_url(url: &str) -> Result<String> {
     let bad = |why: &str| Error::invalid("remote.instances", url, why.to_string());
     let u = reqwest::Url::parse(url).map_err(|e| bad(&e.to_string()))?;
     if !matches!(u.scheme(), "http" | "https") {
@@ -281,7 +279,7 @@ impl RemoteGroup {
         self.serving(None).await
     }
 
-    async fn serving(&self, handler: Option<&str>) -> Result<Vec<String>> {
+    pub(super) async fn serving(&self, handler: Option<&str>) -> Result<Vec<String>> {
         let i = &self.inner;
         i.members
             .serving(&i.name, handler, i.config.dead_after, i.config.refresh)
@@ -300,7 +298,8 @@ impl RemoteGroup {
             .map_err(|e| backend("beat", e))
     }
 
-    /// Asks an instance for a run's log lines from `offset`.
+    /// Asks an instance for a run's log lines from `offset` (of one shard's, for a
+    /// run dispatched as shards: `shard` is its index).
     ///
     /// Errors: as [`beat`](Self::beat).
     pub async fn log(
@@ -308,6 +307,7 @@ impl RemoteGroup {
         instance: &str,
         run_id: i64,
         token: u64,
+        shard: Option<u32>,
         offset: u64,
     ) -> Result<LogChunk> {
         let q = protocol::LogRequest {
@@ -315,6 +315,7 @@ impl RemoteGroup {
             token,
             offset,
             limit: 1_000,
+            shard,
         };
         self.inner
             .client
@@ -323,11 +324,22 @@ impl RemoteGroup {
             .map_err(|e| backend("log", e))
     }
 
-    /// Asks an instance to cancel a run; answers whether it was queued or running.
+    /// Asks an instance to cancel a run (one shard of it, for a run dispatched as
+    /// shards); answers whether it was queued or running.
     ///
     /// Errors: as [`beat`](Self::beat).
-    pub async fn kill(&self, instance: &str, run_id: i64, token: u64) -> Result<bool> {
-        let q = protocol::KillRequest { run_id, token };
+    pub async fn kill(
+        &self,
+        instance: &str,
+        run_id: i64,
+        token: u64,
+        shard: Option<u32>,
+    ) -> Result<bool> {
+        let q = protocol::KillRequest {
+            run_id,
+            token,
+            shard,
+        };
         let r: protocol::KillReply = self
             .inner
             .client
@@ -345,232 +357,4 @@ fn backend(op: &'static str, e: CallError) -> Error {
         matches!(e, CallError::Unreachable(_)),
         e.to_string(),
     )
-}
-
-/// Kills a dispatched run when its dispatcher is dropped (the engine cancelled it:
-/// timeout, lost lease, shutdown) before its result came back.
-struct KillOnDrop {
-    inner: Option<Arc<Inner>>,
-    instance: String,
-    run_id: i64,
-    token: u64,
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(inner) = self.inner.take()
-            && let Ok(rt) = tokio::runtime::Handle::try_current()
-        {
-            let (instance, q) = (
-                std::mem::take(&mut self.instance),
-                protocol::KillRequest {
-                    run_id: self.run_id,
-                    token: self.token,
-                },
-            );
-            rt.spawn(async move {
-                let r: std::result::Result<protocol::KillReply, _> =
-                    inner.client.call(&instance, protocol::KILL, &q, None).await;
-                tracing::debug!(run = q.run_id, %instance, ok = r.is_ok(), "kill sent");
-            });
-        }
-    }
-}
-
-impl RemoteGroup {
-    /// The instance that runs this fire of `job` (served by `handler`), by the job's
-    /// routing strategy.
-    async fn pick(
-        &self,
-        routing: Routing,
-        job: &str,
-        handler: &str,
-    ) -> std::result::Result<String, JobError> {
-        let inner = &self.inner;
-        let list = self
-            .serving(Some(handler))
-            .await
-            .map_err(|e| JobError::msg(format!("group {:?}: {e}", inner.name)))?;
-        if list.is_empty() {
-            return Err(JobError::msg(format!(
-                "no live instance of group {:?} serves handler {handler:?}",
-                inner.name
-            )));
-        }
-        let list = &list;
-        let candidates = inner.router.candidates(routing, job, list);
-        match routing {
-            Routing::Failover => {
-                for &i in &candidates {
-                    if self.beat(&list[i]).await.is_ok() {
-                        return Ok(list[i].clone());
-                    }
-                }
-                Err(JobError::msg(format!(
-                    "no instance of group {:?} answers its beat",
-                    inner.name
-                )))
-            }
-            Routing::BusyOver => {
-                for &i in &candidates {
-                    let q = protocol::IdleBeatRequest {
-                        job_id: job.to_string(),
-                    };
-                    let idle: std::result::Result<protocol::IdleBeat, _> = inner
-                        .client
-                        .call(&list[i], protocol::IDLE_BEAT, &q, None)
-                        .await;
-                    if idle.is_ok_and(|b| b.idle) {
-                        return Ok(list[i].clone());
-                    }
-                }
-                Err(JobError::msg(format!(
-                    "every instance of group {:?} is busy with this job or does not answer",
-                    inner.name
-                )))
-            }
-            _ => Ok(list[candidates[0]].clone()),
-        }
-    }
-}
-
-#[async_trait]
-impl JobHandler for RemoteGroup {
-    async fn run(&self, ctx: JobContext) -> JobResult {
-        let inner = &self.inner;
-        let Some(target) = ctx.job.remote() else {
-            return Err(JobError::msg("the job names no executor group").permanent());
-        };
-        let instance = self
-            .pick(
-                target.routing_strategy(),
-                ctx.job.id().as_str(),
-                ctx.job.handler(),
-            )
-            .await?;
-        let req = RunRequest {
-            run_id: ctx.run_id.0,
-            token: ctx.token,
-            job: serde_json::to_value(&*ctx.job).map_err(JobError::new)?,
-            fire_at: ctx.fire_at.as_millis(),
-            attempt: ctx.attempt,
-            trigger: ctx.trigger.as_str().to_string(),
-            node: ctx.node_id.to_string(),
-            timeout_ms: ctx
-                .deadline
-                .map(|d| d.saturating_duration_since(Instant::now()).as_millis() as u64),
-            block: target.block_strategy(),
-            wait_ms: inner.config.result_wait.as_millis() as u64,
-        };
-        let poll_timeout = inner.config.result_wait + inner.config.request_timeout;
-        // Armed before the dispatch: the engine may drop this future (timeout, lost
-        // lease, shutdown) while the dispatch waits for the run's end.
-        let mut guard = KillOnDrop {
-            inner: Some(inner.clone()),
-            instance: instance.clone(),
-            run_id: req.run_id,
-            token: req.token,
-        };
-        let admitted: std::result::Result<RunState, _> = inner
-            .client
-            .call(&instance, protocol::RUN, &req, Some(poll_timeout))
-            .await;
-        // The answer to the dispatch, which waited a while for the run's end; none
-        // when the answer was lost (the run may have been admitted: ask for it).
-        let mut first = match admitted {
-            Ok(state) => Some(state),
-            Err(CallError::Refused {
-                status,
-                code,
-                message,
-            }) => {
-                let e = JobError::msg(format!(
-                    "{instance} refused the run ({status} {code}): {message}"
-                ));
-                // A discarded run, an unknown handler or a bad request does not get
-                // better by retrying; a busy instance may have room later.
-                guard.inner = None;
-                return Err(if status == 429 { e } else { e.permanent() });
-            }
-            Err(e @ CallError::Unauthentic(_)) => {
-                guard.inner = None;
-                return Err(JobError::msg(format!("dispatch to {instance} failed: {e}")));
-            }
-            Err(CallError::Unreachable(_)) => None,
-        };
-        let poll = protocol::ResultRequest {
-            run_id: req.run_id,
-            token: req.token,
-            wait_ms: inner.config.result_wait.as_millis() as u64,
-        };
-        let mut failures = 0;
-        loop {
-            let state: std::result::Result<RunState, _> = match first.take() {
-                Some(answer) => Ok(answer),
-                None => {
-                    inner
-                        .client
-                        .call(&instance, protocol::RESULT, &poll, Some(poll_timeout))
-                        .await
-                }
-            };
-            match state {
-                Ok(RunState {
-                    phase: Phase::Done,
-                    outcome: Some(o),
-                    ..
-                }) => {
-                    guard.inner = None;
-                    if o.status == "timed_out" && ctx.deadline.is_some() {
-                        // The instance enforced the deadline it was sent; the local
-                        // executor's own timeout, due now, records the run timed out.
-                        std::future::pending::<()>().await;
-                    }
-                    return outcome_result(&instance, o);
-                }
-                Ok(_) => failures = 0,
-                Err(CallError::Refused { status: 404, .. }) => {
-                    guard.inner = None;
-                    return Err(JobError::msg(format!(
-                        "{instance} no longer knows the run (restarted, or the result expired)"
-                    )));
-                }
-                Err(e) => {
-                    failures += 1;
-                    if failures >= inner.config.lost_after {
-                        return Err(JobError::msg(format!(
-                            "lost contact with {instance} after {failures} result requests: {e}"
-                        )));
-                    }
-                    tokio::time::sleep(Duration::from_millis(100 * u64::from(failures))).await;
-                }
-            }
-        }
-    }
-}
-
-/// A remote outcome as the engine sees a handler's.
-fn outcome_result(instance: &str, o: RemoteOutcome) -> JobResult {
-    let error = o.error.unwrap_or_default();
-    match o.status.as_str() {
-        "succeeded" => Ok(()),
-        "failed" => {
-            let e = JobError::msg(error);
-            Err(match o.retry.as_deref() {
-                Some("never") => e.permanent(),
-                Some(r) => match r.strip_prefix("after:").and_then(|ms| ms.parse().ok()) {
-                    Some(ms) => e.retry_after(Duration::from_millis(ms)),
-                    None => e,
-                },
-                None => e,
-            })
-        }
-        "timed_out" => Err(JobError::msg(format!("timed out on {instance}"))),
-        // Killed there, or covered by a later run of the job: not retried.
-        "cancelled" => Err(JobError::msg(format!("cancelled on {instance}")).permanent()),
-        "panicked" => Err(JobError::msg(format!("panicked on {instance}: {error}"))),
-        other => Err(JobError::msg(format!(
-            "{instance} answered an unknown status {other:?}"
-        ))),
-    }
 }

@@ -17,13 +17,19 @@
 
 pub mod auth;
 mod client;
+mod dispatch;
 mod group;
 mod members;
 pub mod protocol;
+mod registry;
 pub mod routing;
 mod server;
+mod shards;
+mod signed;
+mod tls;
 
 pub use group::{RemoteGroup, RemoteGroupConfig};
+pub use registry::{RegistryServer, RegistryServerBuilder};
 pub use server::{
     ExecutorServer, ExecutorServerBuilder, MAX_LINE_BYTES, MAX_RESULT_WAIT, RUN_SPAN, RunLogLayer,
     log_layer,

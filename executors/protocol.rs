@@ -11,10 +11,22 @@
 //! | `POST /v1/kill` | [`KillRequest`]: cancel it | [`KillReply`] |
 //! | `POST /v1/log` | [`LogRequest`]: its log from an offset | [`LogChunk`] |
 //!
+//! An instance that does not write to the schedulers' store itself registers at a
+//! scheduler's registration endpoint, the other way round:
+//!
+//! | path | the instance asks | the endpoint answers |
+//! |---|---|---|
+//! | `POST /v1/registry/beat` | [`ExecutorInfo`](crate::record::ExecutorInfo): I am here | [`Registered`] |
+//! | `POST /v1/registry/leave` | [`LeaveRequest`]: I stop | [`Left`] |
+//!
 //! A refusal is an HTTP status with an [`ErrorBody`]: 400 `bad_request`, 401
 //! (`unsigned`, `bad_signature`, `skewed_timestamp`, `replayed`), 404 `unknown_run`,
 //! 409 `discarded` (block strategy), 413 `too_large`, 422 `unknown_handler`, 429
 //! `busy` (no free slot), 503 `overloaded`.
+//!
+//! A run dispatched as one shard of a sharding broadcast carries its
+//! [`Shard`](crate::placement::Shard) (`RunRequest::shard`), and every later request
+//! about it names the shard's index: an instance keys runs by `(run_id, shard)`.
 //!
 //! Results are pulled, not pushed: the scheduler node that dispatched a run asks for
 //! its result with a long poll and the instance keeps a finished run's result for
@@ -23,7 +35,7 @@
 //! lease, fenced by the run's token, exactly as for a local run: a node that lost
 //! the lease has its write refused, and a run taken over is never applied twice.
 
-use crate::placement::BlockStrategy;
+use crate::placement::{BlockStrategy, Shard};
 use serde::{Deserialize, Serialize};
 
 /// The protocol version in every path.
@@ -40,6 +52,37 @@ pub const RESULT: &str = "/v1/result";
 pub const KILL: &str = "/v1/kill";
 /// A run's log lines.
 pub const LOG: &str = "/v1/log";
+
+/// Registers an instance, or beats for it, at a scheduler's registration endpoint
+/// ([`RegistryServer`](crate::executors::RegistryServer)); the body is an
+/// [`ExecutorInfo`](crate::record::ExecutorInfo), the answer [`Registered`]. Signed
+/// with the secret of the group the body names.
+pub const REGISTER: &str = "/v1/registry/beat";
+/// Removes an instance's registration ([`LeaveRequest`] → [`Left`]).
+pub const LEAVE: &str = "/v1/registry/leave";
+
+/// A registration endpoint's answer to a beat.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registered {
+    /// The beat's time on the store's clock (unix ms): liveness is judged on it.
+    pub at: i64,
+}
+
+/// Removes an instance from its group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaveRequest {
+    /// The group.
+    pub group: String,
+    /// The address it registered.
+    pub address: String,
+}
+
+/// Whether a leave found the registration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Left {
+    /// It was registered, and is no longer.
+    pub removed: bool,
+}
 
 /// An instance's answer to a beat.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -101,6 +144,12 @@ pub struct RunRequest {
     /// round trip; a slower one's is asked for with [`RESULT`].
     #[serde(default, skip_serializing_if = "is_zero")]
     pub wait_ms: u64,
+    /// For a sharding broadcast: the shard this instance runs. The instance keeps
+    /// each shard of a run apart (every later request about it names the index),
+    /// and the block strategy applies per job and shard. A shard retried on the
+    /// same instance comes again with a later `attempt`, and runs again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -117,6 +166,9 @@ pub struct ResultRequest {
     /// How long to wait for the end, ms (at most 30,000).
     #[serde(default)]
     pub wait_ms: u64,
+    /// The shard's index, for a run dispatched as a shard ([`RunRequest::shard`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
 }
 
 /// Where a run stands on the instance.
@@ -164,6 +216,9 @@ pub struct KillRequest {
     pub run_id: i64,
     /// Its token.
     pub token: u64,
+    /// The shard's index, for a run dispatched as a shard ([`RunRequest::shard`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
 }
 
 /// Whether a kill found the run queued or running.
@@ -186,6 +241,9 @@ pub struct LogRequest {
     /// At most this many lines (at most 1,000).
     #[serde(default = "default_log_limit")]
     pub limit: usize,
+    /// The shard's index, for a run dispatched as a shard ([`RunRequest::shard`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<u32>,
 }
 
 fn default_log_limit() -> usize {

@@ -82,7 +82,9 @@ impl Router {
             s.last.clear();
         }
         let pick = match routing {
-            Routing::Failover | Routing::BusyOver => return (0..n).collect(),
+            Routing::Failover | Routing::BusyOver | Routing::ShardingBroadcast => {
+                return (0..n).collect();
+            }
             Routing::First => 0,
             Routing::Last => n - 1,
             Routing::Random => fastrand::usize(..n),

@@ -36,6 +36,9 @@ pub struct JobContext {
     pub cancel: CancellationToken,
     /// When the run's timeout expires, on tokio's clock.
     pub deadline: Option<tokio::time::Instant>,
+    /// For a run that is one shard of a sharding broadcast (on an executor
+    /// instance): which shard of how many; `None` otherwise.
+    pub shard: Option<crate::placement::Shard>,
 }
 
 impl JobContext {

@@ -154,11 +154,15 @@ pub enum Routing {
     Failover,
     /// The first instance, in address order, that answers it is not running the job.
     BusyOver,
+    /// Every live instance that serves the job's handler: a fire becomes one run
+    /// per instance, each told its [`Shard`] (index in address order, and the
+    /// total), retried on its own; the fire succeeds when every shard has.
+    ShardingBroadcast,
 }
 
 impl Routing {
     /// Every strategy, in declaration order.
-    pub const ALL: [Routing; 9] = [
+    pub const ALL: [Routing; 10] = [
         Routing::First,
         Routing::Last,
         Routing::RoundRobin,
@@ -168,7 +172,19 @@ impl Routing {
         Routing::LeastRecentlyUsed,
         Routing::Failover,
         Routing::BusyOver,
+        Routing::ShardingBroadcast,
     ];
+}
+
+/// The part of a fire a shard of a [`Routing::ShardingBroadcast`] run is to do: shard
+/// `index` of `total` (0-based), so a handler can take its slice of the work (say the
+/// rows whose id modulo `total` is `index`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shard {
+    /// This shard, 0-based (`index < total`).
+    pub index: u32,
+    /// How many shards the fire was split into (the live instances at its dispatch).
+    pub total: u32,
 }
 
 /// What an executor instance does with a run of a job that it is still running

@@ -311,6 +311,7 @@ async fn dispatch(
         node_id: "test".into(),
         cancel: tokio_util::sync::CancellationToken::new(),
         deadline: None,
+        shard: None,
     };
     jobwheel::JobHandler::run(group, ctx).await.unwrap();
     seen.0.lock().unwrap().last().unwrap().0.clone()

@@ -30,6 +30,7 @@ async fn suite(b: &str) {
     refuses_requests_without_a_valid_fresh_signature(b).await;
     applies_block_strategies(b).await;
     tails_logs_and_kills(b).await;
+    keeps_shards_apart(b).await;
     answers_what_the_protocol_document_describes(b).await;
 }
 
@@ -169,6 +170,78 @@ async fn applies_block_strategies(b: &str) {
     assert_eq!((s, v["error"].as_str()), (422, Some("unknown_handler")));
 }
 
+async fn keeps_shards_apart(b: &str) {
+    let shard = |index: u32, total: u32, attempt: u32, payload: Value| {
+        let mut r = run_with(60, "s", "shard", BlockStrategy::DiscardLater, payload);
+        r["shard"] = json!({"index": index, "total": total});
+        r["attempt"] = json!(attempt);
+        r
+    };
+    let result_of_shard =
+        |index: u32| json!({"run_id": 60, "token": 7, "wait_ms": 5_000, "shard": index});
+    // Two shards of one run are two runs: both admitted although the job's block
+    // strategy discards a second run, each ends on its own and is asked for by index.
+    for index in 0..2 {
+        let (s, v, _) = ask(
+            b,
+            protocol::RUN,
+            &shard(index, 2, 1, json!({"fail_shard": 1})),
+        )
+        .await;
+        assert_eq!(s, 200, "shard {index}: {v}");
+    }
+    let (s, v, _) = ask(b, protocol::RESULT, &result_of_shard(0)).await;
+    assert_eq!(
+        (s, v["outcome"]["status"].as_str()),
+        (200, Some("succeeded")),
+        "{v}"
+    );
+    let (s, v, _) = ask(b, protocol::RESULT, &result_of_shard(1)).await;
+    assert_eq!(
+        (s, v["outcome"]["status"].as_str()),
+        (200, Some("failed")),
+        "{v}"
+    );
+    // The run without a shard is not any of them.
+    let (s, v, _) = ask(b, protocol::RESULT, &json!({"run_id": 60, "token": 7})).await;
+    assert_eq!((s, v["error"].as_str()), (404, Some("unknown_run")));
+    // Each shard's handler was told its shard, and logged to its own log.
+    let (s, v, _) = ask(
+        b,
+        protocol::LOG,
+        &json!({"run_id": 60, "token": 7, "shard": 1, "offset": 0}),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let lines: Vec<&str> = v["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(lines.len(), 1, "{v}");
+    assert!(lines[0].ends_with("shard 1/2 attempt 1"), "{v}");
+    // A retransmission of an ended shard answers its result; the shard's retry (a
+    // later attempt) runs it again.
+    let (s, v, _) = ask(b, protocol::RUN, &shard(1, 2, 1, json!({"fail_shard": 1}))).await;
+    assert_eq!(
+        (s, v["outcome"]["status"].as_str()),
+        (200, Some("failed")),
+        "{v}"
+    );
+    let (s, v, _) = ask(b, protocol::RUN, &shard(1, 2, 2, json!({"fail_shard": 1}))).await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v, _) = ask(b, protocol::RESULT, &result_of_shard(1)).await;
+    assert_eq!(
+        (s, v["outcome"]["status"].as_str()),
+        (200, Some("succeeded")),
+        "{v}"
+    );
+    // A shard outside its total is refused.
+    let (s, v, _) = ask(b, protocol::RUN, &shard(2, 2, 1, json!({}))).await;
+    assert_eq!((s, v["error"].as_str()), (400, Some("bad_request")), "{v}");
+}
+
 async fn tails_logs_and_kills(b: &str) {
     let (s, _, _) = ask(
         b,
@@ -219,67 +292,19 @@ async fn tails_logs_and_kills(b: &str) {
     );
 }
 
-/// Checks `v` against an OpenAPI schema (types, required and unknown properties,
-/// enums), resolving `$ref`s in `doc`.
-fn conforms(doc: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String> {
-    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
-        let name = r.trim_start_matches("#/components/schemas/");
-        return conforms(doc, &doc["components"]["schemas"][name], v, at);
-    }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
-        && !allowed.contains(v)
-    {
-        return Err(format!("{at}: {v} is not one of {allowed:?}"));
-    }
-    let ok = match schema.get("type").and_then(Value::as_str) {
-        Some("object") => v.is_object(),
-        Some("array") => v.is_array(),
-        Some("string") => v.is_string(),
-        Some("integer") => v.is_i64() || v.is_u64(),
-        Some("boolean") => v.is_boolean(),
-        _ => true,
-    };
-    if !ok {
-        return Err(format!("{at}: {v} is not {}", schema["type"]));
-    }
-    if let (Some(props), Some(obj)) = (
-        schema.get("properties").and_then(Value::as_object),
-        v.as_object(),
-    ) {
-        for req in schema["required"].as_array().into_iter().flatten() {
-            let k = req.as_str().unwrap();
-            if !obj.contains_key(k) {
-                return Err(format!("{at}: required {k} missing"));
-            }
-        }
-        for (k, val) in obj {
-            match props.get(k) {
-                Some(p) => conforms(doc, p, val, &format!("{at}.{k}"))?,
-                None if schema["additionalProperties"] == Value::Bool(false) => {
-                    return Err(format!("{at}: {k} is not in the schema"));
-                }
-                None => {}
-            }
-        }
-    }
-    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
-        for (i, x) in arr.iter().enumerate() {
-            conforms(doc, items, x, &format!("{at}[{i}]"))?;
-        }
-    }
-    Ok(())
-}
-
 async fn answers_what_the_protocol_document_describes(b: &str) {
     let doc: Value =
         serde_json::from_str(&std::fs::read_to_string("docs/executor-protocol.json").unwrap())
             .unwrap();
     assert_eq!(doc["openapi"], "3.1.0");
+    // The executor's paths (a scheduler's registration endpoint serves the others:
+    // remote_registration.rs checks those).
     let mut documented: Vec<&str> = doc["paths"]
         .as_object()
         .unwrap()
         .keys()
         .map(String::as_str)
+        .filter(|p| !p.starts_with("/v1/registry/"))
         .collect();
     documented.sort();
     let mut served = vec![

@@ -9,6 +9,10 @@ the Rust executor server.
 
     JOBWHEEL_SECRET=... python3 executor.py --group billing --bind 127.0.0.1:9102
 
+With `--register http://scheduler:9100` it registers at a scheduler's registration
+endpoint (jobwheel's RegistryServer) by heartbeat every `--beat-every` seconds, and
+leaves when it stops (SIGTERM or Ctrl-C); without it, schedulers list its address.
+
 Handlers are plain functions of a context: `ctx.payload`, `ctx.log(line)`,
 `ctx.cancelled` (a threading.Event set on kill, cover or deadline). A handler
 returns to succeed and raises to fail (`Permanent` for a failure not to retry).
@@ -19,9 +23,13 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
+import signal
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import OrderedDict, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -93,6 +101,60 @@ class Signer:
         return ts, self.mac(f"jobwheel-v1-response\n{status}\n{nonce}\n{ts}\n{sha256_hex(body)}")
 
 
+class Registrar:
+    """Registers the instance at a scheduler's registration endpoint: a signed beat
+    every `every` seconds, a signed leave at the end. Answers are checked against
+    the group's secret; an endpoint whose clock is off refuses the first request as
+    skewed, with its clock in the signed refusal, and is asked again on its clock."""
+
+    def __init__(self, url, signer, info, every):
+        self.url = url.rstrip("/")
+        self.signer = signer
+        self.info = info
+        self.every = every
+        self.offset = 0  # the endpoint's clock minus ours, ms
+        self.stop = threading.Event()
+
+    def call(self, path, body_obj):
+        body = json.dumps(body_obj).encode()
+        for _ in range(2):
+            ts, nonce = now_ms() + self.offset, secrets.token_hex(16)
+            sig = self.signer.mac(f"jobwheel-v1\nPOST\n{path}\n{ts}\n{nonce}\n{sha256_hex(body)}")
+            req = urllib.request.Request(self.url + path, data=body, method="POST", headers={
+                "content-type": "application/json", "x-jobwheel-timestamp": str(ts),
+                "x-jobwheel-nonce": nonce, "x-jobwheel-signature": sig})
+            try:
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    status, data, headers = r.status, r.read(MAX_BODY), r.headers
+            except urllib.error.HTTPError as e:
+                status, data, headers = e.code, e.read(MAX_BODY), e.headers
+            answer_ts, answer_sig = headers.get("x-jobwheel-timestamp"), headers.get("x-jobwheel-signature")
+            expected = self.signer.mac(f"jobwheel-v1-response\n{status}\n{nonce}\n{answer_ts}\n{sha256_hex(data)}")
+            if not (answer_ts and answer_sig and hmac.compare_digest(expected, answer_sig.lower())):
+                raise RuntimeError(f"the endpoint's answer ({status}) is not signed with the group's secret")
+            answer = json.loads(data or b"{}")
+            if status == 401 and answer.get("error") == "skewed_timestamp":
+                self.offset = int(answer_ts) - now_ms()
+                continue
+            if status != 200:
+                raise RuntimeError(f"{status} {answer.get('error')}: {answer.get('message')}")
+            return answer
+        raise RuntimeError("the endpoint refused the timestamp twice")
+
+    def run(self):
+        while True:
+            try:
+                self.call("/v1/registry/beat", self.info)
+            except (OSError, RuntimeError, ValueError) as e:
+                print(f"beat failed: {e}", file=sys.stderr, flush=True)
+            if self.stop.wait(self.every):
+                break
+        try:
+            self.call("/v1/registry/leave", {"group": self.info["group"], "address": self.info["address"]})
+        except (OSError, RuntimeError, ValueError) as e:
+            print(f"leave failed (the registration lapses): {e}", file=sys.stderr, flush=True)
+
+
 class Context:
     """What a handler gets: the payload, a log, and the cancellation event."""
 
@@ -100,6 +162,8 @@ class Context:
         self.run = run
         self.payload = run["job"].get("payload")
         self.cancelled = run["cancel"]
+        # For a shard of a sharding broadcast: {"index": i, "total": n}; else None.
+        self.shard = run["req"].get("shard")
         self._cond = cond
 
     def log(self, line):
@@ -120,8 +184,8 @@ class State:
         self.handlers = handlers
         self.capacity = capacity
         self.instance = instance
-        self.runs = {}  # run_id -> run
-        self.jobs = {}  # job_id -> deque of run ids (running first)
+        self.runs = {}  # (run_id, shard index or None) -> run
+        self.jobs = {}  # job id (and "#shard") -> deque of run keys (running first)
         self.running = 0
         self.cond = threading.Condition()
 
@@ -137,15 +201,24 @@ class State:
             return 400, {"error": "bad_request", "message": "job.id and job.handler are required"}
         if handler not in self.handlers:
             return 422, {"error": "unknown_handler", "message": f"this instance serves no handler {handler!r}"}
-        rid, token, block = req["run_id"], req["token"], req.get("block", "serial")
+        token, block = req["token"], req.get("block", "serial")
+        shard = req.get("shard")
+        if shard is not None and not (isinstance(shard, dict) and 0 <= shard.get("index", -1) < shard.get("total", 0)):
+            return 400, {"error": "bad_request", "message": "shard.index must be below shard.total"}
+        rid = key_of(req["run_id"], shard and shard["index"])
+        # Shards of one job are apart for the block strategy: each is its own work.
+        block_key = job["id"] if shard is None else f"{job['id']}#{shard['index']}"
         with self.cond:
             self.forget_old()
             if rid in self.runs:
                 run = self.runs[rid]
                 if run["token"] != token:
                     return 409, {"error": "conflict", "message": "this run id was admitted with another token"}
-                return 200, state_of(run)
-            queue = self.jobs.setdefault(job["id"], deque())
+                # An ended shard asked again with a later attempt is the shard's retry.
+                if not (shard is not None and run["phase"] == "done" and req.get("attempt", 1) > run["attempt"]):
+                    return 200, state_of(run)
+                del self.runs[rid]
+            queue = self.jobs.setdefault(block_key, deque())
             start_now = not queue
             if queue and block == "discard_later":
                 return 409, {"error": "discarded",
@@ -158,7 +231,8 @@ class State:
                 return 429, {"error": "busy", "message": "no free slot on this instance"}
             if not start_now and len(queue) > 1000:
                 return 429, {"error": "busy", "message": "too many runs of this job are queued"}
-            run = {"id": rid, "token": token, "job": job, "req": req, "phase": "running" if start_now else "queued",
+            run = {"id": rid, "block_key": block_key, "attempt": req.get("attempt", 1), "token": token, "job": job,
+                   "req": req, "phase": "running" if start_now else "queued",
                    "outcome": None, "cancel": threading.Event(), "ended": None, "log": deque(), "log_first": 0}
             self.runs[rid] = run
             if start_now:
@@ -204,7 +278,7 @@ class State:
         if run["phase"] == "running":
             self.running -= 1
         run["phase"], run["outcome"], run["ended"] = "done", outcome, time.monotonic()
-        queue = self.jobs.get(run["job"]["id"], deque())
+        queue = self.jobs.get(run["block_key"], deque())
         if run["id"] in queue:
             queue.remove(run["id"])
         if queue:
@@ -212,7 +286,7 @@ class State:
             if head["phase"] == "queued" and start_next:
                 self.start(head)
         else:
-            self.jobs.pop(run["job"]["id"], None)
+            self.jobs.pop(run["block_key"], None)
         self.cond.notify_all()
 
     def result(self, rid, token, wait_ms):
@@ -241,8 +315,13 @@ class State:
             return True
 
 
+def key_of(run_id, shard_index):
+    """A run on this instance: its id, and its shard's index when it is a shard."""
+    return (run_id, shard_index)
+
+
 def state_of(run):
-    s = {"run_id": run["id"], "phase": run["phase"]}
+    s = {"run_id": run["id"][0], "phase": run["phase"]}
     if run["outcome"] is not None:
         s["outcome"] = run["outcome"]
     return s
@@ -331,23 +410,24 @@ def run(state, req):
     status, answer = state.admit(req)
     wait = req.get("wait_ms", 0)
     if status == 200 and answer["phase"] != "done" and wait:
-        answer = state.result(req["run_id"], req["token"], wait) or answer
+        shard = req.get("shard")
+        answer = state.result(key_of(req["run_id"], shard and shard["index"]), req["token"], wait) or answer
     return status, answer
 
 
 def result(state, req):
-    s = state.result(req["run_id"], req["token"], req.get("wait_ms", 0))
+    s = state.result(key_of(req["run_id"], req.get("shard")), req["token"], req.get("wait_ms", 0))
     return (200, s) if s else unknown_run()
 
 
 def kill(state, req):
-    k = state.kill(req["run_id"], req["token"])
+    k = state.kill(key_of(req["run_id"], req.get("shard")), req["token"])
     return (200, {"killed": k}) if k is not None else unknown_run()
 
 
 def log(state, req):
     with state.cond:
-        run = state.runs.get(req["run_id"])
+        run = state.runs.get(key_of(req["run_id"], req.get("shard")))
         if run is None or run["token"] != req["token"]:
             return unknown_run()
         first = run["log_first"]
@@ -376,6 +456,15 @@ def wait(ctx):
     ctx.cancelled.wait(None if ms is None else ms / 1000)
 
 
+def shard(ctx):
+    if ctx.shard is None:
+        raise Permanent("not a shard")
+    ctx.log(f"shard {ctx.shard['index']}/{ctx.shard['total']} attempt {ctx.run['req'].get('attempt', 1)}")
+    fail_shard = ctx.payload.get("fail_shard") if isinstance(ctx.payload, dict) else None
+    if fail_shard == ctx.shard["index"] and ctx.run["req"].get("attempt", 1) == 1:
+        raise RuntimeError(f"shard {fail_shard} failed once")
+
+
 def chatty(ctx):
     for i in range(3):
         ctx.log(f"step <{i}> line={i}")
@@ -390,19 +479,41 @@ def main():
     p.add_argument("--capacity", type=int, default=64)
     p.add_argument("--secret-env", default="JOBWHEEL_SECRET",
                    help="the environment variable holding the group's secret")
+    p.add_argument("--register", help="a scheduler's registration endpoint to beat at (base URL)")
+    p.add_argument("--advertise", help="the address schedulers reach this instance at "
+                                       "(default: http:// and the bound address)")
+    p.add_argument("--beat-every", type=float, default=30.0, help="seconds between beats (default 30)")
     a = p.parse_args()
     secret = os.environ.get(a.secret_env, "").encode()
     signer = Signer(secret)
     host, port = a.bind.rsplit(":", 1)
     server = Server((host, int(port)), None)
     addr = f"{server.server_address[0]}:{server.server_address[1]}"
-    state = State({"echo": echo, "fail": fail, "wait": wait, "chatty": chatty}, a.capacity, a.instance or addr)
+    state = State({"echo": echo, "fail": fail, "wait": wait, "chatty": chatty, "shard": shard}, a.capacity, a.instance or addr)
     server.RequestHandlerClass = make_handler(signer, state)
+    registrar = None
+    if a.register:
+        if not a.advertise and server.server_address[0] in ("0.0.0.0", "::"):
+            raise SystemExit("bound to every interface: say where schedulers reach this instance with --advertise")
+        info = {"group": a.group, "address": a.advertise or f"http://{addr}", "handlers": sorted(state.handlers),
+                "capacity": a.capacity, "version": VERSION}
+        registrar = Registrar(a.register, signer, info, a.beat_every)
+        beats = threading.Thread(target=registrar.run, daemon=True)
+        beats.start()
     print(f"listening on {addr}", flush=True)
+
+    def stop(*_):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
+    finally:
+        if registrar is not None:
+            registrar.stop.set()
+            beats.join(timeout=10)
 
 
 if __name__ == "__main__":

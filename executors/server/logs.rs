@@ -30,12 +30,16 @@ fn sinks() -> &'static Mutex<HashMap<u64, Weak<Logs>>> {
     SINKS.get_or_init(Mutex::default)
 }
 
+/// A run on an instance: the run's id, and the shard's index for a run dispatched
+/// as a shard of a sharding broadcast.
+pub(crate) type RunKey = (i64, Option<u32>);
+
 /// One server's run logs.
 #[derive(Debug)]
 pub(crate) struct Logs {
     sink: u64,
     max_lines: usize,
-    runs: Mutex<HashMap<i64, Buf>>,
+    runs: Mutex<HashMap<RunKey, Buf>>,
 }
 
 #[derive(Debug, Default)]
@@ -66,26 +70,26 @@ impl Logs {
         self.sink
     }
 
-    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Buf>> {
+    fn runs(&self) -> std::sync::MutexGuard<'_, HashMap<RunKey, Buf>> {
         self.runs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn open(&self, run: i64) {
+    pub(crate) fn open(&self, run: RunKey) {
         self.runs().entry(run).or_default();
     }
 
-    pub(crate) fn close(&self, run: i64) {
+    pub(crate) fn close(&self, run: RunKey) {
         if let Some(b) = self.runs().get_mut(&run) {
             b.done = true;
         }
     }
 
-    pub(crate) fn forget(&self, run: i64) {
+    pub(crate) fn forget(&self, run: RunKey) {
         self.runs().remove(&run);
     }
 
     /// Appends a line to an open run's log, dropping its oldest past the bound.
-    pub(crate) fn push(&self, run: i64, mut line: String) {
+    pub(crate) fn push(&self, run: RunKey, mut line: String) {
         if line.len() > MAX_LINE_BYTES {
             let mut cut = MAX_LINE_BYTES;
             while !line.is_char_boundary(cut) {
@@ -106,7 +110,7 @@ impl Logs {
     }
 
     /// Up to `limit` lines from `offset` (lines already dropped are skipped).
-    pub(crate) fn read(&self, run: i64, offset: u64, limit: usize) -> Option<LogChunk> {
+    pub(crate) fn read(&self, run: RunKey, offset: u64, limit: usize) -> Option<LogChunk> {
         let runs = self.runs();
         let b = runs.get(&run)?;
         let from = offset.max(b.first);
@@ -137,13 +141,14 @@ pub struct RunLogLayer {
 /// The run a span stands for, kept in its extensions.
 struct RunOf {
     sink: u64,
-    run: i64,
+    run: RunKey,
 }
 
 #[derive(Default)]
 struct RunFields {
     sink: Option<u64>,
     run: Option<i64>,
+    shard: Option<u32>,
 }
 
 impl Visit for RunFields {
@@ -151,6 +156,7 @@ impl Visit for RunFields {
         match field.name() {
             "run_id" => self.run = Some(value),
             "sink" => self.sink = u64::try_from(value).ok(),
+            "shard" => self.shard = u32::try_from(value).ok(),
             _ => {}
         }
     }
@@ -158,6 +164,7 @@ impl Visit for RunFields {
         match field.name() {
             "run_id" => self.run = i64::try_from(value).ok(),
             "sink" => self.sink = Some(value),
+            "shard" => self.shard = u32::try_from(value).ok(),
             _ => {}
         }
     }
@@ -196,7 +203,10 @@ where
         let mut f = RunFields::default();
         attrs.record(&mut f);
         if let (Some(sink), Some(run), Some(span)) = (f.sink, f.run, ctx.span(id)) {
-            span.extensions_mut().insert(RunOf { sink, run });
+            span.extensions_mut().insert(RunOf {
+                sink,
+                run: (run, f.shard),
+            });
         }
     }
 
@@ -242,28 +252,34 @@ mod tests {
     #[test]
     fn a_run_log_is_bounded_and_read_by_offset() {
         let logs = Logs::new(3);
-        logs.open(7);
+        let run = (7, None);
+        logs.open(run);
         for i in 0..5 {
-            logs.push(7, format!("line {i}"));
+            logs.push(run, format!("line {i}"));
         }
-        let c = logs.read(7, 0, 10).unwrap();
+        let c = logs.read(run, 0, 10).unwrap();
         assert_eq!(c.lines, vec!["line 2", "line 3", "line 4"]);
         assert_eq!((c.first_offset, c.next_offset, c.done), (2, 5, false));
-        let c = logs.read(7, 4, 10).unwrap();
+        let c = logs.read(run, 4, 10).unwrap();
         assert_eq!(c.lines, vec!["line 4"]);
-        logs.close(7);
-        logs.push(7, "after the end".into());
-        let c = logs.read(7, 5, 10).unwrap();
+        logs.close(run);
+        logs.push(run, "after the end".into());
+        let c = logs.read(run, 5, 10).unwrap();
         assert!(c.lines.is_empty() && c.done);
-        logs.push(7, "x".repeat(MAX_LINE_BYTES + 10));
-        assert!(logs.read(8, 0, 1).is_none());
+        logs.push(run, "x".repeat(MAX_LINE_BYTES + 10));
+        assert!(logs.read((8, None), 0, 1).is_none());
+        assert!(
+            logs.read((7, Some(0)), 0, 1).is_none(),
+            "a shard is another run"
+        );
     }
 
     #[test]
     fn the_layer_routes_events_inside_a_run_span_to_that_run() {
         use tracing_subscriber::layer::SubscriberExt;
         let logs = Logs::new(100);
-        logs.open(42);
+        logs.open((42, None));
+        logs.open((42, Some(1)));
         let subscriber = tracing_subscriber::registry().with(log_layer());
         tracing::subscriber::with_default(subscriber, || {
             tracing::info!("outside any run");
@@ -272,8 +288,18 @@ mod tests {
                 tracing::info!(rows = 3, "exported <b>");
                 tracing::warn_span!("inner").in_scope(|| tracing::warn!("nested"));
             });
+            let shard = tracing::info_span!(
+                RUN_SPAN,
+                run_id = 42_i64,
+                shard = Some(1_u32),
+                sink = logs.sink()
+            );
+            shard.in_scope(|| tracing::info!("shard one"));
         });
-        let c = logs.read(42, 0, 10).unwrap();
+        let c = logs.read((42, Some(1)), 0, 10).unwrap();
+        assert_eq!(c.lines.len(), 1, "{:?}", c.lines);
+        assert!(c.lines[0].ends_with("shard one"), "{}", c.lines[0]);
+        let c = logs.read((42, None), 0, 10).unwrap();
         assert_eq!(c.lines.len(), 2, "{:?}", c.lines);
         assert!(
             c.lines[0]

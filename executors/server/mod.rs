@@ -24,24 +24,21 @@
 mod logs;
 mod register;
 mod runs;
-mod tls;
 
 pub use logs::{MAX_LINE_BYTES, RUN_SPAN, RunLogLayer, log_layer};
 
-use super::auth::{self, Refusal, Secret, Verifier};
-use super::protocol::{self, ErrorBody};
+use super::auth::{Secret, Verifier};
+use super::protocol;
+use super::signed::{Body, authed, check_replay_window, json_answer, nonce_of, refuse};
+use super::tls;
 use crate::error::{Error, Result};
 use crate::handler::{IntoHandler, JobHandler};
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, Method, Uri};
+use axum::response::Response;
 use axum::routing::post;
 use runs::{Limits, Runs};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -65,7 +62,7 @@ pub struct ExecutorServerBuilder {
     log_lines: usize,
     result_retention: Duration,
     max_results: usize,
-    register_in: Option<Arc<dyn crate::store::JobStore>>,
+    register_in: Option<RegisterIn>,
     advertise: Option<String>,
     beat_every: Duration,
     /// PEM certificate chain and key, when it serves TLS.
@@ -80,6 +77,12 @@ impl std::fmt::Debug for ExecutorServerBuilder {
             .field("capacity", &self.capacity)
             .finish_non_exhaustive()
     }
+}
+
+/// Where an instance registers, as the builder was told.
+enum RegisterIn {
+    Store(Arc<dyn crate::store::JobStore>),
+    Endpoint(String),
 }
 
 /// A running executor server.
@@ -198,7 +201,17 @@ impl ExecutorServerBuilder {
     /// the handlers it serves while its beats keep coming. It advertises `http://`
     /// and the bound address unless [`advertise`](Self::advertise) says otherwise.
     pub fn register(mut self, store: Arc<dyn crate::store::JobStore>) -> Self {
-        self.register_in = Some(store);
+        self.register_in = Some(RegisterIn::Store(store));
+        self
+    }
+
+    /// Registers the instance through a scheduler's registration endpoint at `url`
+    /// (its base URL, `http://scheduler-1:9100`; a
+    /// [`RegistryServer`](super::RegistryServer)) instead of writing to the store:
+    /// the same beats, signed with the group's secret, for an instance that has no
+    /// access to the schedulers' store.
+    pub fn register_at(mut self, url: impl Into<String>) -> Self {
+        self.register_in = Some(RegisterIn::Endpoint(url.into()));
         self
     }
 
@@ -258,19 +271,7 @@ impl ExecutorServerBuilder {
                 return Err(Error::invalid(field, v, format!("must be {lo}-{hi}")));
             }
         }
-        crate::limits::duration(
-            "executor.replay_window",
-            self.replay_window,
-            Duration::from_secs(3600),
-        )?;
-        if self.replay_window < Duration::from_secs(1) {
-            return Err(Error::invalid(
-                "executor.replay_window",
-                format!("{:?}", self.replay_window),
-                "must be at least 1s",
-            ));
-        }
-        Ok(())
+        check_replay_window("executor.replay_window", self.replay_window)
     }
 
     /// Binds `addr` and serves until [`ExecutorServer::shutdown`].
@@ -299,21 +300,35 @@ impl ExecutorServerBuilder {
             .unwrap_or_else(|| addr.to_string())
             .into();
         let tls = match &self.tls {
-            Some((cert, key)) => Some(tls::server_config(cert, key)?),
+            Some((cert, key)) => Some(tls::server_config(
+                ("executor.tls.cert", "executor.tls.key"),
+                cert,
+                key,
+            )?),
             None => None,
         };
-        let registration = self
-            .register_in
-            .clone()
-            .map(|store| register::Registration {
-                store,
-                advertise: self.advertise.clone(),
-                every: self.beat_every,
-                scheme: if tls.is_some() { "https" } else { "http" },
-            });
+        let target = match &self.register_in {
+            None => None,
+            Some(RegisterIn::Store(store)) => Some(register::Target::Store(store.clone())),
+            Some(RegisterIn::Endpoint(url)) => {
+                let url = super::group::instance_url(url)
+                    .map_err(|e| rename(e, "executor.register_at"))?;
+                let client = super::client::Client::new(
+                    self.secret.clone(),
+                    &super::RemoteGroupConfig::default(),
+                )?;
+                Some(register::Target::Endpoint(url, Arc::new(client)))
+            }
+        };
+        let registration = target.map(|target| register::Registration {
+            target,
+            advertise: self.advertise.clone(),
+            every: self.beat_every,
+            scheme: if tls.is_some() { "https" } else { "http" },
+        });
         let registered = match &registration {
             Some(r) => Some((
-                r.store.clone(),
+                r.target.clone(),
                 r.info(
                     &self.group,
                     addr,
@@ -352,25 +367,10 @@ impl ExecutorServerBuilder {
             .layer(DefaultBodyLimit::max(self.max_body_bytes))
             .with_state(state);
         let stop = CancellationToken::new();
-        let s = stop.clone();
-        let task = match tls {
-            None => tokio::spawn(async move {
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async move { s.cancelled().await })
-                    .await;
-            }),
-            Some(config) => {
-                let listener = tls::TlsListener::new(listener, addr, config, stop.clone());
-                tokio::spawn(async move {
-                    let _ = axum::serve(listener, app)
-                        .with_graceful_shutdown(async move { s.cancelled().await })
-                        .await;
-                })
-            }
-        };
+        let task = tls::spawn_serve(listener, addr, app, tls, stop.clone());
         tracing::info!(group = %self.group, %addr, "executor server listening");
-        let beats = registered.map(|(store, info, every)| {
-            tokio::spawn(register::beat_loop(store, info, every, stop.clone()))
+        let beats = registered.map(|(target, info, every)| {
+            tokio::spawn(register::beat_loop(target, info, every, stop.clone()))
         });
         Ok(ExecutorServer {
             addr,
@@ -387,118 +387,14 @@ struct Served {
     instance: Arc<str>,
 }
 
-fn now_ms() -> i64 {
-    crate::time::Timestamp::now().as_millis()
-}
-
-/// A signed answer bound to the request's nonce.
-fn answer(s: &Served, nonce: &str, status: StatusCode, body: Vec<u8>) -> Response {
-    let ts = now_ms();
-    let sig = s
-        .verifier
-        .secret()
-        .sign_response(status.as_u16(), nonce, ts, &body);
-    let mut r = (status, body).into_response();
-    let h = r.headers_mut();
-    h.insert("content-type", HeaderValue::from_static("application/json"));
-    h.insert(auth::TIMESTAMP, HeaderValue::from(ts));
-    if let Ok(v) = HeaderValue::from_str(&sig) {
-        h.insert(auth::SIGNATURE, v);
-    }
-    r
-}
-
-fn json_answer<T: Serialize>(s: &Served, nonce: &str, body: &T) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    answer(s, nonce, StatusCode::OK, bytes)
-}
-
-fn refuse(s: &Served, nonce: &str, status: u16, code: &str, message: String) -> Response {
-    let body = serde_json::to_vec(&ErrorBody {
-        error: code.to_string(),
-        message,
-    })
-    .unwrap_or_default();
-    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
-    answer(s, nonce, status, body)
-}
-
-/// Checks a request's signature and decodes its body; the error is the answer.
-fn authed<T: DeserializeOwned>(
-    s: &Served,
-    method: &Method,
-    uri: &Uri,
-    headers: &HeaderMap,
-    body: &Body,
-) -> std::result::Result<(T, String), Box<Response>> {
-    let h = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let nonce = h(auth::NONCE).unwrap_or("").to_string();
-    let body = match body {
-        Ok(b) => b,
-        Err(e) => {
-            return Err(Box::new(refuse(
-                s,
-                &nonce,
-                e.status().as_u16(),
-                "too_large",
-                e.body_text(),
-            )));
-        }
-    };
-    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
-    if let Err(r) = s.verifier.check(
-        now_ms(),
-        method.as_str(),
-        path,
-        h(auth::TIMESTAMP),
-        h(auth::NONCE),
-        h(auth::SIGNATURE),
-        body,
-    ) {
-        let status = if r == Refusal::Overloaded { 503 } else { 401 };
-        tracing::warn!(refusal = r.as_str(), path, "executor request refused");
-        return Err(Box::new(refuse(
-            s,
-            &nonce,
-            status,
-            r.as_str(),
-            refusal_message(r),
-        )));
-    }
-    match serde_json::from_slice(body) {
-        Ok(v) => Ok((v, nonce)),
-        Err(e) => Err(Box::new(refuse(
-            s,
-            &nonce,
-            400,
-            "bad_request",
-            e.to_string(),
-        ))),
-    }
-}
-
-fn refusal_message(r: Refusal) -> String {
-    match r {
-        Refusal::Unsigned => "sign the request: x-jobwheel-timestamp, x-jobwheel-nonce, x-jobwheel-signature",
-        Refusal::BadSignature => "the signature does not match this group's secret",
-        Refusal::Skewed => "the timestamp is outside the replay window of this instance's clock (given in x-jobwheel-timestamp)",
-        Refusal::Replayed => "this nonce was already used",
-        Refusal::Overloaded => "too many requests within the replay window",
-    }
-    .to_string()
-}
-
-/// A request body, or why it could not be read (too large).
-type Body = std::result::Result<Bytes, BytesRejection>;
-
 async fn beat(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
-    let (_, nonce) = match authed::<serde_json::Value>(&s, &m, &u, &h, &b) {
+    let (_, nonce) = match authed::<serde_json::Value>(&s.verifier, &m, &u, &h, &b) {
         Ok(v) => v,
         Err(r) => return *r,
     };
     let (running, queued, capacity) = s.runs.load();
     json_answer(
-        &s,
+        &s.verifier,
         &nonce,
         &protocol::Beat {
             instance: s.instance.to_string(),
@@ -518,9 +414,9 @@ async fn idle_beat(
     h: HeaderMap,
     b: Body,
 ) -> Response {
-    match authed::<protocol::IdleBeatRequest>(&s, &m, &u, &h, &b) {
+    match authed::<protocol::IdleBeatRequest>(&s.verifier, &m, &u, &h, &b) {
         Ok((q, nonce)) => json_answer(
-            &s,
+            &s.verifier,
             &nonce,
             &protocol::IdleBeat {
                 idle: s.runs.idle_for(&q.job_id),
@@ -531,21 +427,21 @@ async fn idle_beat(
 }
 
 async fn run(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
-    let (q, nonce) = match authed::<protocol::RunRequest>(&s, &m, &u, &h, &b) {
+    let (q, nonce) = match authed::<protocol::RunRequest>(&s.verifier, &m, &u, &h, &b) {
         Ok(v) => v,
         Err(r) => return *r,
     };
-    let (run_id, token) = (q.run_id, q.token);
+    let (key, token) = ((q.run_id, q.shard.map(|s| s.index)), q.token);
     let wait = Duration::from_millis(q.wait_ms).min(MAX_RESULT_WAIT);
     match s.runs.admit(q) {
         Ok(state) if state.phase != protocol::Phase::Done && !wait.is_zero() => {
-            let state = s.runs.state(run_id, token, wait).await.unwrap_or(state);
-            json_answer(&s, &nonce, &state)
+            let state = s.runs.state(key, token, wait).await.unwrap_or(state);
+            json_answer(&s.verifier, &nonce, &state)
         }
-        Ok(state) => json_answer(&s, &nonce, &state),
+        Ok(state) => json_answer(&s.verifier, &nonce, &state),
         Err(refused) => {
             let (status, code, message) = refused.answer();
-            refuse(&s, &nonce, status, code, message)
+            refuse(&s.verifier, &nonce, status, code, message)
         }
     }
 }
@@ -557,40 +453,41 @@ async fn result(
     h: HeaderMap,
     b: Body,
 ) -> Response {
-    let (q, nonce) = match authed::<protocol::ResultRequest>(&s, &m, &u, &h, &b) {
+    let (q, nonce) = match authed::<protocol::ResultRequest>(&s.verifier, &m, &u, &h, &b) {
         Ok(v) => v,
         Err(r) => return *r,
     };
     let wait = Duration::from_millis(q.wait_ms).min(MAX_RESULT_WAIT);
-    match s.runs.state(q.run_id, q.token, wait).await {
-        Some(state) => json_answer(&s, &nonce, &state),
+    match s.runs.state((q.run_id, q.shard), q.token, wait).await {
+        Some(state) => json_answer(&s.verifier, &nonce, &state),
         None => unknown_run(&s, &nonce),
     }
 }
 
 async fn kill(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
-    let (q, nonce) = match authed::<protocol::KillRequest>(&s, &m, &u, &h, &b) {
+    let (q, nonce) = match authed::<protocol::KillRequest>(&s.verifier, &m, &u, &h, &b) {
         Ok(v) => v,
         Err(r) => return *r,
     };
-    match s.runs.kill(q.run_id, q.token) {
-        Some(killed) => json_answer(&s, &nonce, &protocol::KillReply { killed }),
+    match s.runs.kill((q.run_id, q.shard), q.token) {
+        Some(killed) => json_answer(&s.verifier, &nonce, &protocol::KillReply { killed }),
         None => unknown_run(&s, &nonce),
     }
 }
 
 async fn log(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
-    let (q, nonce) = match authed::<protocol::LogRequest>(&s, &m, &u, &h, &b) {
+    let (q, nonce) = match authed::<protocol::LogRequest>(&s.verifier, &m, &u, &h, &b) {
         Ok(v) => v,
         Err(r) => return *r,
     };
-    if !s.runs.knows(q.run_id, q.token) {
+    let key = (q.run_id, q.shard);
+    if !s.runs.knows(key, q.token) {
         return unknown_run(&s, &nonce);
     }
-    match s.runs.logs.read(q.run_id, q.offset, q.limit.min(1_000)) {
+    match s.runs.logs.read(key, q.offset, q.limit.min(1_000)) {
         Some(mut chunk) => {
-            chunk.done = chunk.done || s.runs.is_done(q.run_id);
-            json_answer(&s, &nonce, &chunk)
+            chunk.done = chunk.done || s.runs.is_done(key);
+            json_answer(&s.verifier, &nonce, &chunk)
         }
         None => unknown_run(&s, &nonce),
     }
@@ -598,7 +495,7 @@ async fn log(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: B
 
 fn unknown_run(s: &Served, nonce: &str) -> Response {
     refuse(
-        s,
+        &s.verifier,
         nonce,
         404,
         "unknown_run",
@@ -607,13 +504,9 @@ fn unknown_run(s: &Served, nonce: &str) -> Response {
 }
 
 async fn not_found(State(s): State<Arc<Served>>, h: HeaderMap) -> Response {
-    let nonce = h
-        .get(auth::NONCE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
+    let nonce = nonce_of(&h);
     refuse(
-        &s,
+        &s.verifier,
         &nonce,
         404,
         "not_found",

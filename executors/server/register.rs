@@ -1,7 +1,10 @@
-//! An instance's registration: it beats into the scheduler's store under its group
-//! until it stops, then removes itself.
+//! An instance's registration: it beats under its group — into the schedulers'
+//! store, or through a scheduler's registration endpoint — until it stops, then
+//! removes itself.
 
 use crate::error::{Error, Result};
+use crate::executors::client::{CallError, Client};
+use crate::executors::protocol::{self, LeaveRequest, Left, Registered};
 use crate::record::ExecutorInfo;
 use crate::store::JobStore;
 use std::net::SocketAddr;
@@ -9,9 +12,57 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// Where an instance registers.
+#[derive(Clone)]
+pub(super) enum Target {
+    /// Into the schedulers' store, directly.
+    Store(Arc<dyn JobStore>),
+    /// Through a scheduler's registration endpoint (its base URL), signed with the
+    /// group's secret.
+    Endpoint(String, Arc<Client>),
+}
+
+impl Target {
+    async fn beat(&self, info: &ExecutorInfo) -> std::result::Result<(), String> {
+        match self {
+            Target::Store(store) => store
+                .executor_beat(info)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Target::Endpoint(url, client) => client
+                .call::<_, Registered>(url, protocol::REGISTER, info, None)
+                .await
+                .map(drop)
+                .map_err(|e: CallError| e.to_string()),
+        }
+    }
+
+    async fn leave(&self, info: &ExecutorInfo) -> std::result::Result<(), String> {
+        match self {
+            Target::Store(store) => store
+                .deregister_executor(&info.group, &info.address)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Target::Endpoint(url, client) => {
+                let q = LeaveRequest {
+                    group: info.group.clone(),
+                    address: info.address.clone(),
+                };
+                client
+                    .call::<_, Left>(url, protocol::LEAVE, &q, None)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
 /// Where and how often an instance registers.
 pub(super) struct Registration {
-    pub(super) store: Arc<dyn JobStore>,
+    pub(super) target: Target,
     /// The address schedulers reach it at; `None`: `scheme://` and the bound address.
     pub(super) advertise: Option<String>,
     pub(super) every: Duration,
@@ -66,13 +117,13 @@ impl Registration {
 /// tried again at the next one: the instance keeps serving, and schedulers stop
 /// sending it runs only once its beats have been missing for their `dead_after`.
 pub(super) async fn beat_loop(
-    store: Arc<dyn JobStore>,
+    target: Target,
     info: ExecutorInfo,
     every: Duration,
     stop: CancellationToken,
 ) {
     loop {
-        if let Err(e) = store.executor_beat(&info).await {
+        if let Err(e) = target.beat(&info).await {
             tracing::warn!(group = %info.group, address = %info.address, error = %e, "executor beat failed");
         }
         tokio::select! {
@@ -80,8 +131,8 @@ pub(super) async fn beat_loop(
             _ = tokio::time::sleep(every) => {}
         }
     }
-    match store.deregister_executor(&info.group, &info.address).await {
-        Ok(_) => {
+    match target.leave(&info).await {
+        Ok(()) => {
             tracing::info!(group = %info.group, address = %info.address, "executor deregistered")
         }
         Err(e) => {

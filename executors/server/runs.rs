@@ -1,7 +1,7 @@
 //! The runs an executor instance holds: admission under its block strategies and
 //! capacity, execution, results kept for the schedulers to collect, kills.
 
-use super::logs::Logs;
+use super::logs::{Logs, RunKey};
 use crate::executor::{Execution, Executor, Outcome};
 use crate::executors::protocol::{Phase, RemoteOutcome, RunRequest, RunState};
 use crate::handler::{JobContext, JobHandler, RetryAdvice};
@@ -33,8 +33,10 @@ pub(crate) enum Refused {
 }
 
 struct Entry {
+    /// What the block strategy counts runs by: the job, or the job and shard.
     job_id: String,
     token: u64,
+    attempt: u32,
     phase: Phase,
     outcome: Option<RemoteOutcome>,
     cancel: CancellationToken,
@@ -47,12 +49,13 @@ struct Entry {
 
 #[derive(Default)]
 struct Table {
-    runs: HashMap<i64, Entry>,
-    /// Per job: the run in progress (first) and the runs queued behind it.
-    jobs: HashMap<String, VecDeque<i64>>,
+    runs: HashMap<RunKey, Entry>,
+    /// Per job (and shard): the run in progress (first) and the runs queued behind
+    /// it.
+    jobs: HashMap<String, VecDeque<RunKey>>,
     running: usize,
     /// Ended runs in the order they ended, to drop past the retention.
-    ended: VecDeque<i64>,
+    ended: VecDeque<RunKey>,
 }
 
 /// Limits of an instance's run table.
@@ -131,8 +134,17 @@ impl Runs {
     }
 
     /// Admits a run under its block strategy: starts it, queues it, or refuses it.
-    /// A request for a run already admitted (a retransmission) answers its state.
+    /// A request for a run already admitted (a retransmission) answers its state;
+    /// an ended shard asked again with a later attempt (the shard's retry) runs again.
     pub(crate) fn admit(self: &Arc<Self>, req: RunRequest) -> Result<RunState, Refused> {
+        if let Some(shard) = req.shard
+            && shard.index >= shard.total
+        {
+            return Err(Refused::BadJob(format!(
+                "shard.index {} must be below shard.total {}",
+                shard.index, shard.total
+            )));
+        }
         // An executor needs the job's id, handler and payload; a definition sent
         // without a schedule runs as a one-shot at its fire.
         let mut definition = req.job.clone();
@@ -146,15 +158,24 @@ impl Runs {
         if !self.handlers.contains_key(job.handler()) {
             return Err(Refused::UnknownHandler(job.handler().to_string()));
         }
-        let job_id = job.id().to_string();
+        // Shards of one job are apart for the block strategy: each is its own work.
+        let job_id = match req.shard {
+            Some(shard) => format!("{}#{}", job.id(), shard.index),
+            None => job.id().to_string(),
+        };
+        let key: RunKey = (req.run_id, req.shard.map(|s| s.index));
         let mut t = self.table();
         self.forget_old(&mut t);
-        if let Some(e) = t.runs.get(&req.run_id) {
-            return if e.token == req.token {
-                Ok(state_of(req.run_id, e))
-            } else {
-                Err(Refused::Conflict)
-            };
+        if let Some(e) = t.runs.get(&key) {
+            if e.token != req.token {
+                return Err(Refused::Conflict);
+            }
+            if !(e.phase == Phase::Done && req.attempt > e.attempt && key.1.is_some()) {
+                return Ok(state_of(key, e));
+            }
+            t.runs.remove(&key);
+            t.ended.retain(|k| *k != key);
+            self.logs.forget(key);
         }
         let in_progress = t.jobs.get(&job_id).map_or(0, VecDeque::len);
         let start_now = match (in_progress, req.block) {
@@ -179,11 +200,11 @@ impl Runs {
             return Err(Refused::Busy);
         }
         let (done, _) = watch::channel(false);
-        let run_id = req.run_id;
         let job = Arc::new(job);
         let entry = Entry {
             job_id: job_id.clone(),
             token: req.token,
+            attempt: req.attempt,
             phase: if start_now {
                 Phase::Running
             } else {
@@ -199,13 +220,13 @@ impl Runs {
         if start_now {
             // A covered run stays in the queue until it ends; the new one runs
             // beside it and the queue's order no longer matters for it.
-            queue.push_front(run_id);
+            queue.push_front(key);
         } else {
-            queue.push_back(run_id);
+            queue.push_back(key);
         }
-        let state = state_of(run_id, &entry);
+        let state = state_of(key, &entry);
         let cancel = entry.cancel.clone();
-        t.runs.insert(run_id, entry);
+        t.runs.insert(key, entry);
         if start_now {
             t.running += 1;
             drop(t);
@@ -218,7 +239,8 @@ impl Runs {
         let this = self.clone();
         let handler = self.handlers[job.handler()].clone();
         let logs = self.logs.clone();
-        logs.open(req.run_id);
+        let key: RunKey = (req.run_id, req.shard.map(|s| s.index));
+        logs.open(key);
         tokio::spawn(async move {
             let ctx = JobContext {
                 job: job.clone(),
@@ -232,6 +254,7 @@ impl Runs {
                 deadline: req
                     .timeout_ms
                     .map(|ms| Instant::now() + Duration::from_millis(ms)),
+                shard: req.shard,
             };
             let exec = Execution {
                 ctx,
@@ -241,20 +264,21 @@ impl Runs {
             let span = tracing::info_span!(
                 super::logs::RUN_SPAN,
                 run_id = req.run_id,
+                shard = key.1,
                 sink = logs.sink(),
                 job = %job.id()
             );
             let outcome = tracing::Instrument::instrument(this.executor.execute(exec), span).await;
-            this.ended(req.run_id, remote_outcome(outcome));
+            this.ended(key, remote_outcome(outcome));
         });
     }
 
     /// Records a run's end, wakes its waiters and starts the next queued run of its
     /// job.
-    fn ended(self: &Arc<Self>, run_id: i64, outcome: RemoteOutcome) {
-        self.logs.close(run_id);
+    fn ended(self: &Arc<Self>, key: RunKey, outcome: RemoteOutcome) {
+        self.logs.close(key);
         let mut t = self.table();
-        let Some(e) = t.runs.get_mut(&run_id) else {
+        let Some(e) = t.runs.get_mut(&key) else {
             return;
         };
         e.phase = Phase::Done;
@@ -263,10 +287,10 @@ impl Runs {
         let _ = e.done.send(true);
         let job_id = e.job_id.clone();
         t.running = t.running.saturating_sub(1);
-        t.ended.push_back(run_id);
+        t.ended.push_back(key);
         let mut next = None;
         if let Some(q) = t.jobs.get_mut(&job_id) {
-            q.retain(|id| *id != run_id);
+            q.retain(|k| *k != key);
             if let Some(&head) = q.front() {
                 next = Some(head);
             }
@@ -307,27 +331,27 @@ impl Runs {
 
     /// A run's state, waiting up to `wait` for it to end. `None`: unknown run or
     /// another token.
-    pub(crate) async fn state(&self, run_id: i64, token: u64, wait: Duration) -> Option<RunState> {
+    pub(crate) async fn state(&self, key: RunKey, token: u64, wait: Duration) -> Option<RunState> {
         let mut done = {
             let t = self.table();
-            let e = t.runs.get(&run_id).filter(|e| e.token == token)?;
+            let e = t.runs.get(&key).filter(|e| e.token == token)?;
             if e.phase == Phase::Done || wait.is_zero() {
-                return Some(state_of(run_id, e));
+                return Some(state_of(key, e));
             }
             e.done.subscribe()
         };
         let _ = tokio::time::timeout(wait, done.wait_for(|d| *d)).await;
         let t = self.table();
         t.runs
-            .get(&run_id)
+            .get(&key)
             .filter(|e| e.token == token)
-            .map(|e| state_of(run_id, e))
+            .map(|e| state_of(key, e))
     }
 
     /// Cancels a queued or running run. `None`: unknown run or another token.
-    pub(crate) fn kill(self: &Arc<Self>, run_id: i64, token: u64) -> Option<bool> {
+    pub(crate) fn kill(self: &Arc<Self>, key: RunKey, token: u64) -> Option<bool> {
         let mut t = self.table();
-        let e = t.runs.get_mut(&run_id).filter(|e| e.token == token)?;
+        let e = t.runs.get_mut(&key).filter(|e| e.token == token)?;
         match e.phase {
             Phase::Done => Some(false),
             Phase::Running => {
@@ -342,32 +366,32 @@ impl Runs {
                 e.phase = Phase::Running;
                 t.running += 1;
                 drop(t);
-                self.ended(run_id, remote_outcome(Outcome::Cancelled));
+                self.ended(key, remote_outcome(Outcome::Cancelled));
                 Some(true)
             }
         }
     }
 
     /// Whether a run with this token is known here.
-    pub(crate) fn knows(&self, run_id: i64, token: u64) -> bool {
+    pub(crate) fn knows(&self, key: RunKey, token: u64) -> bool {
         self.table()
             .runs
-            .get(&run_id)
+            .get(&key)
             .is_some_and(|e| e.token == token)
     }
 
     /// Whether the run has ended.
-    pub(crate) fn is_done(&self, run_id: i64) -> bool {
+    pub(crate) fn is_done(&self, key: RunKey) -> bool {
         self.table()
             .runs
-            .get(&run_id)
+            .get(&key)
             .is_none_or(|e| e.phase == Phase::Done)
     }
 }
 
-fn state_of(run_id: i64, e: &Entry) -> RunState {
+fn state_of(key: RunKey, e: &Entry) -> RunState {
     RunState {
-        run_id,
+        run_id: key.0,
         phase: e.phase.clone(),
         outcome: e.outcome.clone(),
     }

@@ -356,6 +356,7 @@ async fn execute(
         node_id: core.node_id.clone(),
         cancel,
         deadline: job.timeout().map(|t| Instant::now() + t),
+        shard: None,
     };
     let exec = Execution {
         ctx,

@@ -2,7 +2,7 @@
 //! Python executor as a child process, and hand-signed protocol requests.
 
 use jobwheel::executors::protocol::{self, RunState};
-use jobwheel::executors::{ExecutorServer, auth, log_layer};
+use jobwheel::executors::{ExecutorServer, ExecutorServerBuilder, auth, log_layer};
 use jobwheel::placement::BlockStrategy;
 use jobwheel::prelude::*;
 use serde_json::{Value, json};
@@ -31,8 +31,18 @@ pub struct Seen(pub Arc<Mutex<Vec<(String, String, Value)>>>);
 /// An executor server on a free loopback port serving the suite's handlers:
 /// `echo` (records what it saw), `fail` (a permanent failure), `wait` (sleeps the
 /// payload's `ms`, or until cancelled when there is none) and `chatty` (logs three
-/// lines, then waits to be cancelled).
+/// lines, then waits to be cancelled) and `shard` (for a shard of a sharding
+/// broadcast: logs and records its shard and attempt, and fails attempt 1 of the
+/// shard whose index is the payload's `fail_shard`).
 pub async fn instance(name: &str, seen: &Seen) -> ExecutorServer {
+    instance_builder(name, seen)
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap()
+}
+
+/// The builder of [`instance`], to add settings before binding.
+pub fn instance_builder(name: &str, seen: &Seen) -> ExecutorServerBuilder {
     init_logs();
     let (s, n) = (seen.clone(), name.to_string());
     let echo = move |ctx: JobContext| {
@@ -68,17 +78,41 @@ pub async fn instance(name: &str, seen: &Seen) -> ExecutorServer {
         std::future::pending::<()>().await;
         Ok(())
     };
+    let (s, n) = (seen.clone(), name.to_string());
+    let shard = move |ctx: JobContext| {
+        let (s, n) = (s.clone(), n.clone());
+        async move {
+            let Some(shard) = ctx.shard else {
+                return Err(JobError::msg("not a shard").permanent());
+            };
+            tracing::info!(
+                "shard {}/{} attempt {}",
+                shard.index,
+                shard.total,
+                ctx.attempt
+            );
+            s.0.lock().unwrap().push((
+                n,
+                ctx.job.id().to_string(),
+                json!({"index": shard.index, "total": shard.total, "attempt": ctx.attempt, "fire_at": ctx.fire_at.as_millis()}),
+            ));
+            if ctx.payload().get("fail_shard").and_then(Value::as_u64) == Some(shard.index.into())
+                && ctx.attempt == 1
+            {
+                return Err(JobError::msg(format!("shard {} failed once", shard.index)));
+            }
+            Ok(())
+        }
+    };
     ExecutorServer::builder("billing", SECRET)
         .unwrap()
         .instance(name)
+        .handler("shard", shard)
         .handler("echo", echo)
         .handler("fail", fail)
         .handler("wait", wait)
         .handler("chatty", chatty)
         .capacity(4)
-        .bind("127.0.0.1:0")
-        .await
-        .unwrap()
 }
 
 /// The base URL of a server.
@@ -114,16 +148,21 @@ impl Drop for PythonExecutor {
 /// Starts the Python executor on a free loopback port; `None` (reported skipped,
 /// a failure under `CI=true`) when there is no `python3`.
 pub fn python_executor() -> Option<PythonExecutor> {
-    start_python(false)
+    start_python(false, &[])
+}
+
+/// [`python_executor`] with more command-line arguments (`--register URL`, …).
+pub fn python_executor_with(args: &[&str]) -> Option<PythonExecutor> {
+    start_python(false, args)
 }
 
 /// [`python_executor`] with its wall clock 8 hours ahead (libfaketime preloaded
 /// into it); `None` (reported skipped) without libfaketime.
 pub fn python_executor_eight_hours_ahead() -> Option<PythonExecutor> {
-    start_python(true)
+    start_python(true, &[])
 }
 
-fn start_python(skewed: bool) -> Option<PythonExecutor> {
+fn start_python(skewed: bool, more: &[&str]) -> Option<PythonExecutor> {
     let mut cmd = std::process::Command::new("python3");
     if skewed {
         let Some(lib) = super::libfaketime() else {
@@ -142,6 +181,7 @@ fn start_python(skewed: bool) -> Option<PythonExecutor> {
             "--capacity",
             "4",
         ])
+        .args(more)
         .env("JOBWHEEL_SECRET", SECRET)
         .stdout(std::process::Stdio::piped())
         .spawn();
@@ -262,4 +302,87 @@ pub async fn result_of(base: &str, run_id: i64, token: u64, wait_ms: u64) -> Run
     .await;
     assert!(ok && status == 200, "{status} {v}");
     serde_json::from_value(v).unwrap()
+}
+
+/// Whether `v` conforms to `schema` of the OpenAPI document `doc` (the subset the
+/// protocol document uses: `$ref`, `enum`, `type`, `properties`, `required`,
+/// `additionalProperties: false`, `items`); the error says where it does not.
+pub fn conforms(doc: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String> {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        let name = r.trim_start_matches("#/components/schemas/");
+        return conforms(doc, &doc["components"]["schemas"][name], v, at);
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(v)
+    {
+        return Err(format!("{at}: {v} is not one of {allowed:?}"));
+    }
+    let ok = match schema.get("type").and_then(Value::as_str) {
+        Some("object") => v.is_object(),
+        Some("array") => v.is_array(),
+        Some("string") => v.is_string(),
+        Some("integer") => v.is_i64() || v.is_u64(),
+        Some("boolean") => v.is_boolean(),
+        _ => true,
+    };
+    if !ok {
+        return Err(format!("{at}: {v} is not {}", schema["type"]));
+    }
+    if let (Some(props), Some(obj)) = (
+        schema.get("properties").and_then(Value::as_object),
+        v.as_object(),
+    ) {
+        for req in schema["required"].as_array().into_iter().flatten() {
+            let k = req.as_str().unwrap();
+            if !obj.contains_key(k) {
+                return Err(format!("{at}: required {k} missing"));
+            }
+        }
+        for (k, val) in obj {
+            match props.get(k) {
+                Some(p) => conforms(doc, p, val, &format!("{at}.{k}"))?,
+                None if schema["additionalProperties"] == Value::Bool(false) => {
+                    return Err(format!("{at}: {k} is not in the schema"));
+                }
+                None => {}
+            }
+        }
+    }
+    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in arr.iter().enumerate() {
+            conforms(doc, items, x, &format!("{at}[{i}]"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The target of a sharding broadcast over group `billing`.
+pub fn broadcast() -> jobwheel::placement::RemoteTarget {
+    jobwheel::placement::RemoteTarget::new("billing")
+        .unwrap()
+        .routing(jobwheel::placement::Routing::ShardingBroadcast)
+}
+
+/// The ended runs of `job`, once at least `n` have ended (at most 15 s).
+pub async fn ended_runs(
+    store: &jobwheel::memory::MemoryStore,
+    job: &str,
+    n: usize,
+) -> Vec<jobwheel::RunRecord> {
+    for _ in 0..300 {
+        let runs: Vec<jobwheel::RunRecord> = jobwheel::store::RunLog::runs(
+            store,
+            &RunQuery::new().job(JobId::new(job).unwrap()).limit(100),
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.status != RunStatus::Running)
+        .collect();
+        if runs.len() >= n {
+            return runs;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("fewer than {n} ended runs of {job} within 15 s");
 }

@@ -1,4 +1,4 @@
-//! TLS for the executor server (rustls): the certificate and key read from PEM, and a
+//! TLS for the servers of the remote protocol (rustls): the certificate and key read from PEM, and a
 //! listener that completes each handshake off the accept path, so a slow or silent
 //! client never holds up the others.
 
@@ -17,43 +17,50 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most handshakes in progress at once; connections past it are closed at once.
 const MAX_HANDSHAKES: usize = 256;
 
+/// The settings a TLS error names: the certificate's and the key's.
+pub(crate) type Fields = (&'static str, &'static str);
+
 /// A server configuration from a PEM certificate chain (leaf first) and its PEM
-/// private key, HTTP/1.1 only. Errors: [`Error::Invalid`] naming
-/// `executor.tls.cert` or `executor.tls.key`.
-pub(super) fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> Result<Arc<rustls::ServerConfig>> {
+/// private key, HTTP/1.1 only. Errors: [`Error::Invalid`] naming the certificate's
+/// or the key's field of `fields`.
+pub(crate) fn server_config(
+    fields: Fields,
+    cert_pem: &[u8],
+    key_pem: &[u8],
+) -> Result<Arc<rustls::ServerConfig>> {
     use pki_types::pem::PemObject;
     let certs = pki_types::CertificateDer::pem_slice_iter(cert_pem)
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|e| Error::invalid("executor.tls.cert", "(PEM)", e.to_string()))?;
+        .map_err(|e| Error::invalid(fields.0, "(PEM)", e.to_string()))?;
     if certs.is_empty() {
         return Err(Error::invalid(
-            "executor.tls.cert",
+            fields.0,
             "(PEM)",
             "holds no CERTIFICATE block",
         ));
     }
     let key = pki_types::PrivateKeyDer::from_pem_slice(key_pem)
-        .map_err(|e| Error::invalid("executor.tls.key", "(PEM)", e.to_string()))?;
+        .map_err(|e| Error::invalid(fields.1, "(PEM)", e.to_string()))?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::invalid("executor.tls.cert", "(PEM)", e.to_string()))?
+        .map_err(|e| Error::invalid(fields.0, "(PEM)", e.to_string()))?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| Error::invalid("executor.tls.key", "(PEM)", e.to_string()))?;
+        .map_err(|e| Error::invalid(fields.1, "(PEM)", e.to_string()))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
 /// Accepts TCP connections and hands out those whose TLS handshake completed.
-pub(super) struct TlsListener {
+pub(crate) struct TlsListener {
     addr: SocketAddr,
     ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
 }
 
 impl TlsListener {
     /// Starts accepting on `listener` until `stop`.
-    pub(super) fn new(
+    pub(crate) fn new(
         listener: TcpListener,
         addr: SocketAddr,
         config: Arc<rustls::ServerConfig>,
@@ -110,5 +117,32 @@ impl axum::serve::Listener for TlsListener {
 
     fn local_addr(&self) -> std::io::Result<SocketAddr> {
         Ok(self.addr)
+    }
+}
+
+/// Serves `app` on `listener` — over TLS with `tls`, plain HTTP without — until
+/// `stop` is cancelled, on a task of its own.
+pub(crate) fn spawn_serve(
+    listener: TcpListener,
+    addr: SocketAddr,
+    app: axum::Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let s = stop.clone();
+    match tls {
+        None => tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { s.cancelled().await })
+                .await;
+        }),
+        Some(config) => {
+            let listener = TlsListener::new(listener, addr, config, stop);
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(async move { s.cancelled().await })
+                    .await;
+            })
+        }
     }
 }
