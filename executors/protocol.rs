@@ -25,7 +25,7 @@
 //! `busy` (no free slot), 503 `overloaded`.
 //!
 //! A run dispatched as one shard of a sharding broadcast carries its
-//! [`Shard`](crate::placement::Shard) (`RunRequest::shard`), and every later request
+//! [`Shard`] (`RunRequest::shard`), and every later request
 //! about it names the shard's index: an instance keys runs by `(run_id, shard)`.
 //!
 //! Results are pulled, not pushed: the scheduler node that dispatched a run asks for
