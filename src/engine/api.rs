@@ -5,29 +5,13 @@ use super::Scheduler;
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
-use crate::store::{AlarmQuery, CorruptRow, JobQuery, Page, RunQuery};
+pub use crate::store::admin::Doctor;
+use crate::store::{AlarmQuery, JobQuery, Page, RunQuery};
 use crate::time::Timestamp;
 use chrono::NaiveDate;
 
 fn job_id(id: &str) -> Result<JobId> {
     JobId::new(id)
-}
-
-/// What [`Scheduler::doctor`] found: every stored row the store could not read.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Doctor {
-    /// Job rows skipped by every scan (they never fire until repaired or removed).
-    pub jobs: Vec<CorruptRow>,
-    /// Node rows skipped.
-    pub nodes: Vec<CorruptRow>,
-}
-
-impl Doctor {
-    /// Whether every row could be read.
-    pub fn is_healthy(&self) -> bool {
-        self.jobs.is_empty() && self.nodes.is_empty()
-    }
 }
 
 impl Scheduler {
@@ -135,24 +119,14 @@ impl Scheduler {
 
     /// Resumes a paused job from its next fire after now (a one-shot: its instant).
     pub async fn resume(&self, id: &str) -> Result<()> {
-        let id = job_id(id)?;
-        let rec = self
-            .core
-            .store
-            .get(&id)
-            .await?
-            .ok_or_else(|| Error::not_found("job", &id))?;
-        let now = self.core.store.now().await?;
-        let next = rec.job.schedule().first_fire(now);
-        self.core.store.set_enabled(&id, true, next).await?;
+        crate::store::admin::resume(&*self.core.store, &job_id(id)?).await?;
         self.core.rescan();
         Ok(())
     }
 
     /// Runs a job now (trigger `manual`), once any run in progress has finished.
     pub async fn trigger_now(&self, id: &str) -> Result<()> {
-        let now = self.core.store.now().await?;
-        self.core.store.trigger(&job_id(id)?, now).await?;
+        crate::store::admin::trigger_now(&*self.core.store, &job_id(id)?).await?;
         self.core.rescan();
         Ok(())
     }
@@ -196,27 +170,9 @@ impl Scheduler {
     /// (each also counted in `corrupt_rows` and logged once). Such a row is skipped by
     /// every scan, so the rest of the fleet keeps running; repair it or remove the job.
     pub async fn doctor(&self) -> Result<Doctor> {
-        let mut doctor = Doctor::default();
-        let mut query = JobQuery::new(1000);
-        loop {
-            let page = self.core.store.list(&query).await?;
-            let last = page
-                .corrupt
-                .iter()
-                .filter_map(|c| JobId::new(&c.id).ok())
-                .chain(page.items.iter().map(|r| r.job.id().clone()))
-                .max();
-            let full = page.rows() >= query.effective_limit();
-            self.core.saw_corrupt(&page.corrupt);
-            doctor.jobs.extend(page.corrupt);
-            match last {
-                Some(id) if full => query = query.after(Some(id)),
-                _ => break,
-            }
-        }
-        let nodes = self.core.store.nodes().await?;
-        self.core.saw_corrupt(&nodes.corrupt);
-        doctor.nodes = nodes.corrupt;
+        let doctor = Doctor::scan(&*self.core.store).await?;
+        self.core.saw_corrupt(&doctor.jobs);
+        self.core.saw_corrupt(&doctor.nodes);
         Ok(doctor)
     }
 }

@@ -34,6 +34,7 @@
 //!   (marked temporary when a retry may succeed); a refused condition is never an
 //!   error but a `Refused` outcome.
 
+pub mod admin;
 mod jobs;
 mod log;
 mod outbox;

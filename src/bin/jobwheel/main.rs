@@ -1,0 +1,136 @@
+//! `jobwheel`, the program (feature `server`): a command line over a jobwheel store.
+//!
+//! ```text
+//! jobwheel cron '0 30 9 ? * MON-FRI' --zone Asia/Shanghai --next 5
+//! jobwheel --url postgres://app@db/app jobs list
+//! jobwheel --url sqlite://jobs.db?mode=rwc --json runs --job report.daily --status failed
+//! ```
+//!
+//! People get tables; scripts pass `--json` and get one JSON document on stdout.
+//! Exit codes: 0 done; 1 the store or the operation failed (or `doctor` found a
+//! problem); 2 bad usage or invalid input (the message names the argument and the
+//! value); 3 the job named does not exist.
+
+mod cron;
+mod store;
+mod table;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Distributed scheduled jobs: inspect and operate a jobwheel store.
+#[derive(Parser, Debug)]
+#[command(name = "jobwheel", version, about, long_about = None)]
+struct Cli {
+    /// The store: `sqlite://jobs.db`, `postgres://…`, `mysql://…`, `redis://…`.
+    #[arg(long, env = "JOBWHEEL_URL", global = true)]
+    url: Option<String>,
+    /// Table or key prefix of the store (the backend's default without it).
+    #[arg(long, env = "JOBWHEEL_PREFIX", global = true)]
+    prefix: Option<String>,
+    /// One JSON document on stdout instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The next fires of a cron expression in a time zone, and what it means.
+    Cron(cron::CronArgs),
+    /// Runs the store's pending migrations (other commands never change the schema).
+    Migrate,
+    /// Checks the store: rows it cannot read, this machine's clock against the
+    /// store's, nodes whose heartbeat stopped.
+    Doctor,
+    /// Jobs: list, show, pause, resume, trigger, remove.
+    #[command(subcommand)]
+    Jobs(store::JobsCommand),
+    /// The run log, newest first.
+    Runs(store::RunsArgs),
+    /// Scheduler nodes and their heartbeats.
+    Nodes,
+    /// Registered executor instances.
+    Executors(store::ExecutorsArgs),
+}
+
+/// A failure, and the exit code it maps to.
+#[derive(Debug)]
+enum Failure {
+    /// Bad usage or input: exit 2.
+    Usage(String),
+    /// The job named does not exist: exit 3.
+    NotFound(String),
+    /// The store or the operation failed: exit 1.
+    Failed(String),
+}
+
+impl From<jobwheel::Error> for Failure {
+    fn from(e: jobwheel::Error) -> Self {
+        match e {
+            jobwheel::Error::Invalid { .. } => Failure::Usage(e.to_string()),
+            jobwheel::Error::NotFound { .. } => Failure::NotFound(e.to_string()),
+            other => Failure::Failed(other.to_string()),
+        }
+    }
+}
+
+type Outcome = Result<(), Failure>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("jobwheel: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            let (code, message) = match f {
+                Failure::Usage(m) => (2, m),
+                Failure::NotFound(m) => (3, m),
+                Failure::Failed(m) => (1, m),
+            };
+            eprintln!("jobwheel: {}", table::escape(&message));
+            ExitCode::from(code)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Outcome {
+    let json = cli.json;
+    match cli.command {
+        Command::Cron(args) => cron::run(&args, json),
+        command => {
+            let url = cli.url.ok_or_else(|| {
+                Failure::Usage("this command needs the store: --url or JOBWHEEL_URL".into())
+            })?;
+            let migrate = matches!(command, Command::Migrate);
+            let store = store::open(&url, cli.prefix, migrate).await?;
+            match command {
+                Command::Cron(_) => unreachable!("handled above"),
+                Command::Migrate => store::migrated(&store, json).await,
+                Command::Doctor => store::doctor(&store, json).await,
+                Command::Jobs(c) => store::jobs(&store, c, json).await,
+                Command::Runs(a) => store::runs(&store, &a, json).await,
+                Command::Nodes => store::nodes(&store, json).await,
+                Command::Executors(a) => store::executors(&store, &a, json).await,
+            }
+        }
+    }
+}
+
+/// Prints `value` as pretty JSON.
+fn print_json(value: &impl serde::Serialize) -> Outcome {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Failure::Failed(e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}

@@ -1,0 +1,396 @@
+//! The commands that read or change a store: `migrate`, `doctor`, `jobs`, `runs`,
+//! `nodes`, `executors`. They talk to the store directly (no scheduler node is
+//! started), through the same operations a `Scheduler` uses.
+
+use super::{Failure, Outcome, print_json, table};
+use clap::{Args, Subcommand};
+use jobwheel::prelude::*;
+use jobwheel::store::admin::{self, Doctor};
+use jobwheel::store::{JobQuery, JobStore};
+use jobwheel::{RunQuery, RunStatus, Timestamp};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Subcommand, Debug)]
+pub enum JobsCommand {
+    /// Jobs in id order.
+    List {
+        /// At most this many (1-10000).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Start after this id (the last id of the previous page).
+        #[arg(long)]
+        after: Option<String>,
+    },
+    /// One job, with its definition.
+    Get { id: String },
+    /// Stops a job firing until resumed (a run in progress finishes).
+    Pause { id: String },
+    /// Resumes a paused job from its next fire after now.
+    Resume { id: String },
+    /// Runs a job now, once any run in progress has finished.
+    Trigger { id: String },
+    /// Removes a job (its runs stay in the log).
+    Rm { id: String },
+}
+
+#[derive(Args, Debug)]
+pub struct RunsArgs {
+    /// Only this job's runs.
+    #[arg(long)]
+    job: Option<String>,
+    /// Only runs with this status (`running`, `succeeded`, `failed`, `timed_out`,
+    /// `cancelled`, `lost`, `misfired`, `returned`).
+    #[arg(long)]
+    status: Option<String>,
+    /// At most this many (1-10000).
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct ExecutorsArgs {
+    /// Only this group's instances.
+    #[arg(long)]
+    group: Option<String>,
+}
+
+/// Connects to the store at `url`; runs pending migrations only when `migrate`.
+pub async fn open(
+    url: &str,
+    prefix: Option<String>,
+    migrate: bool,
+) -> Result<Arc<dyn JobStore>, Failure> {
+    let mut config = BackendConfig::new(url)
+        .migrate(migrate)
+        .max_connections(2)
+        .connect_timeout(Duration::from_secs(10));
+    if let Some(p) = prefix {
+        config = config.prefix(p);
+    }
+    Ok(config.connect().await?.store)
+}
+
+fn limit(field: &str, n: usize) -> Result<usize, Failure> {
+    if (1..=10_000).contains(&n) {
+        Ok(n)
+    } else {
+        Err(Failure::Usage(format!(
+            "invalid --{field} {n}: must be 1-10000"
+        )))
+    }
+}
+
+fn job_id(id: &str) -> Result<JobId, Failure> {
+    Ok(JobId::new(id)?)
+}
+
+fn time(t: Option<Timestamp>) -> String {
+    t.map_or_else(|| "-".to_string(), |t| t.to_string())
+}
+
+pub async fn migrated(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
+    if json {
+        return print_json(&json!({"store": store.name(), "migrated": true}));
+    }
+    println!("{}: migrations applied", store.name());
+    Ok(())
+}
+
+pub async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
+    let before = Timestamp::now();
+    let store_now = store.now().await?;
+    let after = Timestamp::now();
+    // The store read its clock between `before` and `after`: the skew is at most
+    // off by that round trip.
+    let mid = before + after.duration_since(before) / 2;
+    let skew_ms = store_now.as_millis() - mid.as_millis();
+    let found = Doctor::scan(&**store).await?;
+    let nodes = store.nodes().await?.items;
+    let silent: Vec<&str> = nodes
+        .iter()
+        .filter(|n| store_now.duration_since(n.last_beat) > Duration::from_secs(60))
+        .map(|n| n.info.node_id.as_str())
+        .collect();
+    let healthy = found.is_healthy() && silent.is_empty() && skew_ms.abs() < 1_000;
+    if json {
+        let corrupt = |rows: &[jobwheel::store::CorruptRow]| {
+            rows.iter()
+                .map(|r| json!({"kind": r.kind, "id": r.id, "reason": r.reason}))
+                .collect::<Vec<_>>()
+        };
+        print_json(&json!({
+            "healthy": healthy,
+            "clock_skew_ms": skew_ms,
+            "corrupt_jobs": corrupt(&found.jobs),
+            "corrupt_nodes": corrupt(&found.nodes),
+            "nodes": nodes.len(),
+            "silent_nodes": silent,
+        }))?;
+    } else {
+        println!(
+            "clock: the store is {skew_ms} ms {} this machine",
+            if skew_ms >= 0 { "ahead of" } else { "behind" }
+        );
+        println!(
+            "nodes: {} ({} silent for over 60 s)",
+            nodes.len(),
+            silent.len()
+        );
+        for n in &silent {
+            println!("  silent: {}", table::escape(n));
+        }
+        println!(
+            "unreadable rows: {} job(s), {} node(s)",
+            found.jobs.len(),
+            found.nodes.len()
+        );
+        for r in found.jobs.iter().chain(&found.nodes) {
+            println!(
+                "  {} {}: {}",
+                r.kind,
+                table::escape(&r.id),
+                table::escape(&r.reason)
+            );
+        }
+    }
+    if healthy {
+        Ok(())
+    } else {
+        Err(Failure::Failed("doctor found a problem (above)".into()))
+    }
+}
+
+pub async fn jobs(store: &Arc<dyn JobStore>, command: JobsCommand, json: bool) -> Outcome {
+    let done = |what: &str, id: &str| -> Outcome {
+        if json {
+            print_json(&json!({"job": id, "done": what}))
+        } else {
+            println!("{what} {}", table::escape(id));
+            Ok(())
+        }
+    };
+    match command {
+        JobsCommand::List { limit: n, after } => {
+            let query =
+                JobQuery::new(limit("limit", n)?).after(after.as_deref().map(job_id).transpose()?);
+            let page = store.list(&query).await?;
+            if json {
+                return print_json(&json!({
+                    "jobs": page.items.iter().map(job_json).collect::<Vec<_>>(),
+                    "unreadable": page.corrupt.iter().map(|c| &c.id).collect::<Vec<_>>(),
+                }));
+            }
+            let rows: Vec<Vec<String>> = page
+                .items
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.job.id().to_string(),
+                        r.job.handler().to_string(),
+                        schedule(r.job.schedule()),
+                        if r.job.enabled() { "yes" } else { "paused" }.to_string(),
+                        time(r.next_fire_at),
+                        r.running
+                            .map_or_else(|| "-".to_string(), |id| format!("run {}", id.0)),
+                    ]
+                })
+                .collect();
+            table::print(
+                &[
+                    "id",
+                    "handler",
+                    "schedule",
+                    "enabled",
+                    "next fire",
+                    "running",
+                ],
+                &rows,
+            );
+            for c in &page.corrupt {
+                println!(
+                    "unreadable: {} ({})",
+                    table::escape(&c.id),
+                    table::escape(&c.reason)
+                );
+            }
+            Ok(())
+        }
+        JobsCommand::Get { id } => {
+            let rec = store
+                .get(&job_id(&id)?)
+                .await?
+                .ok_or_else(|| Failure::NotFound(format!("no job {id:?}")))?;
+            if json {
+                return print_json(&job_json(&rec));
+            }
+            let definition = serde_json::to_string_pretty(&*rec.job)
+                .map_err(|e| Failure::Failed(e.to_string()))?;
+            println!(
+                "next fire: {} ({})",
+                time(rec.next_fire_at),
+                rec.next_trigger.as_str()
+            );
+            println!("attempt:   {}", rec.attempt);
+            println!("updated:   {}", rec.updated_at);
+            for line in definition.lines() {
+                println!("{}", table::escape(line));
+            }
+            Ok(())
+        }
+        JobsCommand::Pause { id } => {
+            store.set_enabled(&job_id(&id)?, false, None).await?;
+            done("paused", &id)
+        }
+        JobsCommand::Resume { id } => {
+            admin::resume(&**store, &job_id(&id)?).await?;
+            done("resumed", &id)
+        }
+        JobsCommand::Trigger { id } => {
+            admin::trigger_now(&**store, &job_id(&id)?).await?;
+            done("triggered", &id)
+        }
+        JobsCommand::Rm { id } => {
+            if !store.remove(&job_id(&id)?).await? {
+                return Err(Failure::NotFound(format!("no job {id:?}")));
+            }
+            done("removed", &id)
+        }
+    }
+}
+
+/// A job as `--json` shows it: its definition and its state in the store.
+fn job_json(r: &jobwheel::JobRecord) -> serde_json::Value {
+    json!({
+        "job": &*r.job,
+        "version": r.version,
+        "next_fire_at": r.next_fire_at,
+        "next_trigger": r.next_trigger.as_str(),
+        "attempt": r.attempt,
+        "running": r.running.map(|id| id.0),
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+    })
+}
+
+fn schedule(s: &Schedule) -> String {
+    match s {
+        Schedule::Cron(c) => format!("cron {} {}", c.expr().as_str(), c.zone().name()),
+        Schedule::Interval { every, .. } => format!("every {}", humantime(*every)),
+        Schedule::Once { at } => format!("once {at}"),
+        _ => "?".to_string(),
+    }
+}
+
+fn humantime(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+        ms => format!("{ms}ms"),
+    }
+}
+
+pub async fn runs(store: &Arc<dyn JobStore>, args: &RunsArgs, json: bool) -> Outcome {
+    let mut query = RunQuery::new().limit(limit("limit", args.limit)?);
+    if let Some(job) = &args.job {
+        query = query.job(job_id(job)?);
+    }
+    if let Some(status) = &args.status {
+        let s = RunStatus::parse(status).ok_or_else(|| {
+            Failure::Usage(format!(
+                "invalid --status {status:?}: one of {}",
+                RunStatus::ALL.map(RunStatus::as_str).join(", ")
+            ))
+        })?;
+        query = query.status(s);
+    }
+    let runs = store.runs(&query).await?;
+    if json {
+        return print_json(&runs);
+    }
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.0.to_string(),
+                r.job_id.to_string(),
+                r.fire_at.to_string(),
+                r.status.as_str().to_string(),
+                r.attempt.to_string(),
+                r.node.clone(),
+                r.duration()
+                    .map_or_else(|| "-".to_string(), |d| format!("{} ms", d.as_millis())),
+                r.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table::print(
+        &[
+            "run", "job", "fire", "status", "attempt", "node", "took", "error",
+        ],
+        &rows,
+    );
+    Ok(())
+}
+
+pub async fn nodes(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
+    let page = store.nodes().await?;
+    if json {
+        return print_json(&page.items);
+    }
+    let rows: Vec<Vec<String>> = page
+        .items
+        .iter()
+        .map(|n| {
+            vec![
+                n.info.node_id.clone(),
+                n.info.host.clone(),
+                n.info.version.clone(),
+                n.info.capacity.to_string(),
+                n.info.started_at.to_string(),
+                n.last_beat.to_string(),
+            ]
+        })
+        .collect();
+    table::print(
+        &["node", "host", "version", "slots", "started", "last beat"],
+        &rows,
+    );
+    Ok(())
+}
+
+pub async fn executors(store: &Arc<dyn JobStore>, args: &ExecutorsArgs, json: bool) -> Outcome {
+    let page = store.executors(args.group.as_deref()).await?;
+    if json {
+        return print_json(&page.items);
+    }
+    let rows: Vec<Vec<String>> = page
+        .items
+        .iter()
+        .map(|e| {
+            vec![
+                e.info.group.clone(),
+                e.info.address.clone(),
+                e.info.handlers.join(","),
+                e.info.capacity.to_string(),
+                e.info.version.clone(),
+                e.last_beat.to_string(),
+            ]
+        })
+        .collect();
+    table::print(
+        &[
+            "group",
+            "address",
+            "handlers",
+            "capacity",
+            "version",
+            "last beat",
+        ],
+        &rows,
+    );
+    Ok(())
+}

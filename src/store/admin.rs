@@ -1,0 +1,67 @@
+//! Operations on a store that need no running scheduler node: resuming and
+//! triggering a job on the store's clock, and scanning for rows the store cannot
+//! read. [`Scheduler`](crate::Scheduler) uses them (and then wakes its poller), and
+//! so does the `jobwheel` command line.
+
+use super::{CorruptRow, JobQuery, JobStore};
+use crate::error::{Error, Result};
+use crate::job::JobId;
+
+/// Resumes a paused job from its next fire after the store's now (a one-shot: its
+/// instant). Errors: [`Error::NotFound`] when there is no such job.
+pub async fn resume(store: &dyn JobStore, id: &JobId) -> Result<()> {
+    let rec = store
+        .get(id)
+        .await?
+        .ok_or_else(|| Error::not_found("job", id))?;
+    let now = store.now().await?;
+    let next = rec.job.schedule().first_fire(now);
+    store.set_enabled(id, true, next).await
+}
+
+/// Makes a job due now on the store's clock (trigger `manual`); it runs once any
+/// run in progress has finished.
+pub async fn trigger_now(store: &dyn JobStore, id: &JobId) -> Result<()> {
+    let now = store.now().await?;
+    store.trigger(id, now).await
+}
+
+/// What a scan of the store found: every stored row it could not read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Doctor {
+    /// Job rows skipped by every scan (they never fire until repaired or removed).
+    pub jobs: Vec<CorruptRow>,
+    /// Node rows skipped.
+    pub nodes: Vec<CorruptRow>,
+}
+
+impl Doctor {
+    /// Reads every job and node row of `store` and keeps those it cannot read.
+    pub async fn scan(store: &dyn JobStore) -> Result<Doctor> {
+        let mut doctor = Doctor::default();
+        let mut query = JobQuery::new(1000);
+        loop {
+            let page = store.list(&query).await?;
+            let last = page
+                .corrupt
+                .iter()
+                .filter_map(|c| JobId::new(&c.id).ok())
+                .chain(page.items.iter().map(|r| r.job.id().clone()))
+                .max();
+            let full = page.rows() >= query.effective_limit();
+            doctor.jobs.extend(page.corrupt);
+            match last {
+                Some(id) if full => query = query.after(Some(id)),
+                _ => break,
+            }
+        }
+        doctor.nodes = store.nodes().await?.corrupt;
+        Ok(doctor)
+    }
+
+    /// Whether every row could be read.
+    pub fn is_healthy(&self) -> bool {
+        self.jobs.is_empty() && self.nodes.is_empty()
+    }
+}
