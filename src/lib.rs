@@ -158,12 +158,12 @@ pub use local_executor::{LocalExecutor, LocalExecutorConfig, SlowLaneConfig};
 pub use lock::{Lease, LockProvider, LockRequest};
 pub use policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
 pub use record::{
-    AlarmEvent, AlarmId, AlarmRecord, AlarmStatus, DailyStats, ExecutorInfo, ExecutorRecord,
-    FireSpan, JobRecord, NodeInfo, NodeRecord, RunId, RunRecord, RunStatus, TriggerKind,
-    UpsertOutcome,
+    AlarmEvent, AlarmId, AlarmRecord, AlarmStatus, AuditEntry, AuditRecord, DailyStats,
+    ExecutorInfo, ExecutorRecord, FireSpan, JobRecord, NodeInfo, NodeRecord, RunId, RunRecord,
+    RunStatus, TriggerKind, UpsertOutcome,
 };
 pub use schedule::{CronExpr, CronSchedule, Schedule};
-pub use store::{AlarmQuery, CorruptRow, JobQuery, JobStore, Page, RunQuery};
+pub use store::{AlarmQuery, AuditQuery, CorruptRow, JobQuery, JobStore, Page, RunQuery};
 /// The README's code blocks, compiled as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -7,10 +7,12 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 mod alarm;
+mod audit;
 mod due;
 mod executor;
 mod run;
 pub use alarm::*;
+pub use audit::{AuditEntry, AuditRecord};
 pub use due::{DueFire, DueKey};
 pub use executor::{ExecutorInfo, ExecutorRecord};
 pub use run::*;

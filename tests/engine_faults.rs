@@ -133,6 +133,25 @@ impl AlarmOutbox for FlakyStore {
     async fn purge_alarms(&self, before: Timestamp) -> Result<u64> {
         self.inner.purge_alarms(before).await
     }
+    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
+        self.inner.retry_alarm(id).await
+    }
+    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
+        self.inner.discard_alarm(id).await
+    }
+}
+
+#[async_trait]
+impl AuditLog for FlakyStore {
+    async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
+        self.inner.append_audit(e).await
+    }
+    async fn audit(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>> {
+        self.inner.audit(q).await
+    }
+    async fn purge_audit(&self, before: Timestamp) -> Result<u64> {
+        self.inner.purge_audit(before).await
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -186,7 +186,7 @@ async fn migration_records_are_adopted_and_checked() {
         || store.migrate(),
         &p,
         "X'00'",
-        3,
+        4,
     )
     .await;
     drop_tables(&url, &p).await;

@@ -3,7 +3,9 @@
 use super::store::MemoryStore;
 use crate::error::Result;
 use crate::record::*;
-use crate::store::{AlarmClaim, AlarmOutbox, AlarmQuery, NodeRegistry, Page, RunLog, RunQuery};
+use crate::store::{
+    AlarmClaim, AlarmOutbox, AlarmQuery, AuditLog, AuditQuery, NodeRegistry, Page, RunLog, RunQuery,
+};
 use crate::time::Timestamp;
 use async_trait::async_trait;
 use chrono::NaiveDate;
@@ -229,5 +231,69 @@ impl AlarmOutbox for MemoryStore {
             .alarms
             .retain(|id, a| claimable.contains(id) || a.created_at >= before);
         Ok((n - inner.alarms.len()) as u64)
+    }
+
+    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
+        let now = self.clock.now();
+        let mut inner = self.inner();
+        let Some(rec) = inner.alarms.get_mut(&id) else {
+            return Ok(false);
+        };
+        if !matches!(rec.status, AlarmStatus::Pending | AlarmStatus::Failed) {
+            return Ok(false);
+        }
+        rec.status = AlarmStatus::Pending;
+        rec.next_attempt_at = Some(now);
+        inner.claimable.insert(id);
+        Ok(true)
+    }
+
+    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
+        let mut inner = self.inner();
+        let Some(rec) = inner.alarms.get_mut(&id) else {
+            return Ok(false);
+        };
+        if !matches!(rec.status, AlarmStatus::Pending | AlarmStatus::Failed) {
+            return Ok(false);
+        }
+        rec.status = AlarmStatus::Failed;
+        rec.next_attempt_at = None;
+        inner.claimable.remove(&id);
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl AuditLog for MemoryStore {
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<()> {
+        let at = self.clock.now();
+        let mut inner = self.inner();
+        inner.next_audit += 1;
+        let id = inner.next_audit;
+        inner.audit.push(AuditRecord {
+            id,
+            at,
+            entry: entry.clone(),
+        });
+        Ok(())
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
+        Ok(self
+            .inner()
+            .audit
+            .iter()
+            .rev()
+            .filter(|r| query.matches(r))
+            .take(query.effective_limit())
+            .cloned()
+            .collect())
+    }
+
+    async fn purge_audit(&self, before: Timestamp) -> Result<u64> {
+        let mut inner = self.inner();
+        let n = inner.audit.len();
+        inner.audit.retain(|r| r.at >= before);
+        Ok((n - inner.audit.len()) as u64)
     }
 }

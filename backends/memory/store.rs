@@ -38,6 +38,8 @@ pub(super) struct Inner {
     /// claim never walks the delivered ones.
     pub(super) claimable: BTreeSet<AlarmId>,
     next_alarm: i64,
+    pub(super) audit: Vec<AuditRecord>,
+    pub(super) next_audit: i64,
 }
 
 impl Inner {

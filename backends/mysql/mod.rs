@@ -46,6 +46,7 @@ const MIGRATIONS: &[Embedded] = &[
         "executor instances",
         include_str!("migrations/0003_executors.sql"),
     ),
+    (4, "audit log", include_str!("migrations/0004_audit.sql")),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =

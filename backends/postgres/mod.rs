@@ -52,6 +52,7 @@ const MIGRATIONS: &[Embedded] = &[
         "executor instances",
         include_str!("migrations/0004_executors.sql"),
     ),
+    (5, "audit log", include_str!("migrations/0005_audit.sql")),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).

@@ -23,7 +23,12 @@ const EPOCH_DAY: NaiveDate = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap();
 
 impl RedisStore {
     /// Ids from a score-ordered set, newest first, below `before`.
-    async fn ids_below(&self, set: &str, before: Option<i64>, n: usize) -> Result<Vec<String>> {
+    pub(super) async fn ids_below(
+        &self,
+        set: &str,
+        before: Option<i64>,
+        n: usize,
+    ) -> Result<Vec<String>> {
         let max = before.map_or_else(|| "+inf".to_string(), |b| format!("({b}"));
         redis::cmd("ZREVRANGEBYSCORE")
             .arg(self.key(set))
@@ -359,5 +364,19 @@ impl AlarmOutbox for RedisStore {
             }
             after = last;
         }
+    }
+
+    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
+        let mut call = self.call(&self.scripts.retry_alarm);
+        call.arg(id.0);
+        let n: i64 = self.invoke(call, "retry_alarm").await?;
+        Ok(n > 0)
+    }
+
+    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
+        let mut call = self.call(&self.scripts.discard_alarm);
+        call.arg(id.0);
+        let n: i64 = self.invoke(call, "discard_alarm").await?;
+        Ok(n > 0)
     }
 }

@@ -29,6 +29,7 @@
 //!
 //! Every lock key lives under the configured prefix (default `jobwheel:`).
 
+mod audit;
 mod decode;
 mod locks;
 mod log;

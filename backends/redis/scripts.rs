@@ -23,7 +23,8 @@
 //! | `P executor:<m>`, `P executors` | hash, sorted set | an executor instance's `info`, `registered` and `beat`; members `m` are `<group length>:<group><address>`, scored by last beat |
 //! | `P alarm:<id>`, `P alarms` | hash, sorted set | outbox events; all ids |
 //! | `P alarms:ready`, `P alarms:sending` | sorted sets | claimable at (score), claim lapses at (score) |
-//! | `P seq:run`, `P seq:alarm`, `P schema` | strings | id sequences, schema version |
+//! | `P audit:<id>`, `P audit` | hash, sorted set | audit entries (`at`, `actor`, `action`, `target`, `before`, `after`); all ids (score = id) |
+//! | `P seq:run`, `P seq:alarm`, `P seq:audit`, `P schema` | strings | id sequences, schema version |
 
 /// Shared helpers, prepended to every script.
 const PRELUDE: &str = r"
@@ -464,4 +465,55 @@ for _, id in ipairs(ids) do
 end
 if #ids < tonumber(ARGV[3]) then last = '' end
 return {deleted, last}
+";
+
+/// ARGV: P, id. An operator's retry: a pending or failed event becomes pending,
+/// claimable now. Returns 1 when it was one.
+pub(super) const RETRY_ALARM: &str = r"
+local id = ARGV[2]
+local ak = P .. 'alarm:' .. id
+local st = redis.call('HGET', ak, 'status')
+if st ~= 'pending' and st ~= 'failed' then return 0 end
+local now = fmt(now_ms())
+redis.call('HSET', ak, 'status', 'pending', 'next', now)
+redis.call('ZADD', P .. 'alarms:ready', now, id)
+return 1
+";
+
+/// ARGV: P, id. An operator's discard: a pending or failed event becomes failed with
+/// no retry. Returns 1 when it was one.
+pub(super) const DISCARD_ALARM: &str = r"
+local id = ARGV[2]
+local ak = P .. 'alarm:' .. id
+local st = redis.call('HGET', ak, 'status')
+if st ~= 'pending' and st ~= 'failed' then return 0 end
+redis.call('HSET', ak, 'status', 'failed', 'next', '')
+redis.call('ZREM', P .. 'alarms:ready', id)
+return 1
+";
+
+/// ARGV: P, actor, action, target, before JSON, after JSON (empty when absent).
+/// Appends an audit entry stamped with the server's clock; returns its id.
+pub(super) const APPEND_AUDIT: &str = r"
+local id = redis.call('INCR', P .. 'seq:audit')
+redis.call('HSET', P .. 'audit:' .. id, 'at', fmt(now_ms()), 'actor', ARGV[2], 'action', ARGV[3],
+  'target', ARGV[4], 'before', ARGV[5], 'after', ARGV[6])
+redis.call('ZADD', P .. 'audit', id, id)
+return id
+";
+
+/// ARGV: P, chunk, before ms. Deletes up to `chunk` of the oldest entries appended
+/// before `before`; returns how many (fewer than `chunk` once none is left).
+pub(super) const PURGE_AUDIT: &str = r"
+local before = tonumber(ARGV[3])
+local ids = redis.call('ZRANGE', P .. 'audit', 0, tonumber(ARGV[2]) - 1)
+local deleted = 0
+for _, id in ipairs(ids) do
+  local at = redis.call('HGET', P .. 'audit:' .. id, 'at')
+  if at and tonumber(at) >= before then return deleted end
+  redis.call('DEL', P .. 'audit:' .. id)
+  redis.call('ZREM', P .. 'audit', id)
+  deleted = deleted + 1
+end
+return deleted
 ";

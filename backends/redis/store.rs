@@ -38,6 +38,10 @@ pub(super) struct Scripts {
     pub(super) purge_alarms: Script,
     pub(super) claim_alarms: Script,
     pub(super) complete_alarm: Script,
+    pub(super) retry_alarm: Script,
+    pub(super) discard_alarm: Script,
+    pub(super) append_audit: Script,
+    pub(super) purge_audit: Script,
 }
 
 impl Scripts {
@@ -62,6 +66,10 @@ impl Scripts {
             purge_alarms: s(scripts::PURGE_ALARMS),
             claim_alarms: s(scripts::CLAIM_ALARMS),
             complete_alarm: s(scripts::COMPLETE_ALARM),
+            retry_alarm: s(scripts::RETRY_ALARM),
+            discard_alarm: s(scripts::DISCARD_ALARM),
+            append_audit: s(scripts::APPEND_AUDIT),
+            purge_audit: s(scripts::PURGE_AUDIT),
         }
     }
 }

@@ -66,7 +66,11 @@ pub(crate) fn encode<T: serde::Serialize>(backend: &'static str, v: &T) -> Resul
     serde_json::to_string(v).map_err(|e| Error::backend(backend, "encode", false, e))
 }
 
-fn col<T>(backend: &'static str, what: &'static str, r: Result<T, sqlx::Error>) -> Result<T> {
+pub(crate) fn col<T>(
+    backend: &'static str,
+    what: &'static str,
+    r: Result<T, sqlx::Error>,
+) -> Result<T> {
     r.map_err(|e| Error::backend(backend, what, false, e))
 }
 

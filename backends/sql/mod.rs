@@ -10,6 +10,7 @@
 //! `sqlx::AssertSqlSafe`. Statements are written with `?` placeholders; a dialect that
 //! numbers them (`$1` …) rewrites them when it executes.
 
+mod audit;
 mod batch;
 pub(crate) mod connect;
 pub(crate) mod decode;

@@ -146,4 +146,12 @@ impl<D: Dialect> AlarmOutbox for SqlStore<D> {
         .bind(before.as_millis());
         self.d.exec("purge_alarms", q).await
     }
+
+    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
+        self.retry_alarm_row(id).await
+    }
+
+    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
+        self.discard_alarm_row(id).await
+    }
 }

@@ -49,6 +49,7 @@ const MIGRATIONS: &[Embedded] = &[
         "executor instances",
         include_str!("migrations/0003_executors.sql"),
     ),
+    (4, "audit log", include_str!("migrations/0004_audit.sql")),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";

@@ -18,9 +18,10 @@
 //! they create. Some of them wait for leases and heartbeats to lapse (a few hundred
 //! milliseconds, through `tokio::time::sleep`, so a paused runtime skips the wait
 //! when the backend's clock follows tokio's). They must not run while a scheduler
-//! uses the same store, since `purge_runs`, `reap_nodes`, `reap_executors` and `claim_alarms` act on the
-//! whole store.
+//! uses the same store, since `purge_runs`, `reap_nodes`, `reap_executors`, `claim_alarms` and
+//! `purge_audit` act on the whole store.
 
+mod audit;
 mod due;
 mod edges;
 mod executors;
@@ -31,6 +32,7 @@ mod spans;
 mod store;
 mod store_log;
 
+pub use audit::{alarm_outbox_operator_retry_and_discard, audit_log_reads_back};
 pub use due::{due_ordering_and_limits, due_pages};
 pub use edges::{
     any_text_is_stored, create_never_rearms, huge_limits_are_lowered, upsert_many_matches_upsert,
@@ -58,12 +60,13 @@ pub(crate) fn unique(name: &str) -> String {
     format!("cf-{:08x}-{name}", fastrand::u32(..))
 }
 
-/// Runs every [`JobStore`] check in turn: the four part suites below.
+/// Runs every [`JobStore`] check in turn: the five part suites below.
 pub async fn store_suite(store: &dyn JobStore) {
     jobs_suite(store).await;
     run_log_suite(store).await;
     node_registry_suite(store).await;
     alarm_outbox_suite(store).await;
+    audit_log_suite(store).await;
 }
 
 /// The checks of [`Jobs`](crate::store::Jobs): definitions, due order and paging,
@@ -106,10 +109,18 @@ pub async fn node_registry_suite(store: &dyn JobStore) {
 }
 
 /// The checks of [`AlarmOutbox`](crate::store::AlarmOutbox): each event claimed by
-/// one claimer at a time, completed and retried; done events purged by retention.
+/// one claimer at a time, completed and retried; done events purged by retention;
+/// an operator's retry and discard.
 pub async fn alarm_outbox_suite(store: &dyn JobStore) {
     alarm_outbox_claimed_once(store).await;
     alarm_outbox_purges_done_events(store).await;
+    alarm_outbox_operator_retry_and_discard(store).await;
+}
+
+/// The checks of [`AuditLog`](crate::store::AuditLog): entries read back exactly,
+/// newest first, filtered, paged and purged by age.
+pub async fn audit_log_suite(store: &dyn JobStore) {
+    audit_log_reads_back(store).await;
 }
 
 /// Runs the checks that need rows written as they are ([`RawRows`]): unreadable rows

@@ -266,7 +266,7 @@ pub async fn heartbeats_and_dead_nodes(store: &dyn JobStore) {
     cleanup(store, &[ja, jb]).await;
 }
 
-fn alarm(job: &str, i: u32) -> AlarmEvent {
+pub(super) fn alarm(job: &str, i: u32) -> AlarmEvent {
     AlarmEvent {
         kind: AlarmKind::FinalFailure,
         job_id: jid(job),
@@ -315,6 +315,34 @@ pub(super) async fn enqueue(
     ids.sort();
     assert_eq!(ids.len(), n, "a finish puts its alarm events in the outbox");
     ids
+}
+
+/// Claims until none of `ids` is handed out; completes other checks' events as not
+/// needed. Returns the events of `ids` claimed.
+pub(super) async fn claim_mine(
+    store: &dyn JobStore,
+    owner: &str,
+    ids: &[AlarmId],
+) -> Vec<AlarmRecord> {
+    let mut mine = Vec::new();
+    for _ in 0..20 {
+        let page = store
+            .claim_alarms(&AlarmClaim::new(owner, 100, DAY))
+            .await
+            .unwrap();
+        if page.items.is_empty() {
+            break;
+        }
+        for rec in page.items {
+            if ids.contains(&rec.id) {
+                mine.push(rec);
+            } else {
+                let done = AlarmDelivery::NotNeeded;
+                store.complete_alarm(rec.id, owner, &done).await.unwrap();
+            }
+        }
+    }
+    mine
 }
 
 /// Each alarm event is claimed by one claimer at a time; failures and lapsed claims
@@ -515,24 +543,7 @@ pub async fn alarm_outbox_purges_done_events(store: &dyn JobStore) {
     let job_id = unique("purge-alarm");
     let ids = enqueue(store, &job_id, (0..5).map(|i| alarm(&job_id, i)).collect()).await;
     let owner = unique("purger");
-    let mut claimed = Vec::new();
-    for _ in 0..20 {
-        let page = store
-            .claim_alarms(&AlarmClaim::new(&owner, 100, DAY))
-            .await
-            .unwrap();
-        if page.items.is_empty() {
-            break;
-        }
-        for rec in page.items {
-            if ids.contains(&rec.id) {
-                claimed.push(rec);
-            } else {
-                let done = AlarmDelivery::NotNeeded;
-                store.complete_alarm(rec.id, &owner, &done).await.unwrap();
-            }
-        }
-    }
+    let mut claimed = claim_mine(store, &owner, &ids).await;
     claimed.sort_by_key(|r| r.id);
     assert_eq!(claimed.len(), 5, "every event of the check is claimed");
     let now = store.now().await.unwrap();

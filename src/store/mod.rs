@@ -35,6 +35,7 @@
 //!   error but a `Refused` outcome.
 
 pub mod admin;
+mod audit;
 mod jobs;
 mod log;
 mod outbox;
@@ -43,11 +44,12 @@ mod query;
 mod registry;
 pub mod rules;
 
+pub use audit::AuditLog;
 pub use jobs::Jobs;
 pub use log::RunLog;
 pub use outbox::AlarmOutbox;
 pub use page::{CorruptRow, Page};
-pub use query::{AlarmClaim, AlarmQuery, DueQuery, JobQuery, RunQuery};
+pub use query::{AlarmClaim, AlarmQuery, AuditQuery, DueQuery, JobQuery, RunQuery};
 pub use registry::NodeRegistry;
 
 /// The requests a store answers and the outcomes it reports: what a backend
@@ -59,9 +61,9 @@ pub use crate::record::{
 
 /// A whole store: the four parts together. Implemented for every type that
 /// implements them; the scheduler takes `impl JobStore` or `Arc<dyn JobStore>`.
-pub trait JobStore: Jobs + RunLog + NodeRegistry + AlarmOutbox {}
+pub trait JobStore: Jobs + RunLog + NodeRegistry + AlarmOutbox + AuditLog {}
 
-impl<T: Jobs + RunLog + NodeRegistry + AlarmOutbox + ?Sized> JobStore for T {}
+impl<T: Jobs + RunLog + NodeRegistry + AlarmOutbox + AuditLog + ?Sized> JobStore for T {}
 
 /// Implements the four parts for a wrapper type by delegating to one of its fields.
 #[allow(unused_macros)]
@@ -233,6 +235,27 @@ macro_rules! delegate_store {
             }
             async fn purge_alarms(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
                 self.$field.purge_alarms(before).await
+            }
+            async fn retry_alarm(&self, id: $crate::AlarmId) -> $crate::Result<bool> {
+                self.$field.retry_alarm(id).await
+            }
+            async fn discard_alarm(&self, id: $crate::AlarmId) -> $crate::Result<bool> {
+                self.$field.discard_alarm(id).await
+            }
+        }
+        #[async_trait::async_trait]
+        impl $crate::store::AuditLog for $ty {
+            async fn append_audit(&self, e: &$crate::AuditEntry) -> $crate::Result<()> {
+                self.$field.append_audit(e).await
+            }
+            async fn audit(
+                &self,
+                q: &$crate::store::AuditQuery,
+            ) -> $crate::Result<Vec<$crate::AuditRecord>> {
+                self.$field.audit(q).await
+            }
+            async fn purge_audit(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
+                self.$field.purge_audit(before).await
             }
         }
     };

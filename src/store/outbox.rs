@@ -35,6 +35,17 @@ pub trait AlarmOutbox: Send + Sync + 'static {
     /// Deletes events that are done — `Sent`, `NotNeeded`, or `Failed` with no retry
     /// left — and were created before `before`. Returns how many.
     async fn purge_alarms(&self, before: Timestamp) -> Result<u64>;
+
+    /// An operator's retry: a `Pending` or `Failed` event (with or without a retry
+    /// left) becomes `Pending`, claimable at the store's now; its attempts and last
+    /// error are kept. Returns whether it was one (a `Sending`, `Sent` or `NotNeeded`
+    /// event, or none with `id`, is left as it is).
+    async fn retry_alarm(&self, id: AlarmId) -> Result<bool>;
+
+    /// An operator's discard: a `Pending` or `Failed` event becomes `Failed` with no
+    /// retry left, so it is never delivered and retention purges it. Returns whether
+    /// it was one (any other event is left as it is).
+    async fn discard_alarm(&self, id: AlarmId) -> Result<bool>;
 }
 
 macro_rules! forward {
@@ -45,6 +56,8 @@ macro_rules! forward {
             async fn complete_alarm(&self, id: AlarmId, owner: &str, d: &AlarmDelivery) -> Result<bool> { (**self).complete_alarm(id, owner, d).await }
             async fn alarms(&self, q: &AlarmQuery) -> Result<Vec<AlarmRecord>> { (**self).alarms(q).await }
             async fn purge_alarms(&self, before: Timestamp) -> Result<u64> { (**self).purge_alarms(before).await }
+            async fn retry_alarm(&self, id: AlarmId) -> Result<bool> { (**self).retry_alarm(id).await }
+            async fn discard_alarm(&self, id: AlarmId) -> Result<bool> { (**self).discard_alarm(id).await }
         }
     )*};
 }

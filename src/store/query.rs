@@ -2,7 +2,7 @@
 //! chained setters, so a field added later breaks no custom store and no caller.
 
 use crate::job::JobId;
-use crate::record::{AlarmStatus, DueKey, RunId, RunRecord, RunStatus};
+use crate::record::{AlarmStatus, AuditRecord, DueKey, RunId, RunRecord, RunStatus};
 use crate::time::Timestamp;
 use std::time::Duration;
 
@@ -205,5 +205,65 @@ impl AlarmClaim {
             limit,
             lease,
         }
+    }
+}
+
+/// What [`AuditLog::audit`](super::AuditLog::audit) returns: entries newest first,
+/// optionally only one actor's or one target's, only ids below `before`, at most
+/// `limit`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AuditQuery {
+    /// Only entries by this actor.
+    pub actor: Option<String>,
+    /// Only entries about this target.
+    pub target: Option<String>,
+    /// Only entries with an id below this (the next page).
+    pub before: Option<i64>,
+    /// At most this many (0 means 100).
+    pub limit: usize,
+}
+
+impl AuditQuery {
+    /// The newest `limit` entries.
+    pub fn new(limit: usize) -> Self {
+        AuditQuery {
+            limit,
+            ..AuditQuery::default()
+        }
+    }
+
+    /// Only entries by `actor`.
+    pub fn actor(mut self, actor: Option<String>) -> Self {
+        self.actor = actor;
+        self
+    }
+
+    /// Only entries about `target`.
+    pub fn target(mut self, target: Option<String>) -> Self {
+        self.target = target;
+        self
+    }
+
+    /// Only entries with an id below `id`.
+    pub fn before(mut self, id: Option<i64>) -> Self {
+        self.before = id;
+        self
+    }
+
+    /// The effective limit: 100 for 0, at most
+    /// [`MAX_PAGE`](crate::limits::MAX_PAGE) rows.
+    pub fn effective_limit(&self) -> usize {
+        match self.limit {
+            0 => 100,
+            n => n.min(crate::limits::MAX_PAGE),
+        }
+    }
+
+    /// Whether `r` passes every filter.
+    pub fn matches(&self, r: &AuditRecord) -> bool {
+        self.actor.as_ref().is_none_or(|a| *a == r.entry.actor)
+            && self.target.as_ref().is_none_or(|t| *t == r.entry.target)
+            && self.before.is_none_or(|b| r.id < b)
     }
 }

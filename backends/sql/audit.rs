@@ -1,0 +1,103 @@
+//! [`AuditLog`] for [`SqlStore`], and the operator's alarm retry and discard.
+
+use super::decode::{self, SqlRow};
+use super::{Dialect, Sql, SqlStore};
+use crate::error::Result;
+use crate::record::{AlarmId, AuditEntry, AuditRecord};
+use crate::store::{AuditLog, AuditQuery};
+use crate::time::Timestamp;
+use async_trait::async_trait;
+
+impl<D: Dialect> SqlStore<D> {
+    /// `retry_alarm`: a pending or failed event becomes pending, claimable now.
+    pub(super) async fn retry_alarm_row(&self, id: AlarmId) -> Result<bool> {
+        let q = Sql::new(format!(
+            "UPDATE {} SET status = 'pending', next_attempt_at = {} WHERE id = ? AND status IN ('pending', 'failed')",
+            self.d.t("alarms"),
+            D::NOW_MS
+        ))
+        .bind(id.0);
+        Ok(self.d.exec("retry_alarm", q).await? > 0)
+    }
+
+    /// `discard_alarm`: a pending or failed event becomes failed with no retry.
+    pub(super) async fn discard_alarm_row(&self, id: AlarmId) -> Result<bool> {
+        let q = Sql::new(format!(
+            "UPDATE {} SET status = 'failed', next_attempt_at = NULL WHERE id = ? AND status IN ('pending', 'failed')",
+            self.d.t("alarms")
+        ))
+        .bind(id.0);
+        Ok(self.d.exec("discard_alarm", q).await? > 0)
+    }
+}
+
+fn json_text(v: &Option<serde_json::Value>) -> Option<String> {
+    v.as_ref().map(serde_json::Value::to_string)
+}
+
+fn audit_record(backend: &'static str, row: &impl SqlRow) -> Result<AuditRecord> {
+    let w = "decode audit";
+    let json = |c: &str| -> Result<Option<serde_json::Value>> {
+        match decode::col(backend, w, row.opt_text(c))? {
+            Some(t) => Ok(Some(decode::decode(backend, &t, w)?)),
+            None => Ok(None),
+        }
+    };
+    Ok(AuditRecord {
+        id: decode::col(backend, w, row.int("id"))?,
+        at: Timestamp::from_millis(decode::col(backend, w, row.int("at"))?),
+        entry: AuditEntry {
+            actor: decode::col(backend, w, row.text("actor"))?,
+            action: decode::col(backend, w, row.text("action"))?,
+            target: decode::col(backend, w, row.text("target"))?,
+            before: json("before_json")?,
+            after: json("after_json")?,
+        },
+    })
+}
+
+#[async_trait]
+impl<D: Dialect> AuditLog for SqlStore<D> {
+    async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
+        let q = Sql::new(format!(
+            "INSERT INTO {} (at, actor, action, target, before_json, after_json) VALUES ({}, ?, ?, ?, ?, ?)",
+            self.d.t("audit"),
+            D::NOW_MS
+        ))
+        .bind(e.actor.as_str())
+        .bind(e.action.as_str())
+        .bind(e.target.as_str())
+        .bind(json_text(&e.before))
+        .bind(json_text(&e.after));
+        self.d.exec("append_audit", q).await.map(|_| ())
+    }
+
+    async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {
+        let mut q = Sql::new(format!("SELECT * FROM {} WHERE 1 = 1", self.d.t("audit")));
+        if let Some(a) = &query.actor {
+            q.push(" AND actor = ?", [a.as_str().into()]);
+        }
+        if let Some(t) = &query.target {
+            q.push(" AND target = ?", [t.as_str().into()]);
+        }
+        if let Some(b) = query.before {
+            q.push(" AND id < ?", [b.into()]);
+        }
+        q.push(
+            " ORDER BY id DESC LIMIT ?",
+            [(query.effective_limit() as i64).into()],
+        );
+        let rows = self.d.fetch("audit", q).await?;
+        // A listing shows what it can read (as the alarm listing does).
+        Ok(rows
+            .iter()
+            .filter_map(|r| audit_record(D::NAME, r).ok())
+            .collect())
+    }
+
+    async fn purge_audit(&self, before: Timestamp) -> Result<u64> {
+        let q = Sql::new(format!("DELETE FROM {} WHERE at < ?", self.d.t("audit")))
+            .bind(before.as_millis());
+        self.d.exec("purge_audit", q).await
+    }
+}

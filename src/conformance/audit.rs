@@ -1,0 +1,188 @@
+//! Checks of the audit log and of an operator's alarm retry and discard.
+
+use super::store_log::{alarm, claim_mine, enqueue};
+use super::unique;
+use crate::record::*;
+use crate::store::{AlarmQuery, AuditQuery, JobStore};
+use std::time::Duration;
+
+/// Audit entries read back newest first, exact (any text, JSON before and after),
+/// stamped with the store's clock, filtered by actor and target, paged by id, and
+/// purged by age.
+pub async fn audit_log_reads_back(store: &dyn JobStore) {
+    let actor = unique("auditor");
+    let t0 = store.now().await.unwrap();
+    let entry = |i: usize| AuditEntry {
+        actor: actor.clone(),
+        action: if i.is_multiple_of(2) {
+            "job.update"
+        } else {
+            "job.pause"
+        }
+        .into(),
+        target: format!("job-{}-<script>alert(1)</script>\u{1b}[31m", i % 3),
+        before: (i > 0).then(|| serde_json::json!({"schedule": "0 * * * * ?", "n": i - 1})),
+        after: Some(serde_json::json!({"payload": {"text": "é ✓ \u{0}", "n": i}})),
+    };
+    for i in 0..7 {
+        store.append_audit(&entry(i)).await.unwrap();
+    }
+    let t1 = store.now().await.unwrap();
+    let mine = store
+        .audit(&AuditQuery::new(100).actor(Some(actor.clone())))
+        .await
+        .unwrap();
+    assert_eq!(mine.len(), 7, "every entry is read back");
+    for (k, r) in mine.iter().enumerate() {
+        assert_eq!(
+            r.entry,
+            entry(6 - k),
+            "entries read back exactly, newest first"
+        );
+        assert!(r.at >= t0 && r.at <= t1, "stamped with the store's clock");
+    }
+    assert!(
+        mine.windows(2).all(|w| w[0].id > w[1].id),
+        "ids increase with every entry"
+    );
+    let target = entry(1).target;
+    let about = store
+        .audit(&AuditQuery::new(100).target(Some(target.clone())))
+        .await
+        .unwrap();
+    let ids: Vec<i64> = about.iter().map(|r| r.id).collect();
+    assert_eq!(ids, [mine[2].id, mine[5].id], "filtered by target");
+    let page = store
+        .audit(
+            &AuditQuery::new(2)
+                .actor(Some(actor.clone()))
+                .before(Some(mine[2].id)),
+        )
+        .await
+        .unwrap();
+    let ids: Vec<i64> = page.iter().map(|r| r.id).collect();
+    assert_eq!(
+        ids,
+        [mine[3].id, mine[4].id],
+        "paged below an id, at most limit"
+    );
+
+    store
+        .purge_audit(t0 - Duration::from_millis(1))
+        .await
+        .unwrap();
+    let kept = store
+        .audit(&AuditQuery::new(100).actor(Some(actor.clone())))
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 7, "entries appended after the cut-off are kept");
+    let purged = store
+        .purge_audit(t1 + Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(purged >= 7, "purge reports what it deleted: {purged}");
+    let kept = store
+        .audit(&AuditQuery::new(100).actor(Some(actor)))
+        .await
+        .unwrap();
+    assert!(kept.is_empty(), "entries before the cut-off are purged");
+}
+
+/// An operator discards a pending or failed event (never delivered, kept for
+/// retention) and retries a failed one (claimable at once); sent and sending events
+/// are left as they are.
+pub async fn alarm_outbox_operator_retry_and_discard(store: &dyn JobStore) {
+    let job_id = unique("operator-alarm");
+    let ids = enqueue(store, &job_id, (0..3).map(|i| alarm(&job_id, i)).collect()).await;
+    let status = |id: AlarmId| async move {
+        store
+            .alarms(&AlarmQuery::new(100_000))
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|a| a.id == id)
+            .expect("the event is listed")
+    };
+    assert!(
+        store.discard_alarm(ids[0]).await.unwrap(),
+        "a pending event is discarded"
+    );
+    let a0 = status(ids[0]).await;
+    assert_eq!(a0.status, AlarmStatus::Failed);
+    assert_eq!(
+        a0.next_attempt_at, None,
+        "a discarded event has no retry left"
+    );
+
+    let owner = unique("operator");
+    let claimed = claim_mine(store, &owner, &ids).await;
+    let mut got: Vec<AlarmId> = claimed.iter().map(|r| r.id).collect();
+    got.sort();
+    assert_eq!(got, ids[1..], "a discarded event is never claimed");
+
+    assert!(
+        !store.retry_alarm(ids[1]).await.unwrap(),
+        "a sending event is left alone"
+    );
+    assert!(
+        !store.discard_alarm(ids[1]).await.unwrap(),
+        "a sending event is left alone"
+    );
+    assert_eq!(status(ids[1]).await.status, AlarmStatus::Sending);
+    assert!(
+        store
+            .complete_alarm(ids[1], &owner, &AlarmDelivery::Sent)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store.retry_alarm(ids[1]).await.unwrap(),
+        "a sent event is left alone"
+    );
+    assert!(
+        !store.discard_alarm(ids[1]).await.unwrap(),
+        "a sent event is left alone"
+    );
+    assert_eq!(status(ids[1]).await.status, AlarmStatus::Sent);
+    let failed = AlarmDelivery::Failed {
+        error: "smtp down".into(),
+        retry_at: None,
+    };
+    assert!(store.complete_alarm(ids[2], &owner, &failed).await.unwrap());
+    assert!(
+        !store.retry_alarm(AlarmId(i64::MAX - 7)).await.unwrap(),
+        "no such event"
+    );
+
+    let before = store.now().await.unwrap();
+    assert!(
+        store.retry_alarm(ids[0]).await.unwrap(),
+        "a discarded event is retried"
+    );
+    assert!(
+        store.retry_alarm(ids[2]).await.unwrap(),
+        "a failed event is retried"
+    );
+    let after = store.now().await.unwrap();
+    for id in [ids[0], ids[2]] {
+        let a = status(id).await;
+        assert_eq!(a.status, AlarmStatus::Pending);
+        let at = a.next_attempt_at.expect("claimable again");
+        assert!(at >= before && at <= after, "claimable at the store's now");
+    }
+    assert_eq!(
+        status(ids[2]).await.last_error.as_deref(),
+        Some("smtp down"),
+        "the last error is kept"
+    );
+    let again = claim_mine(store, &owner, &ids).await;
+    let mut got: Vec<AlarmId> = again.iter().map(|r| r.id).collect();
+    got.sort();
+    assert_eq!(got, [ids[0], ids[2]], "retried events are claimed again");
+    for r in again {
+        store
+            .complete_alarm(r.id, &owner, &AlarmDelivery::NotNeeded)
+            .await
+            .unwrap();
+    }
+}
