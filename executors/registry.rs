@@ -155,6 +155,32 @@ impl RegistryServerBuilder {
         check_replay_window("registry.replay_window", self.replay_window)
     }
 
+    /// The endpoint's routes, to serve beside others on one listener (`jobwheel
+    /// serve` does); TLS, if set, is the listener's business then.
+    ///
+    /// Errors: [`Error::Invalid`] naming a bad setting.
+    pub fn router(self) -> Result<Router> {
+        self.validate()?;
+        Ok(self.app())
+    }
+
+    fn app(self) -> Router {
+        let window = self.replay_window;
+        let state = Arc::new(Registry {
+            store: self.store,
+            groups: self
+                .groups
+                .into_iter()
+                .map(|(g, s)| (g, Verifier::new(s, window, 100_000)))
+                .collect(),
+        });
+        Router::new()
+            .route(protocol::REGISTER, post(beat))
+            .route(protocol::LEAVE, post(leave))
+            .layer(DefaultBodyLimit::max(self.max_body_bytes))
+            .with_state(state)
+    }
+
     /// Binds `addr` and serves until [`RegistryServer::shutdown`].
     ///
     /// Errors: [`Error::Invalid`] naming a bad setting; [`Error::Backend`] when the
@@ -183,20 +209,7 @@ impl RegistryServerBuilder {
             )?),
             None => None,
         };
-        let window = self.replay_window;
-        let state = Arc::new(Registry {
-            store: self.store,
-            groups: self
-                .groups
-                .into_iter()
-                .map(|(g, s)| (g, Verifier::new(s, window, 100_000)))
-                .collect(),
-        });
-        let app = Router::new()
-            .route(protocol::REGISTER, post(beat))
-            .route(protocol::LEAVE, post(leave))
-            .layer(DefaultBodyLimit::max(self.max_body_bytes))
-            .with_state(state);
+        let app = self.app();
         let stop = CancellationToken::new();
         let task = tls::spawn_serve(listener, addr, app, tls, stop.clone());
         tracing::info!(%addr, "executor registration endpoint listening");

@@ -122,6 +122,10 @@ pub mod email;
 #[path = "../alarms/webhook.rs"]
 pub mod webhook;
 
+#[cfg(feature = "server")]
+#[path = "../admin/mod.rs"]
+pub mod admin;
+
 #[cfg(feature = "remote")]
 #[path = "../executors/mod.rs"]
 pub mod executors;

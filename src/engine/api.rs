@@ -96,15 +96,7 @@ impl Scheduler {
     fn checked(&self, job: &Job, now: Timestamp) -> Result<Option<Timestamp>> {
         self.core.handlers.for_job(job)?;
         job.check_payload(self.core.config.max_payload_bytes)?;
-        let next = job.schedule().first_fire(now);
-        if let (None, crate::schedule::Schedule::Cron(c)) = (next, job.schedule()) {
-            return Err(Error::invalid(
-                "job.schedule",
-                c.expr().to_string(),
-                format!("never fires after {now}; remove the job instead"),
-            ));
-        }
-        Ok(next)
+        crate::store::admin::first_fire(job, now)
     }
 
     /// Removes a job; its runs stay in the log. Returns whether it existed.

@@ -19,6 +19,25 @@ pub async fn resume(store: &dyn JobStore, id: &JobId) -> Result<()> {
     store.set_enabled(id, true, next).await
 }
 
+/// The first fire of `job` after `now` (the store's clock), as a job is stored.
+///
+/// Errors: [`Error::Invalid`] naming `job.schedule` for a cron expression that never
+/// fires again (`0 0 0 30 2 ?`, or a year list in the past).
+pub fn first_fire(
+    job: &crate::job::Job,
+    now: crate::time::Timestamp,
+) -> Result<Option<crate::time::Timestamp>> {
+    let next = job.schedule().first_fire(now);
+    if let (None, crate::schedule::Schedule::Cron(c)) = (next, job.schedule()) {
+        return Err(Error::invalid(
+            "job.schedule",
+            c.expr().to_string(),
+            format!("never fires after {now}; remove the job instead"),
+        ));
+    }
+    Ok(next)
+}
+
 /// Makes a job due now on the store's clock (trigger `manual`); it runs once any
 /// run in progress has finished.
 pub async fn trigger_now(store: &dyn JobStore, id: &JobId) -> Result<()> {

@@ -1,6 +1,8 @@
 //! Shared test helpers: paused-clock backends, recording handlers, cron fire lists.
 #![allow(dead_code, unreachable_pub)]
 
+#[cfg(feature = "server")]
+pub mod admin;
 pub mod cluster;
 #[cfg(all(feature = "postgres", feature = "mysql", feature = "redis"))]
 pub mod faults;

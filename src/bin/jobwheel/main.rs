@@ -1,6 +1,9 @@
-//! `jobwheel`, the program (feature `server`): a command line over a jobwheel store.
+//! `jobwheel`, the program (feature `server`): `serve` (a scheduler node, the admin
+//! API and the executor registration endpoint in one process) and a command line
+//! over a jobwheel store.
 //!
 //! ```text
+//! jobwheel serve --config jobwheel.toml
 //! jobwheel cron '0 30 9 ? * MON-FRI' --zone Asia/Shanghai --next 5
 //! jobwheel --url postgres://app@db/app jobs list
 //! jobwheel --url sqlite://jobs.db?mode=rwc --json runs --job report.daily --status failed
@@ -12,6 +15,7 @@
 //! value); 3 the job named does not exist.
 
 mod cron;
+mod serve;
 mod store;
 mod table;
 
@@ -53,6 +57,16 @@ enum Command {
     Nodes,
     /// Registered executor instances.
     Executors(store::ExecutorsArgs),
+    /// The alarm outbox, newest first.
+    Alarms(store::AlarmsArgs),
+    /// Runs the server: a scheduler node for the configured executor groups, the
+    /// admin API and the executor registration endpoint, until SIGTERM or Ctrl-C.
+    Serve(serve::ServeArgs),
+    /// Prints the argon2 hash of a password (read from standard input) for a
+    /// `[[users]]` entry of the server's configuration.
+    HashPassword(serve::HashPasswordArgs),
+    /// Prints a new API token and the SHA-256 a `[[tokens]]` entry keeps of it.
+    NewToken,
 }
 
 /// A failure, and the exit code it maps to.
@@ -109,6 +123,9 @@ async fn run(cli: Cli) -> Outcome {
     let json = cli.json;
     match cli.command {
         Command::Cron(args) => cron::run(&args, json),
+        Command::Serve(args) => serve::run(&args, cli.url, cli.prefix).await,
+        Command::HashPassword(args) => serve::hash(&args),
+        Command::NewToken => serve::token(json),
         command => {
             let url = cli.url.ok_or_else(|| {
                 Failure::Usage("this command needs the store: --url or JOBWHEEL_URL".into())
@@ -116,13 +133,17 @@ async fn run(cli: Cli) -> Outcome {
             let migrate = matches!(command, Command::Migrate);
             let store = store::open(&url, cli.prefix, migrate).await?;
             match command {
-                Command::Cron(_) => unreachable!("handled above"),
+                Command::Cron(_)
+                | Command::Serve(_)
+                | Command::HashPassword(_)
+                | Command::NewToken => unreachable!("handled above"),
                 Command::Migrate => store::migrated(&store, json).await,
                 Command::Doctor => store::doctor(&store, json).await,
                 Command::Jobs(c) => store::jobs(&store, c, json).await,
                 Command::Runs(a) => store::runs(&store, &a, json).await,
                 Command::Nodes => store::nodes(&store, json).await,
                 Command::Executors(a) => store::executors(&store, &a, json).await,
+                Command::Alarms(a) => store::alarms(&store, &a, json).await,
             }
         }
     }

@@ -33,6 +33,71 @@ pub enum JobsCommand {
     Trigger { id: String },
     /// Removes a job (its runs stay in the log).
     Rm { id: String },
+    /// Creates a job from its JSON definition (`-` reads standard input); exit 1
+    /// when a job with its id exists.
+    Add {
+        /// The definition: a file, or `-`.
+        #[arg(long)]
+        file: String,
+    },
+    /// Replaces a job's definition with the JSON given (its id must be `id`).
+    Edit {
+        id: String,
+        /// The definition: a file, or `-`.
+        #[arg(long)]
+        file: String,
+    },
+}
+
+/// Reads a job definition from `file` (`-`: standard input).
+fn read_job(file: &str) -> Result<Job, Failure> {
+    let text = if file == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| Failure::Usage(format!("cannot read standard input: {e}")))?
+    } else {
+        std::fs::read_to_string(file)
+            .map_err(|e| Failure::Usage(format!("cannot read --file {file:?}: {e}")))?
+    };
+    let de = &mut serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        Failure::Usage(format!(
+            "invalid job definition at {}: {}",
+            e.path(),
+            e.inner()
+        ))
+    })
+}
+
+/// Who the audit log names for a change made from this command line.
+fn actor() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+    format!("cli:{user}")
+}
+
+/// Appends an audit entry for a change made from the command line.
+async fn audit(
+    store: &Arc<dyn JobStore>,
+    action: &str,
+    target: &str,
+    before: Option<serde_json::Value>,
+    after: Option<serde_json::Value>,
+) -> Outcome {
+    let entry = jobwheel::AuditEntry {
+        actor: actor(),
+        action: action.into(),
+        target: target.into(),
+        before,
+        after,
+    };
+    store.append_audit(&entry).await.map_err(|e| {
+        Failure::Failed(format!(
+            "the change was made, but its audit entry could not be written: {e}"
+        ))
+    })
+}
+
+fn definition(job: &Job) -> Option<serde_json::Value> {
+    serde_json::to_value(job).ok()
 }
 
 #[derive(Args, Debug)]
@@ -241,37 +306,77 @@ pub async fn jobs(store: &Arc<dyn JobStore>, command: JobsCommand, json: bool) -
         }
         JobsCommand::Pause { id } => {
             store.set_enabled(&job_id(&id)?, false, None).await?;
+            audit(store, "job.pause", &id, None, None).await?;
             done("paused", &id)
         }
         JobsCommand::Resume { id } => {
             admin::resume(&**store, &job_id(&id)?).await?;
+            audit(store, "job.resume", &id, None, None).await?;
             done("resumed", &id)
         }
         JobsCommand::Trigger { id } => {
             admin::trigger_now(&**store, &job_id(&id)?).await?;
+            audit(store, "job.trigger", &id, None, None).await?;
             done("triggered", &id)
         }
         JobsCommand::Rm { id } => {
+            let before = store.get(&job_id(&id)?).await?;
             if !store.remove(&job_id(&id)?).await? {
                 return Err(Failure::NotFound(format!("no job {id:?}")));
             }
+            let before = before.and_then(|r| definition(&r.job));
+            audit(store, "job.remove", &id, before, None).await?;
             done("removed", &id)
+        }
+        JobsCommand::Add { file } => {
+            let job = read_job(&file)?;
+            let next = admin::first_fire(&job, store.now().await?)?;
+            if store.create(&job, next).await? == jobwheel::UpsertOutcome::Kept {
+                return Err(Failure::Failed(format!(
+                    "job {:?} exists; edit it instead",
+                    job.id().as_str()
+                )));
+            }
+            audit(
+                store,
+                "job.create",
+                job.id().as_str(),
+                None,
+                definition(&job),
+            )
+            .await?;
+            done("added", job.id().as_str())
+        }
+        JobsCommand::Edit { id, file } => {
+            let job = read_job(&file)?;
+            if job.id().as_str() != id {
+                return Err(Failure::Usage(format!(
+                    "invalid job.id {:?}: the definition must keep the id {id:?}",
+                    job.id().as_str()
+                )));
+            }
+            let before = store
+                .get(&job_id(&id)?)
+                .await?
+                .ok_or_else(|| Failure::NotFound(format!("no job {id:?}")))?;
+            let next = admin::first_fire(&job, store.now().await?)?;
+            store.upsert(&job, next).await?;
+            audit(
+                store,
+                "job.update",
+                &id,
+                definition(&before.job),
+                definition(&job),
+            )
+            .await?;
+            done("updated", &id)
         }
     }
 }
 
 /// A job as `--json` shows it: its definition and its state in the store.
-fn job_json(r: &jobwheel::JobRecord) -> serde_json::Value {
-    json!({
-        "job": &*r.job,
-        "version": r.version,
-        "next_fire_at": r.next_fire_at,
-        "next_trigger": r.next_trigger.as_str(),
-        "attempt": r.attempt,
-        "running": r.running.map(|id| id.0),
-        "created_at": r.created_at,
-        "updated_at": r.updated_at,
-    })
+fn job_json(r: &jobwheel::JobRecord) -> jobwheel::admin::views::JobView {
+    jobwheel::admin::views::JobView::from(r)
 }
 
 fn schedule(s: &Schedule) -> String {
@@ -284,13 +389,7 @@ fn schedule(s: &Schedule) -> String {
 }
 
 fn humantime(d: Duration) -> String {
-    let ms = d.as_millis();
-    match ms {
-        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
-        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
-        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
-        ms => format!("{ms}ms"),
-    }
+    humantime_serde::re::humantime::format_duration(d).to_string()
 }
 
 pub async fn runs(store: &Arc<dyn JobStore>, args: &RunsArgs, json: bool) -> Outcome {
@@ -389,6 +488,61 @@ pub async fn executors(store: &Arc<dyn JobStore>, args: &ExecutorsArgs, json: bo
             "capacity",
             "version",
             "last beat",
+        ],
+        &rows,
+    );
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+pub struct AlarmsArgs {
+    /// Only events with this status (`pending`, `sending`, `sent`, `failed`,
+    /// `not_needed`).
+    #[arg(long)]
+    status: Option<String>,
+    /// At most this many (1-10000).
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+}
+
+pub async fn alarms(store: &Arc<dyn JobStore>, args: &AlarmsArgs, json: bool) -> Outcome {
+    let status = args
+        .status
+        .as_deref()
+        .map(|s| {
+            jobwheel::AlarmStatus::parse(s).ok_or_else(|| {
+                Failure::Usage(format!("invalid --status {s:?}: not an alarm status"))
+            })
+        })
+        .transpose()?;
+    let query = jobwheel::AlarmQuery::new(limit("limit", args.limit)?).status(status);
+    let items = store.alarms(&query).await?;
+    if json {
+        return print_json(&items);
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|a| {
+            vec![
+                a.id.0.to_string(),
+                a.event.job_id.to_string(),
+                format!("{:?}", a.event.kind),
+                a.status.as_str().to_string(),
+                a.attempts.to_string(),
+                a.created_at.to_string(),
+                a.last_error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table::print(
+        &[
+            "id",
+            "job",
+            "kind",
+            "status",
+            "attempts",
+            "created",
+            "last error",
         ],
         &rows,
     );

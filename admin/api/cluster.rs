@@ -1,0 +1,346 @@
+//! The cluster as a whole: daily statistics, the overview, nodes, executor
+//! instances, the alarm outbox and the audit log.
+
+use super::{ApiResult, St, json, page_size};
+use crate::admin::{AdminState, ApiError, Principal, Role};
+use crate::job::JobId;
+use crate::record::{AlarmId, AlarmStatus, RunStatus};
+use crate::store::{AlarmQuery, AuditQuery, JobQuery, RunQuery};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use chrono::{Duration as Days, NaiveDate};
+use serde::Deserialize;
+use std::collections::HashMap;
+
+/// Most jobs the overview counts (it says when there are more).
+const OVERVIEW_JOBS: usize = 100_000;
+/// Runs the overview's most-failing and slowest jobs are computed from.
+const OVERVIEW_RUNS: usize = 1_000;
+
+fn day(field: &str, d: &Option<String>) -> ApiResult<Option<NaiveDate>> {
+    d.as_ref()
+        .map(|t| {
+            NaiveDate::parse_from_str(t, "%Y-%m-%d")
+                .map_err(|e| ApiError::invalid(field, t, &format!("{e} (YYYY-MM-DD)")))
+        })
+        .transpose()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DailyQuery {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+pub(super) async fn daily(
+    State(s): St,
+    h: HeaderMap,
+    Query(q): Query<DailyQuery>,
+) -> ApiResult<Response> {
+    s.who(&h)?;
+    let today = s.store.now().await?.to_datetime().date_naive();
+    let to = day("to", &q.to)?.unwrap_or(today);
+    let from = day("from", &q.from)?.unwrap_or(to - Days::days(13));
+    if from > to || (to - from).num_days() > 366 {
+        return Err(ApiError::invalid(
+            "from",
+            from,
+            "must be on or before `to`, at most 366 days before it",
+        ));
+    }
+    let days = s.store.daily_stats(from, to).await?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({"from": from, "to": to, "days": days}),
+    ))
+}
+
+/// Whether `p` sees job `id`, given the jobs' groups read so far.
+async fn sees_job(
+    s: &AdminState,
+    p: &Principal,
+    cache: &mut HashMap<JobId, Option<String>>,
+    id: &JobId,
+) -> ApiResult<bool> {
+    if p.groups.is_none() {
+        return Ok(true);
+    }
+    if !cache.contains_key(id) {
+        let g = s
+            .store
+            .get(id)
+            .await?
+            .and_then(|j| j.job.remote().map(|t| t.group().to_string()));
+        cache.insert(id.clone(), g);
+    }
+    Ok(p.sees(cache[id].as_deref()))
+}
+
+pub(super) async fn overview(State(s): St, h: HeaderMap) -> ApiResult<Response> {
+    let p = s.who(&h)?;
+    let now = s.store.now().await?;
+    let (mut jobs, mut paused, mut after, mut more) = (0u64, 0u64, None, false);
+    loop {
+        let page = s.store.list(&JobQuery::new(1_000).after(after)).await?;
+        let looked = page.items.len() + page.corrupt.len();
+        for r in page
+            .items
+            .iter()
+            .filter(|r| p.sees(r.job.remote().map(|t| t.group())))
+        {
+            jobs += 1;
+            paused += u64::from(!r.job.enabled());
+        }
+        after = page.items.last().map(|r| r.job.id().clone());
+        if looked < 1_000 || after.is_none() {
+            break;
+        }
+        if jobs as usize >= OVERVIEW_JOBS {
+            more = true;
+            break;
+        }
+    }
+    let today = now.to_datetime().date_naive();
+    let days = s.store.daily_stats(today - Days::days(13), today).await?;
+    let (ok, ended) = days.iter().fold((0u64, 0u64), |(ok, ended), d| {
+        let failed = d.failed + d.timed_out + d.cancelled + d.lost;
+        (ok + d.succeeded, ended + d.succeeded + failed)
+    });
+    let runs = s.store.runs(&RunQuery::new().limit(OVERVIEW_RUNS)).await?;
+    let mut cache = HashMap::new();
+    let mut per_job: HashMap<String, (u64, u64, u64)> = HashMap::new(); // failures, ended, total ms
+    for r in &runs {
+        if !sees_job(&s, &p, &mut cache, &r.job_id).await? {
+            continue;
+        }
+        let e = per_job.entry(r.job_id.to_string()).or_default();
+        if r.status.is_failure() && r.status != RunStatus::Misfired {
+            e.0 += 1;
+        }
+        if let Some(d) = r.duration() {
+            e.1 += 1;
+            e.2 += d.as_millis() as u64;
+        }
+    }
+    let mut failing: Vec<_> = per_job
+        .iter()
+        .filter(|(_, v)| v.0 > 0)
+        .map(|(k, v)| serde_json::json!({"job": k, "failures": v.0}))
+        .collect();
+    failing.sort_by(|a, b| {
+        b["failures"]
+            .as_u64()
+            .cmp(&a["failures"].as_u64())
+            .then(a["job"].as_str().cmp(&b["job"].as_str()))
+    });
+    failing.truncate(5);
+    let mut slowest: Vec<_> = per_job
+        .iter()
+        .filter(|(_, v)| v.1 > 0)
+        .map(|(k, v)| serde_json::json!({"job": k, "mean_ms": v.2 / v.1, "runs": v.1}))
+        .collect();
+    slowest.sort_by(|a, b| {
+        b["mean_ms"]
+            .as_u64()
+            .cmp(&a["mean_ms"].as_u64())
+            .then(a["job"].as_str().cmp(&b["job"].as_str()))
+    });
+    slowest.truncate(5);
+    let nodes = s.store.nodes().await?.items;
+    let executors: Vec<_> = s
+        .store
+        .executors(None)
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| p.groups.is_none() || p.sees(Some(&e.info.group)))
+        .collect();
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({
+            "now": now,
+            "jobs": {"total": jobs, "paused": paused, "more": more},
+            "days": days,
+            "success_ratio": (ended > 0).then(|| ok as f64 / ended as f64),
+            "most_failing": failing,
+            "slowest": slowest,
+            "runs_considered": runs.len(),
+            "nodes": nodes,
+            "executors": executors,
+        }),
+    ))
+}
+
+pub(super) async fn nodes(State(s): St, h: HeaderMap) -> ApiResult<Response> {
+    s.who(&h)?;
+    let page = s.store.nodes().await?;
+    let now = s.store.now().await?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({"now": now, "items": page.items, "unreadable": page.corrupt.len()}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExecutorsQuery {
+    group: Option<String>,
+}
+
+pub(super) async fn executors(
+    State(s): St,
+    h: HeaderMap,
+    Query(q): Query<ExecutorsQuery>,
+) -> ApiResult<Response> {
+    let p = s.who(&h)?;
+    let page = s.store.executors(q.group.as_deref()).await?;
+    let now = s.store.now().await?;
+    let items: Vec<_> = page
+        .items
+        .into_iter()
+        .filter(|e| p.groups.is_none() || p.sees(Some(&e.info.group)))
+        .collect();
+    let mut groups: Vec<&String> = s.groups.keys().collect();
+    groups.sort();
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({"now": now, "groups": groups, "items": items}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AlarmsQuery {
+    status: Option<String>,
+    limit: Option<usize>,
+}
+
+pub(super) async fn alarms(
+    State(s): St,
+    h: HeaderMap,
+    Query(q): Query<AlarmsQuery>,
+) -> ApiResult<Response> {
+    let p = s.who(&h)?;
+    let status = q
+        .status
+        .as_ref()
+        .map(|t| {
+            AlarmStatus::parse(t)
+                .ok_or_else(|| ApiError::invalid("status", t, "not an alarm status"))
+        })
+        .transpose()?;
+    let all = s
+        .store
+        .alarms(&AlarmQuery::new(page_size(q.limit)?).status(status))
+        .await?;
+    let mut cache = HashMap::new();
+    let mut items = Vec::new();
+    for a in all {
+        if sees_job(&s, &p, &mut cache, &a.event.job_id).await? {
+            items.push(a);
+        }
+    }
+    Ok(json(StatusCode::OK, &serde_json::json!({"items": items})))
+}
+
+/// Retry or discard: an operator's action on one alarm event.
+async fn alarm_action(s: &AdminState, h: &HeaderMap, id: i64, retry: bool) -> ApiResult<Response> {
+    let p = s.change(h, Role::Operator)?;
+    let before = s
+        .store
+        .alarms(&AlarmQuery::new(crate::limits::MAX_PAGE))
+        .await?
+        .into_iter()
+        .find(|a| a.id.0 == id);
+    let mut cache = HashMap::new();
+    let before = match before {
+        Some(a) if sees_job(s, &p, &mut cache, &a.event.job_id).await? => a,
+        _ => return Err(ApiError::not_found("alarm", id)),
+    };
+    let done = if retry {
+        s.store.retry_alarm(AlarmId(id)).await?
+    } else {
+        s.store.discard_alarm(AlarmId(id)).await?
+    };
+    if !done {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!(
+                "alarm {id} is {}: only pending or failed events are retried or discarded",
+                before.status.as_str()
+            ),
+        ));
+    }
+    let action = if retry {
+        "alarm.retry"
+    } else {
+        "alarm.discard"
+    };
+    let status = if retry { "pending" } else { "failed" };
+    s.audit(
+        &p,
+        action,
+        &id.to_string(),
+        Some(serde_json::json!({"status": before.status.as_str(), "job": before.event.job_id})),
+        Some(serde_json::json!({"status": status})),
+    )
+    .await?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({"id": id, "status": status}),
+    ))
+}
+
+pub(super) async fn retry_alarm(
+    State(s): St,
+    h: HeaderMap,
+    Path(id): Path<i64>,
+) -> ApiResult<Response> {
+    alarm_action(&s, &h, id, true).await
+}
+
+pub(super) async fn discard_alarm(
+    State(s): St,
+    h: HeaderMap,
+    Path(id): Path<i64>,
+) -> ApiResult<Response> {
+    alarm_action(&s, &h, id, false).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AuditQueryParams {
+    actor: Option<String>,
+    target: Option<String>,
+    before: Option<i64>,
+    limit: Option<usize>,
+}
+
+pub(super) async fn audit(
+    State(s): St,
+    h: HeaderMap,
+    Query(q): Query<AuditQueryParams>,
+) -> ApiResult<Response> {
+    let p = s.who(&h)?;
+    p.require(Role::Admin)?;
+    let limit = page_size(q.limit)?;
+    let items = s
+        .store
+        .audit(
+            &AuditQuery::new(limit)
+                .actor(q.actor)
+                .target(q.target)
+                .before(q.before),
+        )
+        .await?;
+    let next = (items.len() >= limit)
+        .then(|| items.last().map(|r| r.id))
+        .flatten();
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({"items": items, "next": next}),
+    ))
+}

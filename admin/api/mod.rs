@@ -1,0 +1,128 @@
+//! The routes under `/api/v1`, and what the handlers share: JSON bodies decoded with
+//! the failing field named, size limits answered as JSON, paging.
+
+mod cluster;
+mod jobs;
+mod runs;
+mod session;
+
+use super::{AdminState, ApiError};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+
+/// Handlers' state.
+pub(super) type St = axum::extract::State<Arc<AdminState>>;
+/// Handlers' result.
+pub(super) type ApiResult<T> = Result<T, ApiError>;
+
+/// The routes.
+pub(super) fn routes(state: Arc<AdminState>, max_body_bytes: usize) -> Router {
+    Router::new()
+        .route("/api/v1/health", get(session::health))
+        .route("/api/v1/openapi.json", get(session::openapi))
+        .route(
+            "/api/v1/session",
+            get(session::whoami)
+                .post(session::login)
+                .delete(session::logout),
+        )
+        .route("/api/v1/jobs", get(jobs::list).post(jobs::create))
+        .route(
+            "/api/v1/jobs/{id}",
+            get(jobs::get_one).put(jobs::update).delete(jobs::remove),
+        )
+        .route("/api/v1/jobs/{id}/copy", post(jobs::copy))
+        .route("/api/v1/jobs/{id}/pause", post(jobs::pause))
+        .route("/api/v1/jobs/{id}/resume", post(jobs::resume))
+        .route("/api/v1/jobs/{id}/trigger", post(jobs::trigger))
+        .route("/api/v1/jobs/{id}/fires", get(jobs::fires))
+        .route("/api/v1/cron/preview", get(jobs::cron_preview))
+        .route("/api/v1/runs", get(runs::list))
+        .route("/api/v1/runs/{id}", get(runs::get_one))
+        .route("/api/v1/runs/{id}/log", get(runs::log))
+        .route("/api/v1/runs/{id}/kill", post(runs::kill))
+        .route("/api/v1/stats/daily", get(cluster::daily))
+        .route("/api/v1/overview", get(cluster::overview))
+        .route("/api/v1/nodes", get(cluster::nodes))
+        .route("/api/v1/executors", get(cluster::executors))
+        .route("/api/v1/alarms", get(cluster::alarms))
+        .route("/api/v1/alarms/{id}/retry", post(cluster::retry_alarm))
+        .route("/api/v1/alarms/{id}/discard", post(cluster::discard_alarm))
+        .route("/api/v1/audit", get(cluster::audit))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(axum::middleware::map_response(secure_headers))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such endpoint")
+}
+
+/// Headers on every answer: no sniffing, no framing, no caching of API answers.
+async fn secure_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    r
+}
+
+/// A JSON body decoded as `T`, the failing field named (`body.<path>`).
+///
+/// Errors: 413 `too_large` over the size limit; 400 `invalid` otherwise.
+pub(super) fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<T> {
+    let bytes = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                "the request body is over the server's limit (max_body_bytes)",
+            )
+        } else {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid", e.body_text())
+        }
+    })?;
+    let de = &mut serde_json::Deserializer::from_slice(&bytes);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            "body".to_string()
+        } else {
+            format!("body.{path}")
+        };
+        ApiError::invalid_field(&field, &e.into_inner().to_string())
+    })
+}
+
+/// A JSON answer with `status`.
+pub(super) fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Response {
+    (status, axum::Json(value)).into_response()
+}
+
+/// A page of items and the cursor of the next one (`None` at the end).
+#[derive(serde::Serialize)]
+pub(super) struct Paged<T, C> {
+    pub items: Vec<T>,
+    pub next: Option<C>,
+}
+
+/// A page size from a query: 1-1000, 50 by default.
+pub(super) fn page_size(limit: Option<usize>) -> ApiResult<usize> {
+    match limit {
+        None => Ok(50),
+        Some(n) if (1..=1000).contains(&n) => Ok(n),
+        Some(n) => Err(ApiError::invalid("limit", n, "must be 1-1000")),
+    }
+}

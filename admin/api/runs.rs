@@ -1,0 +1,225 @@
+//! The run log: list with filters, one run, its log tail and killing it.
+
+use super::{ApiResult, Paged, St, json, page_size};
+use crate::admin::{AdminState, ApiError, Principal, Role};
+use crate::executors::RemoteGroup;
+use crate::job::JobId;
+use crate::record::{RunId, RunRecord, RunStatus, TriggerKind};
+use crate::store::RunQuery;
+use crate::time::Timestamp;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use serde::Deserialize;
+use std::collections::HashMap;
+
+/// The executor group of each job named (`None`: local, or the job is gone).
+async fn groups_of(
+    s: &AdminState,
+    runs: &[RunRecord],
+) -> ApiResult<HashMap<JobId, Option<String>>> {
+    let mut out = HashMap::new();
+    for r in runs {
+        if !out.contains_key(&r.job_id) {
+            let g = s
+                .store
+                .get(&r.job_id)
+                .await?
+                .and_then(|j| j.job.remote().map(|t| t.group().to_string()));
+            out.insert(r.job_id.clone(), g);
+        }
+    }
+    Ok(out)
+}
+
+fn instant(field: &str, t: &Option<String>) -> ApiResult<Option<Timestamp>> {
+    t.as_ref()
+        .map(|t| {
+            chrono::DateTime::parse_from_rfc3339(t)
+                .map(|d| Timestamp::from_datetime(&d))
+                .map_err(|e| ApiError::invalid(field, t, &e.to_string()))
+        })
+        .transpose()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ListQuery {
+    job: Option<String>,
+    status: Option<String>,
+    node: Option<String>,
+    trigger: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    before: Option<i64>,
+    limit: Option<usize>,
+}
+
+pub(super) async fn list(
+    State(s): St,
+    h: HeaderMap,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<Response> {
+    let p = s.who(&h)?;
+    let limit = page_size(q.limit)?;
+    let mut query = RunQuery::new().limit(limit);
+    if let Some(j) = &q.job {
+        query = query.job(JobId::new(j)?);
+    }
+    if let Some(st) = &q.status {
+        query = query.status(
+            RunStatus::parse(st)
+                .ok_or_else(|| ApiError::invalid("status", st, "not a run status"))?,
+        );
+    }
+    let trigger = q
+        .trigger
+        .as_ref()
+        .map(|t| {
+            TriggerKind::parse(t)
+                .ok_or_else(|| ApiError::invalid("trigger", t, "not a trigger kind"))
+        })
+        .transpose()?;
+    if let Some(t) = instant("since", &q.since)? {
+        query = query.since(t);
+    }
+    if let Some(t) = instant("until", &q.until)? {
+        query = query.until(t);
+    }
+    if let Some(b) = q.before {
+        query = query.before(RunId(b));
+    }
+    let runs = s.store.runs(&query).await?;
+    let next = (runs.len() >= limit)
+        .then(|| runs.last().map(|r| r.id.0))
+        .flatten();
+    let groups = groups_of(&s, &runs).await?;
+    let items: Vec<RunRecord> = runs
+        .into_iter()
+        .filter(|r| p.groups.is_none() || p.sees(groups[&r.job_id].as_deref()))
+        .filter(|r| q.node.as_ref().is_none_or(|n| &r.node == n))
+        .filter(|r| trigger.is_none_or(|t| r.trigger == t))
+        .collect();
+    Ok(json(StatusCode::OK, &Paged { items, next }))
+}
+
+/// Run `id` as `p` may see it, and its job's group. Errors: 404.
+async fn visible(s: &AdminState, p: &Principal, id: i64) -> ApiResult<(RunRecord, Option<String>)> {
+    let found = s
+        .store
+        .runs(&RunQuery::new().before(RunId(id.saturating_add(1))).limit(1))
+        .await?
+        .into_iter()
+        .find(|r| r.id.0 == id)
+        .ok_or_else(|| ApiError::not_found("run", id))?;
+    let group = groups_of(s, std::slice::from_ref(&found)).await?[&found.job_id].clone();
+    if p.groups.is_some() && !p.sees(group.as_deref()) {
+        return Err(ApiError::not_found("run", id));
+    }
+    Ok((found, group))
+}
+
+pub(super) async fn get_one(
+    State(s): St,
+    h: HeaderMap,
+    Path(id): Path<i64>,
+) -> ApiResult<Response> {
+    let p = s.who(&h)?;
+    let (run, group) = visible(&s, &p, id).await?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({"run": run, "group": group}),
+    ))
+}
+
+/// The executor group a run of `group` was dispatched to, as this server knows it.
+fn remote<'a>(s: &'a AdminState, group: &Option<String>) -> ApiResult<&'a RemoteGroup> {
+    let g = group.as_deref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "not_remote",
+            "the run's job has no executor group: its log and cancellation belong to the node that ran it",
+        )
+    })?;
+    s.groups.get(g).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "unknown_group",
+            format!("this server has no executor group {g}"),
+        )
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LogQuery {
+    offset: Option<u64>,
+}
+
+pub(super) async fn log(
+    State(s): St,
+    h: HeaderMap,
+    Path(id): Path<i64>,
+    Query(q): Query<LogQuery>,
+) -> ApiResult<Response> {
+    let p = s.who(&h)?;
+    let (run, group) = visible(&s, &p, id).await?;
+    let g = remote(&s, &group)?;
+    for instance in g.instances().await? {
+        if let Ok(chunk) = g
+            .log(&instance, id, run.token, None, q.offset.unwrap_or(0))
+            .await
+        {
+            return Ok(json(
+                StatusCode::OK,
+                &serde_json::json!({"instance": instance, "log": chunk}),
+            ));
+        }
+    }
+    Err(ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no live instance of the group keeps a log of this run",
+    ))
+}
+
+pub(super) async fn kill(State(s): St, h: HeaderMap, Path(id): Path<i64>) -> ApiResult<Response> {
+    let p = s.change(&h, Role::Operator)?;
+    let (run, group) = visible(&s, &p, id).await?;
+    if run.status != RunStatus::Running {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_running",
+            format!("run {id} is {}", run.status.as_str()),
+        ));
+    }
+    let g = remote(&s, &group)?;
+    let mut killed = Vec::new();
+    for instance in g.instances().await? {
+        if g.kill(&instance, id, run.token, None)
+            .await
+            .unwrap_or(false)
+        {
+            killed.push(instance);
+        }
+    }
+    s.audit(
+        &p,
+        "run.kill",
+        &id.to_string(),
+        Some(serde_json::json!({"status": "running", "job": run.job_id})),
+        Some(serde_json::json!({"killed_on": killed})),
+    )
+    .await?;
+    if killed.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_running",
+            "no live instance of the group is running this run",
+        ));
+    }
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({"killed_on": killed}),
+    ))
+}

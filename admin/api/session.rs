@@ -1,0 +1,72 @@
+//! Logging in and out, who am I, health, and the OpenAPI document.
+
+use super::{ApiResult, St, json, json_body};
+use crate::admin::OPENAPI;
+use crate::admin::auth::Via;
+use crate::time::Timestamp;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Login {
+    name: String,
+    password: String,
+}
+
+/// What the session endpoints answer.
+fn session_json(s: &crate::admin::AdminState, p: &crate::admin::Principal) -> serde_json::Value {
+    let csrf = match &p.via {
+        Via::Session(n) => Some(s.auth.csrf(n)),
+        Via::Token => None,
+    };
+    serde_json::json!({
+        "name": p.name,
+        "role": p.role,
+        "groups": p.groups,
+        "csrf": csrf,
+        "read_only": s.read_only,
+    })
+}
+
+pub(super) async fn login(
+    State(s): St,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let req: Login = json_body(body)?;
+    let (p, cookie) = s
+        .auth
+        .login(&req.name, &req.password, Timestamp::now())
+        .await?;
+    s.audit(&p, "session.login", &p.name, None, None).await?;
+    let mut r = json(StatusCode::OK, &session_json(&s, &p));
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    Ok(r)
+}
+
+pub(super) async fn whoami(State(s): St, h: HeaderMap) -> ApiResult<Response> {
+    let p = s.who(&h)?;
+    Ok(json(StatusCode::OK, &session_json(&s, &p)))
+}
+
+pub(super) async fn logout(State(s): St) -> Response {
+    let mut r = StatusCode::NO_CONTENT.into_response();
+    if let Ok(v) = HeaderValue::from_str(&s.auth.logout_cookie()) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+pub(super) async fn health() -> Response {
+    json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+}
+
+pub(super) async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}

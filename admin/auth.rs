@@ -1,0 +1,388 @@
+//! Who is asking, and what they may do: accounts with argon2-hashed passwords, API
+//! tokens kept as SHA-256, roles, sessions in signed cookies and CSRF tokens.
+//!
+//! * **Roles** are ordered: a `viewer` reads everything but the audit log; an
+//!   `operator` also pauses, resumes, triggers, kills runs and retries or discards
+//!   alarms; an `admin` also creates, edits, copies and removes jobs and reads the
+//!   audit log. An account or token limited to executor groups sees and acts on the
+//!   jobs of those groups only (and their runs and instances).
+//! * **Sessions** are stateless, so every server of a cluster accepts them: the cookie
+//!   `jobwheel_session` holds the account name, an expiry and a random nonce, signed
+//!   with HMAC-SHA256 under the server's secret; `HttpOnly`, `SameSite=Strict`,
+//!   `Path=/`, and `Secure` when configured. The account's role is read from the
+//!   configuration on every request, so removing an account ends its sessions. A
+//!   session lasts `session_ttl`; logging out clears the cookie (a copy of it stays
+//!   valid until it expires: rotate the secret to end every session at once).
+//! * **CSRF**: a request authenticated by the cookie that changes anything must carry
+//!   `X-CSRF-Token`, the HMAC of the session's nonce (given at login and by `GET
+//!   /api/v1/session`); bearer tokens need none (a browser never sends them on its
+//!   own).
+//! * **Logins** verify the password with argon2 on a blocking thread, spend the same
+//!   time for an unknown account, and lock an account name out for 5 minutes after 5
+//!   failures in a row (429).
+
+use super::config::{ServerConfig, TokenConfig, UserConfig};
+use super::error::ApiError;
+use crate::time::Timestamp;
+use axum::http::HeaderMap;
+use hmac::{KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use subtle::ConstantTimeEq;
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "jobwheel_session";
+/// The header a cookie-authenticated change carries its CSRF token in.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// Failed logins in a row after which an account name is locked out.
+const MAX_FAILURES: u32 = 5;
+/// How long the lock-out lasts.
+const LOCKOUT: Duration = Duration::from_secs(300);
+
+/// What an account or token may do; each role may do everything the one before may.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Reads jobs, runs, logs, statistics, nodes, executors and alarms.
+    Viewer,
+    /// Also pauses, resumes and triggers jobs, kills runs, retries and discards alarms.
+    Operator,
+    /// Also creates, edits, copies and removes jobs, and reads the audit log.
+    Admin,
+}
+
+/// How a request proved who it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// A session cookie with this nonce (its changes need the CSRF token).
+    Session(String),
+    /// A bearer token.
+    Token,
+}
+
+/// The account or token behind a request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Principal {
+    /// The account's name, or `token:<name>`: the actor in the audit log.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// The executor groups it is limited to, if any.
+    pub groups: Option<Vec<String>>,
+    #[serde(skip)]
+    pub(crate) via: Via,
+}
+
+impl Principal {
+    /// Whether it may see and act on a job of `group` (`None`: a local job). An
+    /// account limited to groups has no local jobs.
+    pub fn sees(&self, group: Option<&str>) -> bool {
+        match (&self.groups, group) {
+            (None, _) => true,
+            (Some(gs), Some(g)) => gs.iter().any(|x| x == g),
+            (Some(_), None) => false,
+        }
+    }
+
+    /// `Ok` when its role is at least `need`; 403 `forbidden` otherwise.
+    pub fn require(&self, need: Role) -> Result<(), ApiError> {
+        if self.role >= need {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "this needs the {need:?} role; {} is {:?}",
+                self.name, self.role
+            )))
+        }
+    }
+}
+
+/// The signed content of a session cookie.
+#[derive(Serialize, Deserialize)]
+struct Claims {
+    /// Account name.
+    u: String,
+    /// Expiry, epoch ms.
+    e: i64,
+    /// Random nonce (hex), the CSRF token's seed.
+    n: String,
+}
+
+/// The accounts and tokens, and the keys that sign sessions.
+pub struct Auth {
+    secret: Vec<u8>,
+    users: HashMap<String, UserConfig>,
+    tokens: Vec<([u8; 32], TokenConfig)>,
+    ttl: Duration,
+    secure: bool,
+    failures: Mutex<HashMap<String, (u32, Instant)>>,
+    /// Verified for an unknown account, so a login takes as long either way.
+    decoy: String,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth")
+            .field("users", &self.users.keys().collect::<Vec<_>>())
+            .field("tokens", &self.tokens.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `n` random bytes from the operating system.
+pub fn random_bytes(n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    getrandom::fill(&mut b).expect("the operating system's random source is available");
+    b
+}
+
+/// Hashes `password` with argon2id and a random salt, as a PHC string for
+/// `users.password_hash`.
+pub fn hash_password(password: &str) -> String {
+    use argon2::PasswordHasher;
+    let salt = argon2::password_hash::SaltString::encode_b64(&random_bytes(16))
+        .expect("16 bytes make a valid salt");
+    argon2::Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .expect("argon2 hashes any password with the default parameters")
+        .to_string()
+}
+
+/// A new API token (`jw_` and 64 hex digits) and the SHA-256 the configuration keeps.
+pub fn new_token() -> (String, String) {
+    let token = format!("jw_{}", hex::encode(random_bytes(32)));
+    let sha = hex::encode(Sha256::digest(token.as_bytes()));
+    (token, sha)
+}
+
+fn verify_password(password: &str, phc: &str) -> bool {
+    use argon2::PasswordVerifier;
+    argon2::PasswordHash::new(phc).is_ok_and(|h| {
+        argon2::Argon2::default()
+            .verify_password(password.as_bytes(), &h)
+            .is_ok()
+    })
+}
+
+impl Auth {
+    /// From a validated configuration.
+    pub fn new(config: &ServerConfig) -> Auth {
+        Auth {
+            secret: config.secret.0.as_bytes().to_vec(),
+            users: config
+                .users
+                .iter()
+                .map(|u| (u.name.clone(), u.clone()))
+                .collect(),
+            tokens: config
+                .tokens
+                .iter()
+                .filter_map(|t| {
+                    let h: [u8; 32] = hex::decode(&t.sha256).ok()?.try_into().ok()?;
+                    Some((h, t.clone()))
+                })
+                .collect(),
+            ttl: config.session_ttl,
+            secure: config.secure_cookies,
+            failures: Mutex::default(),
+            decoy: hash_password(&hex::encode(random_bytes(16))),
+        }
+    }
+
+    fn mac(&self, data: &[u8]) -> Vec<u8> {
+        let mut m = hmac::Hmac::<Sha256>::new_from_slice(&self.secret)
+            .expect("HMAC takes a key of any length");
+        m.update(data);
+        m.finalize().into_bytes().to_vec()
+    }
+
+    /// The CSRF token of the session with `nonce`.
+    pub fn csrf(&self, nonce: &str) -> String {
+        hex::encode(self.mac(format!("csrf:{nonce}").as_bytes()))
+    }
+
+    /// Checks `name` and `password`; on success, the principal and the session
+    /// cookie's `Set-Cookie` value.
+    ///
+    /// Errors: 401 `bad_credentials` (the same for an unknown account and a wrong
+    /// password); 429 `locked_out` after too many failures.
+    pub async fn login(
+        &self,
+        name: &str,
+        password: &str,
+        now: Timestamp,
+    ) -> Result<(Principal, String), ApiError> {
+        let key = name.to_ascii_lowercase();
+        {
+            let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((n, since)) = f.get(&key) {
+                if *n >= MAX_FAILURES && since.elapsed() < LOCKOUT {
+                    return Err(ApiError::new(
+                        axum::http::StatusCode::TOO_MANY_REQUESTS,
+                        "locked_out",
+                        "too many failed logins for this account; try again in 5 minutes",
+                    ));
+                }
+                if since.elapsed() >= LOCKOUT {
+                    f.remove(&key);
+                }
+            }
+        }
+        let user = self.users.get(name).cloned();
+        let phc = user
+            .as_ref()
+            .map_or_else(|| self.decoy.clone(), |u| u.password_hash.0.clone());
+        let pw = password.to_string();
+        let ok = tokio::task::spawn_blocking(move || verify_password(&pw, &phc))
+            .await
+            .unwrap_or(false);
+        let Some(user) = user.filter(|_| ok) else {
+            let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+            if f.len() > 10_000 {
+                f.retain(|_, (_, since)| since.elapsed() < LOCKOUT);
+            }
+            let e = f.entry(key).or_insert((0, Instant::now()));
+            e.0 += 1;
+            e.1 = Instant::now();
+            return Err(ApiError::unauthorized(
+                "bad_credentials",
+                "wrong account name or password",
+            ));
+        };
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&key);
+        let nonce = hex::encode(random_bytes(16));
+        let claims = Claims {
+            u: user.name.clone(),
+            e: now.as_millis() + self.ttl.as_millis() as i64,
+            n: nonce.clone(),
+        };
+        let body = hex::encode(serde_json::to_vec(&claims).expect("claims serialize"));
+        let sig = hex::encode(self.mac(body.as_bytes()));
+        let cookie = self.cookie(&format!("{body}.{sig}"), self.ttl);
+        Ok((
+            Principal {
+                name: user.name,
+                role: user.role,
+                groups: user.groups,
+                via: Via::Session(nonce),
+            },
+            cookie,
+        ))
+    }
+
+    /// A `Set-Cookie` value for the session cookie.
+    fn cookie(&self, value: &str, max_age: Duration) -> String {
+        let mut c = cookie::Cookie::build((SESSION_COOKIE, value.to_string()))
+            .http_only(true)
+            .same_site(cookie::SameSite::Strict)
+            .path("/")
+            .max_age(cookie::time::Duration::seconds(max_age.as_secs() as i64))
+            .secure(self.secure)
+            .build();
+        if max_age.is_zero() {
+            c.make_removal();
+        }
+        c.to_string()
+    }
+
+    /// The `Set-Cookie` value that ends the session in the browser.
+    pub fn logout_cookie(&self) -> String {
+        self.cookie("", Duration::ZERO)
+    }
+
+    /// Who sent a request: a bearer token, or else a session cookie.
+    ///
+    /// Errors: 401 `unauthenticated` with neither, or with one that is unknown,
+    /// forged or expired.
+    pub fn principal(&self, headers: &HeaderMap, now: Timestamp) -> Result<Principal, ApiError> {
+        if let Some(auth) = headers.get(axum::http::header::AUTHORIZATION) {
+            let token = auth
+                .to_str()
+                .ok()
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .ok_or_else(|| {
+                    ApiError::unauthorized("unauthenticated", "a bad Authorization header")
+                })?;
+            let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+            let found = self
+                .tokens
+                .iter()
+                .fold(None, |found, (h, t)| {
+                    if bool::from(h.ct_eq(&digest)) {
+                        Some(t)
+                    } else {
+                        found
+                    }
+                })
+                .ok_or_else(|| ApiError::unauthorized("unauthenticated", "unknown token"))?;
+            return Ok(Principal {
+                name: format!("token:{}", found.name),
+                role: found.role,
+                groups: found.groups.clone(),
+                via: Via::Token,
+            });
+        }
+        let value = headers
+            .get_all(axum::http::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(cookie::Cookie::split_parse)
+            .filter_map(|c| c.ok())
+            .find(|c| c.name() == SESSION_COOKIE)
+            .map(|c| c.value().to_string())
+            .ok_or_else(|| ApiError::unauthorized("unauthenticated", "log in first"))?;
+        let bad =
+            || ApiError::unauthorized("unauthenticated", "the session is not valid; log in again");
+        let (body, sig) = value.split_once('.').ok_or_else(bad)?;
+        let sig = hex::decode(sig).map_err(|_| bad())?;
+        if !bool::from(self.mac(body.as_bytes()).ct_eq(&sig)) {
+            return Err(bad());
+        }
+        let claims: Claims = hex::decode(body)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(bad)?;
+        if claims.e <= now.as_millis() {
+            return Err(ApiError::unauthorized(
+                "unauthenticated",
+                "the session expired; log in again",
+            ));
+        }
+        let user = self.users.get(&claims.u).ok_or_else(bad)?;
+        Ok(Principal {
+            name: user.name.clone(),
+            role: user.role,
+            groups: user.groups.clone(),
+            via: Via::Session(claims.n),
+        })
+    }
+
+    /// For a change: a session must carry its CSRF token.
+    ///
+    /// Errors: 403 `csrf` when the header is missing or wrong.
+    pub fn check_csrf(&self, p: &Principal, headers: &HeaderMap) -> Result<(), ApiError> {
+        let Via::Session(nonce) = &p.via else {
+            return Ok(());
+        };
+        let sent = headers
+            .get(CSRF_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if bool::from(self.csrf(nonce).as_bytes().ct_eq(sent.as_bytes())) {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                "csrf",
+                "a change made with a session cookie needs its X-CSRF-Token header",
+            ))
+        }
+    }
+}

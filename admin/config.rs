@@ -1,0 +1,352 @@
+//! The server's configuration: a TOML file, then environment overrides, every field
+//! validated with its name.
+//!
+//! ```toml
+//! listen = "127.0.0.1:8080"
+//! store = "postgres://jobwheel@db/jobwheel"
+//! secret = "…at least 32 characters, signs sessions and CSRF tokens…"
+//!
+//! [[users]]
+//! name = "alice"
+//! password_hash = "$argon2id$v=19$m=19456,t=2,p=1$…"   # jobwheel hash-password
+//! role = "admin"
+//!
+//! [[tokens]]
+//! name = "deploy-bot"
+//! sha256 = "…64 hex digits…"                           # jobwheel new-token
+//! role = "operator"
+//! groups = ["billing"]
+//!
+//! [[groups]]
+//! name = "billing"
+//! secret = "…at least 16 characters…"
+//! ```
+//!
+//! Environment overrides (after the file): `JOBWHEEL_LISTEN`, `JOBWHEEL_URL` (the
+//! store), `JOBWHEEL_PREFIX`, `JOBWHEEL_SECRET`, `JOBWHEEL_READ_ONLY`
+//! (`true`/`false`), `JOBWHEEL_SESSION_TTL` (`12h`), `JOBWHEEL_SECURE_COOKIES`,
+//! `JOBWHEEL_MAX_BODY_BYTES`. The reference with every field and default is
+//! docs/SERVER.md.
+
+use super::auth::Role;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Text that is never printed: `Debug` shows `"***"`.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Redacted(pub String);
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
+/// Everything `jobwheel serve` reads. Unknown fields are refused (naming them), so a
+/// misspelt setting is never silently ignored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// Address the admin API, the console and the registration endpoint listen on
+    /// (default `127.0.0.1:8080`).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// The store's URL (default `sqlite://jobwheel.db?mode=rwc`, in the working
+    /// directory).
+    #[serde(default = "default_store")]
+    pub store: String,
+    /// Table or key prefix of the store (the backend's default without it).
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Signs session cookies and CSRF tokens: at least 32 characters, required. Every
+    /// server of a cluster has the same one.
+    #[serde(default)]
+    pub secret: Redacted,
+    /// Refuse every change (403 `read_only`): a console for people who only look.
+    #[serde(default)]
+    pub read_only: bool,
+    /// How long a login lasts (default 12 h, 1 min to 30 days).
+    #[serde(default = "default_session_ttl", with = "humantime_serde")]
+    pub session_ttl: Duration,
+    /// Mark the session cookie `Secure` (set it when the console is served over
+    /// HTTPS, directly or behind a proxy).
+    #[serde(default)]
+    pub secure_cookies: bool,
+    /// Largest request body accepted (default 1 MiB; 1 KiB to 16 MiB); larger ones
+    /// are refused with 413.
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: usize,
+    /// How long audit entries are kept (default 365 days).
+    #[serde(default = "default_audit_retention", with = "humantime_serde")]
+    pub audit_retention: Duration,
+    /// People who log in to the console.
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+    /// API tokens for scripts and the command line (`Authorization: Bearer …`).
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
+    /// Remote executor groups this server dispatches to.
+    #[serde(default)]
+    pub groups: Vec<GroupConfig>,
+}
+
+/// An account that logs in with a password.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct UserConfig {
+    /// Login name: 1-64 of `[A-Za-z0-9._@-]`.
+    pub name: String,
+    /// Its password, hashed with argon2 (a PHC string: `jobwheel hash-password`).
+    pub password_hash: Redacted,
+    /// What it may do.
+    pub role: Role,
+    /// When set, the only executor groups whose jobs it sees and acts on.
+    #[serde(default)]
+    pub groups: Option<Vec<String>>,
+}
+
+/// An API token: the server keeps only the SHA-256 of the token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct TokenConfig {
+    /// Its name in the audit log (`token:<name>`): 1-64 of `[A-Za-z0-9._@-]`.
+    pub name: String,
+    /// SHA-256 of the token, 64 hex digits (`jobwheel new-token` prints both).
+    pub sha256: String,
+    /// What it may do.
+    pub role: Role,
+    /// When set, the only executor groups whose jobs it sees and acts on.
+    #[serde(default)]
+    pub groups: Option<Vec<String>>,
+}
+
+/// A remote executor group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct GroupConfig {
+    /// The group's name, as jobs name it.
+    pub name: String,
+    /// The secret its instances and this server sign requests with (at least 16
+    /// characters).
+    pub secret: Redacted,
+    /// Fixed instance addresses; empty (default): instances register through this
+    /// server's registration endpoint or beat into the store.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8080".into()
+}
+fn default_store() -> String {
+    "sqlite://jobwheel.db?mode=rwc".into()
+}
+fn default_session_ttl() -> Duration {
+    Duration::from_secs(12 * 3600)
+}
+fn default_max_body() -> usize {
+    1 << 20
+}
+fn default_audit_retention() -> Duration {
+    Duration::from_secs(365 * 86_400)
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: default_listen(),
+            store: default_store(),
+            prefix: None,
+            secret: Redacted::default(),
+            read_only: false,
+            session_ttl: default_session_ttl(),
+            secure_cookies: false,
+            max_body_bytes: default_max_body(),
+            audit_retention: default_audit_retention(),
+            users: Vec::new(),
+            tokens: Vec::new(),
+            groups: Vec::new(),
+        }
+    }
+}
+
+/// Names of users, tokens and groups: 1-64 of `[A-Za-z0-9._@-]`.
+pub(crate) fn check_name(field: &'static str, name: &str) -> Result<()> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._@-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            field,
+            name,
+            "must be 1-64 of [A-Za-z0-9._@-]",
+        ))
+    }
+}
+
+impl ServerConfig {
+    /// Parses a TOML document. Errors: [`Error::Invalid`] naming the field (or
+    /// `config` for a syntax error) and what was wrong.
+    pub fn from_toml(text: &str) -> Result<ServerConfig> {
+        toml::from_str(text).map_err(|e| {
+            let what = e.message().to_string();
+            let at = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].lines().count().max(1))
+                .unwrap_or(0);
+            Error::invalid("config", format!("line {at}"), what)
+        })
+    }
+
+    /// Applies the environment overrides read through `var` (so tests pass their own).
+    /// Errors: [`Error::Invalid`] naming the variable and its value.
+    pub fn override_from(&mut self, var: impl Fn(&str) -> Option<String>) -> Result<()> {
+        if let Some(v) = var("JOBWHEEL_LISTEN") {
+            self.listen = v;
+        }
+        if let Some(v) = var("JOBWHEEL_URL") {
+            self.store = v;
+        }
+        if let Some(v) = var("JOBWHEEL_PREFIX") {
+            self.prefix = Some(v);
+        }
+        if let Some(v) = var("JOBWHEEL_SECRET") {
+            self.secret = Redacted(v);
+        }
+        if let Some(v) = var("JOBWHEEL_READ_ONLY") {
+            self.read_only = parse_bool("JOBWHEEL_READ_ONLY", &v)?;
+        }
+        if let Some(v) = var("JOBWHEEL_SECURE_COOKIES") {
+            self.secure_cookies = parse_bool("JOBWHEEL_SECURE_COOKIES", &v)?;
+        }
+        if let Some(v) = var("JOBWHEEL_SESSION_TTL") {
+            self.session_ttl = humantime_serde::re::humantime::parse_duration(&v)
+                .map_err(|e| Error::invalid("JOBWHEEL_SESSION_TTL", &v, e.to_string()))?;
+        }
+        if let Some(v) = var("JOBWHEEL_MAX_BODY_BYTES") {
+            self.max_body_bytes = v.parse().map_err(|_| {
+                Error::invalid("JOBWHEEL_MAX_BODY_BYTES", &v, "must be a number of bytes")
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Checks every field. Errors: [`Error::Invalid`] naming the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        self.listen
+            .parse::<SocketAddr>()
+            .map_err(|e| Error::invalid("listen", &self.listen, e.to_string()))?;
+        if self.store.trim().is_empty() {
+            return Err(Error::invalid("store", "", "must be a store URL"));
+        }
+        if self.secret.0.chars().count() < 32 {
+            return Err(Error::invalid(
+                "secret",
+                if self.secret.0.is_empty() {
+                    "empty"
+                } else {
+                    "(hidden)"
+                },
+                "must be at least 32 characters (it signs sessions; the server never starts without one)",
+            ));
+        }
+        let day = 86_400;
+        if !(60..=30 * day).contains(&self.session_ttl.as_secs()) {
+            return Err(Error::invalid(
+                "session_ttl",
+                humantime_serde::re::humantime::format_duration(self.session_ttl),
+                "must be 1 min to 30 days",
+            ));
+        }
+        if !(1024..=(16 << 20)).contains(&self.max_body_bytes) {
+            return Err(Error::invalid(
+                "max_body_bytes",
+                self.max_body_bytes,
+                "must be 1024-16777216",
+            ));
+        }
+        if self.audit_retention < Duration::from_secs(day) {
+            return Err(Error::invalid(
+                "audit_retention",
+                humantime_serde::re::humantime::format_duration(self.audit_retention),
+                "must be at least 1 day",
+            ));
+        }
+        if self.users.is_empty() && self.tokens.is_empty() {
+            return Err(Error::invalid(
+                "users",
+                "none",
+                "add a user (jobwheel hash-password) or a token (jobwheel new-token): there is no default account",
+            ));
+        }
+        let mut names = std::collections::HashSet::new();
+        for u in &self.users {
+            check_name("users.name", &u.name)?;
+            if !names.insert(u.name.clone()) {
+                return Err(Error::invalid("users.name", &u.name, "appears twice"));
+            }
+            argon2::PasswordHash::new(&u.password_hash.0).map_err(|e| {
+                Error::invalid(
+                    "users.password_hash",
+                    &u.name,
+                    format!("not an argon2 PHC string ({e}): use jobwheel hash-password"),
+                )
+            })?;
+            self.check_groups("users.groups", &u.groups)?;
+        }
+        for t in &self.tokens {
+            check_name("tokens.name", &t.name)?;
+            if !names.insert(format!("token:{}", t.name)) {
+                return Err(Error::invalid("tokens.name", &t.name, "appears twice"));
+            }
+            if t.sha256.len() != 64 || hex::decode(&t.sha256).is_err() {
+                return Err(Error::invalid(
+                    "tokens.sha256",
+                    &t.name,
+                    "must be 64 hex digits: the SHA-256 of the token (jobwheel new-token)",
+                ));
+            }
+            self.check_groups("tokens.groups", &t.groups)?;
+        }
+        let mut groups = std::collections::HashSet::new();
+        for g in &self.groups {
+            check_name("groups.name", &g.name)?;
+            if !groups.insert(&g.name) {
+                return Err(Error::invalid("groups.name", &g.name, "appears twice"));
+            }
+            if g.secret.0.chars().count() < 16 {
+                return Err(Error::invalid(
+                    "groups.secret",
+                    &g.name,
+                    "must be at least 16 characters",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_groups(&self, field: &'static str, groups: &Option<Vec<String>>) -> Result<()> {
+        for g in groups.iter().flatten() {
+            check_name(field, g)?;
+        }
+        Ok(())
+    }
+}
+
+fn parse_bool(field: &'static str, v: &str) -> Result<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(Error::invalid(field, v, "must be true or false")),
+    }
+}

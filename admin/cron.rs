@@ -1,0 +1,63 @@
+//! Cron previews: the next fires of an expression in a zone, and a description in
+//! words from `cron-descriptor`; the console's job form, the admin API and
+//! `jobwheel cron` show the same.
+
+use super::views::{Fire, MAX_FIRES, next_fires};
+use crate::error::{Error, Result};
+use crate::schedule::{CronForm, CronSchedule, Schedule};
+use crate::time::Timestamp;
+use serde::Serialize;
+
+/// What a preview shows.
+#[derive(Clone, Debug, Serialize)]
+pub struct CronPreview {
+    /// The expression as given.
+    pub expr: String,
+    /// `quartz` or `unix`.
+    pub form: &'static str,
+    /// The IANA zone it fires in.
+    pub zone: String,
+    /// The expression in words; `None` when the describer cannot read its syntax
+    /// (some Quartz forms with a year field): the fires are still right.
+    pub description: Option<String>,
+    /// The fires are after this instant.
+    pub after: Timestamp,
+    /// The next fires (fewer when the expression stops firing).
+    pub fires: Vec<Fire>,
+}
+
+/// The next `n` fires of `expr` in `zone` after `after`, and its description.
+///
+/// Errors: [`Error::Invalid`] naming `schedule.cron` or `schedule.zone` (as the job
+/// form would), or `next` outside 1-1000.
+pub fn preview(expr: &str, zone: &str, after: Timestamp, n: usize) -> Result<CronPreview> {
+    let schedule = CronSchedule::new(expr, zone)?;
+    if !(1..=MAX_FIRES).contains(&n) {
+        return Err(Error::invalid("next", n, "must be 1-1000"));
+    }
+    let form = schedule.expr().form();
+    let zone = schedule.zone().name().to_string();
+    let fires = next_fires(&Schedule::Cron(schedule), after, n);
+    Ok(CronPreview {
+        expr: expr.to_string(),
+        form: match form {
+            CronForm::Quartz => "quartz",
+            CronForm::Unix => "unix",
+        },
+        zone,
+        description: describe(expr, form),
+        after,
+        fires,
+    })
+}
+
+/// The expression in words, or `None` when the describer cannot read it. Quartz
+/// numbers the days of the week 1-7 from Sunday; Unix 0-7 with 0 and 7 Sunday.
+pub fn describe(expr: &str, form: CronForm) -> Option<String> {
+    use cron_descriptor::cronparser::{Options, cron_expression_descriptor};
+    let options = Options {
+        zero_based_day_of_week: form == CronForm::Unix,
+        ..Options::twenty_four_hour()
+    };
+    cron_expression_descriptor::get_description_cron_options(expr, &options).ok()
+}

@@ -1,0 +1,165 @@
+//! `jobwheel serve`, and the two helpers that make its accounts:
+//! `hash-password` and `new-token`.
+
+use super::{Failure, Outcome};
+use clap::Args;
+use jobwheel::admin::auth::{hash_password, new_token, random_bytes};
+use jobwheel::admin::{Server, ServerConfig};
+use std::path::{Path, PathBuf};
+
+/// The configuration file `serve` reads from the working directory when none is
+/// named, and writes on a first start.
+const DEFAULT_CONFIG: &str = "jobwheel.toml";
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The configuration file (TOML). Without it, `./jobwheel.toml`; when that does
+    /// not exist either, a first start writes one (an embedded SQLite store in the
+    /// working directory, a generated secret, an `admin` account with a generated
+    /// password printed once, and an executor group `default`).
+    #[arg(long, env = "JOBWHEEL_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+/// What a first start writes, and the password it generated.
+fn first_config() -> (String, String) {
+    let password = hex::encode(random_bytes(12));
+    let text = format!(
+        "# Written by the first `jobwheel serve` in this directory. Keep it private:\n\
+         # it holds the secret that signs sessions and the executor group's secret.\n\
+         # Reference: docs/SERVER.md.\n\
+         listen = \"127.0.0.1:8080\"\n\
+         store = \"sqlite://jobwheel.db?mode=rwc\"\n\
+         secret = \"{secret}\"\n\
+         \n\
+         [[users]]\n\
+         name = \"admin\"\n\
+         password_hash = \"{hash}\"\n\
+         role = \"admin\"\n\
+         \n\
+         [[groups]]\n\
+         name = \"default\"\n\
+         secret = \"{group}\"\n",
+        secret = hex::encode(random_bytes(32)),
+        hash = hash_password(&password),
+        group = hex::encode(random_bytes(24)),
+    );
+    (text, password)
+}
+
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(text.as_bytes())
+}
+
+fn load(path: &Path) -> Result<ServerConfig, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::Usage(format!("cannot read --config {}: {e}", path.display())))?;
+    ServerConfig::from_toml(&text).map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))
+}
+
+pub async fn run(args: &ServeArgs, url: Option<String>, prefix: Option<String>) -> Outcome {
+    let mut first_password = None;
+    let mut config = match &args.config {
+        Some(path) => load(path)?,
+        None if Path::new(DEFAULT_CONFIG).exists() => load(Path::new(DEFAULT_CONFIG))?,
+        None => {
+            let (text, password) = first_config();
+            write_private(Path::new(DEFAULT_CONFIG), &text)
+                .map_err(|e| Failure::Failed(format!("cannot write {DEFAULT_CONFIG}: {e}")))?;
+            first_password = Some(password);
+            load(Path::new(DEFAULT_CONFIG))?
+        }
+    };
+    config.override_from(|k| std::env::var(k).ok())?;
+    if let Some(u) = url {
+        config.store = u;
+    }
+    if prefix.is_some() {
+        config.prefix = prefix;
+    }
+    let server = Server::start(config.clone()).await?;
+    let addr = server.local_addr();
+    println!("jobwheel serving on http://{addr}");
+    println!("  admin API:  http://{addr}/api/v1 (OpenAPI: /api/v1/openapi.json)");
+    if !config.groups.is_empty() {
+        println!("  executors register at http://{addr}/v1/registry/beat");
+    }
+    match first_password {
+        Some(pw) => {
+            println!("  first start: wrote {DEFAULT_CONFIG}; log in as admin with password {pw}");
+            println!("  (shown once; change it with `jobwheel hash-password` and the file)");
+            if let Some(g) = config.groups.first() {
+                println!(
+                    "  attach an executor: group {}, secret in {DEFAULT_CONFIG}",
+                    g.name
+                );
+            }
+        }
+        None => println!("  log in with an account of the configuration (users / tokens)"),
+    }
+    shutdown_signal().await;
+    println!("jobwheel: stopping");
+    server.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[derive(Args, Debug)]
+pub struct HashPasswordArgs {
+    /// Read the password from this environment variable instead of standard input.
+    #[arg(long)]
+    from_env: Option<String>,
+}
+
+/// Prints the argon2 hash of a password read from standard input (one line) or an
+/// environment variable, for `users.password_hash`.
+pub fn hash(args: &HashPasswordArgs) -> Outcome {
+    let password = match &args.from_env {
+        Some(var) => std::env::var(var)
+            .map_err(|_| Failure::Usage(format!("invalid --from-env {var:?}: not set")))?,
+        None => {
+            let mut line = String::new();
+            std::io::stdin()
+                .read_line(&mut line)
+                .map_err(|e| Failure::Failed(format!("cannot read standard input: {e}")))?;
+            line.trim_end_matches(['\r', '\n']).to_string()
+        }
+    };
+    if password.chars().count() < 8 {
+        return Err(Failure::Usage(
+            "invalid password: must be at least 8 characters".into(),
+        ));
+    }
+    println!("{}", hash_password(&password));
+    Ok(())
+}
+
+/// Prints a new API token and the `[[tokens]]` lines that accept it.
+pub fn token(json: bool) -> Outcome {
+    let (token, sha) = new_token();
+    if json {
+        return super::print_json(&serde_json::json!({"token": token, "sha256": sha}));
+    }
+    println!("token:  {token}");
+    println!("config: sha256 = \"{sha}\"");
+    Ok(())
+}

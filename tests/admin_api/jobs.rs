@@ -1,0 +1,347 @@
+//! Jobs: create (CSRF, roles, validation, size), read, next fires, cron preview,
+//! group limits, operator actions, update, copy, remove — each change audited.
+
+use super::support::admin::*;
+use super::{Ctx, JOB, cron_job, last_audit};
+use jobwheel::prelude::*;
+use serde_json::json;
+
+pub async fn create_read_act(c: &Ctx) {
+    let Ctx {
+        api,
+        admin,
+        viewer_token,
+        ada,
+        otto,
+        vera,
+        olga,
+        ..
+    } = c;
+    // Creating a job: CSRF on session changes, roles, validation, size.
+    let job = cron_job(JOB, "0 30 9 * * ?", "chatty");
+    let body = || serde_json::to_vec(&job).unwrap();
+    let a = api
+        .call(
+            &ada.without_csrf(),
+            "POST",
+            "/api/v1/jobs",
+            "/api/v1/jobs",
+            Some(body()),
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["error"].as_str()),
+        (403, Some("csrf")),
+        "a session change needs its CSRF token"
+    );
+    let wrong = Who::Session {
+        cookie: match &ada {
+            Who::Session { cookie, .. } => cookie.clone(),
+            _ => unreachable!(),
+        },
+        csrf: Some("0".repeat(64)),
+    };
+    assert_eq!(
+        api.call(&wrong, "POST", "/api/v1/jobs", "/api/v1/jobs", Some(body()))
+            .await
+            .status,
+        403
+    );
+    for who in [&vera, &otto, &viewer_token] {
+        let a = api
+            .call(who, "POST", "/api/v1/jobs", "/api/v1/jobs", Some(body()))
+            .await;
+        assert_eq!(
+            (a.status, a.body["error"].as_str()),
+            (403, Some("forbidden")),
+            "{who:?} may not create"
+        );
+    }
+    let bad = cron_job("bad.cron", "0 61 9 * * ?", "chatty");
+    let a = api
+        .send(admin, "POST", "/api/v1/jobs", "/api/v1/jobs", bad)
+        .await;
+    assert_eq!(a.status, 400);
+    assert!(
+        a.body["field"]
+            .as_str()
+            .unwrap()
+            .starts_with("body.schedule"),
+        "{}",
+        a.body
+    );
+    let mut unknown = job.clone();
+    unknown["colour"] = json!("red");
+    let a = api
+        .send(admin, "POST", "/api/v1/jobs", "/api/v1/jobs", unknown)
+        .await;
+    assert_eq!(a.status, 400);
+    assert!(
+        a.body["message"].as_str().unwrap().contains("colour"),
+        "{}",
+        a.body
+    );
+    let mut huge = job.clone();
+    huge["payload"] = json!({"blob": "x".repeat(100_000)});
+    let a = api
+        .send(admin, "POST", "/api/v1/jobs", "/api/v1/jobs", huge)
+        .await;
+    assert_eq!(
+        (a.status, a.body["error"].as_str()),
+        (413, Some("too_large"))
+    );
+    let a = api
+        .call(ada, "POST", "/api/v1/jobs", "/api/v1/jobs", Some(body()))
+        .await;
+    assert_eq!(a.status, 201, "{}", a.body);
+    assert_eq!(
+        a.body["job"]["payload"]["note"], "<script>alert(1)</script>",
+        "text is stored as given"
+    );
+    let first = a.body["next_fire_at"].as_str().unwrap().to_string();
+    let want = jobwheel::CronSchedule::new("0 30 9 * * ?", "Asia/Shanghai")
+        .unwrap()
+        .next_after(Timestamp::now())
+        .unwrap();
+    assert_eq!(
+        first,
+        want.to_string(),
+        "the first fire is the schedule's next"
+    );
+    let a = api
+        .call(ada, "POST", "/api/v1/jobs", "/api/v1/jobs", Some(body()))
+        .await;
+    assert_eq!(
+        (a.status, a.body["error"].as_str()),
+        (409, Some("conflict"))
+    );
+    let entry = last_audit(api, admin, JOB).await;
+    assert_eq!(
+        (entry["actor"].as_str(), entry["action"].as_str()),
+        (Some("ada"), Some("job.create"))
+    );
+    assert_eq!(entry["after"]["schedule"]["expr"], "0 30 9 * * ?");
+    assert!(entry["before"].is_null());
+
+    // Reading it, and its next fires in its zone.
+    let path = format!("/api/v1/jobs/{JOB}");
+    let a = api
+        .call(vera, "GET", "/api/v1/jobs/{id}", &path, None)
+        .await;
+    assert_eq!((a.status, a.body["job"]["id"].as_str()), (200, Some(JOB)));
+    let a = api
+        .call(
+            vera,
+            "GET",
+            "/api/v1/jobs/{id}/fires",
+            &format!("{path}/fires?next=3"),
+            None,
+        )
+        .await;
+    let fires: Vec<&str> = a.body["fires"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["local"].as_str().unwrap())
+        .collect();
+    assert_eq!(fires.len(), 3);
+    assert!(
+        fires.iter().all(|f| f.ends_with("T09:30:00+08:00")),
+        "{fires:?}"
+    );
+    let a = api
+        .call(vera, "GET", "/api/v1/cron/preview", "/api/v1/cron/preview?expr=0+0%2F15+9-17+%3F+*+MON-FRI&zone=Asia%2FShanghai&next=2&after=2026-12-04T00:00:00Z", None)
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body["fires"][0]["local"], "2026-12-04T09:00:00+08:00");
+    assert_eq!(a.body["fires"][1]["local"], "2026-12-04T09:15:00+08:00");
+    assert!(
+        a.body["description"]
+            .as_str()
+            .unwrap()
+            .contains("15 minutes"),
+        "{}",
+        a.body
+    );
+    let a = api
+        .call(
+            vera,
+            "GET",
+            "/api/v1/cron/preview",
+            "/api/v1/cron/preview?expr=0+0+25+*+*+%3F&zone=Mars%2FOlympus",
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 400);
+    assert!(
+        a.body["field"].as_str().unwrap().starts_with("schedule"),
+        "{}",
+        a.body
+    );
+
+    // A limited operator does not see the group's job.
+    assert_eq!(
+        api.call(olga, "GET", "/api/v1/jobs/{id}", &path, None)
+            .await
+            .status,
+        404
+    );
+    let a = api
+        .call(olga, "GET", "/api/v1/jobs", "/api/v1/jobs", None)
+        .await;
+    assert!(a.body["items"].as_array().unwrap().is_empty(), "{}", a.body);
+    assert_eq!(
+        api.call(
+            olga,
+            "POST",
+            "/api/v1/jobs/{id}/pause",
+            &format!("{path}/pause"),
+            None
+        )
+        .await
+        .status,
+        404
+    );
+
+    // Operator actions, each audited with the state before and after.
+    for who in [&vera, &viewer_token] {
+        let a = api
+            .call(
+                who,
+                "POST",
+                "/api/v1/jobs/{id}/pause",
+                &format!("{path}/pause"),
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 403, "a viewer may not pause");
+    }
+    let a = api
+        .call(
+            otto,
+            "POST",
+            "/api/v1/jobs/{id}/pause",
+            &format!("{path}/pause"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["job"]["enabled"].as_bool()),
+        (200, Some(false))
+    );
+    let e = last_audit(api, admin, JOB).await;
+    assert_eq!(
+        (e["actor"].as_str(), e["action"].as_str()),
+        (Some("otto"), Some("job.pause"))
+    );
+    assert_eq!(
+        (
+            e["before"]["enabled"].as_bool(),
+            e["after"]["enabled"].as_bool()
+        ),
+        (Some(true), Some(false))
+    );
+    let a = api
+        .call(
+            otto,
+            "POST",
+            "/api/v1/jobs/{id}/resume",
+            &format!("{path}/resume"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["next_fire_at"].as_str()),
+        (200, Some(first.as_str()))
+    );
+    assert_eq!(last_audit(api, admin, JOB).await["action"], "job.resume");
+
+    // Updating, copying, removing.
+    let mut edited = job.clone();
+    edited["schedule"]["expr"] = json!("0 0 8 * * ?");
+    let a = api
+        .send(ada, "PUT", "/api/v1/jobs/{id}", &path, edited.clone())
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let e = last_audit(api, admin, JOB).await;
+    assert_eq!(
+        (
+            e["before"]["schedule"]["expr"].as_str(),
+            e["after"]["schedule"]["expr"].as_str()
+        ),
+        (Some("0 30 9 * * ?"), Some("0 0 8 * * ?"))
+    );
+    let a = api
+        .send(
+            ada,
+            "PUT",
+            "/api/v1/jobs/{id}",
+            "/api/v1/jobs/other.id",
+            edited.clone(),
+        )
+        .await;
+    assert_eq!((a.status, a.body["field"].as_str()), (400, Some("body.id")));
+    let a = api
+        .send(otto, "PUT", "/api/v1/jobs/{id}", &path, edited)
+        .await;
+    assert_eq!(a.status, 403);
+    let a = api
+        .send(
+            ada,
+            "POST",
+            "/api/v1/jobs/{id}/copy",
+            &format!("{path}/copy"),
+            json!({"id": "report.copy"}),
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["job"]["schedule"]["expr"].as_str()),
+        (201, Some("0 0 8 * * ?"))
+    );
+    let a = api
+        .send(
+            ada,
+            "POST",
+            "/api/v1/jobs/{id}/copy",
+            &format!("{path}/copy"),
+            json!({"id": "bad id!"}),
+        )
+        .await;
+    assert_eq!((a.status, a.body["field"].as_str()), (400, Some("body.id")));
+    let a = api
+        .call(
+            otto,
+            "DELETE",
+            "/api/v1/jobs/{id}",
+            "/api/v1/jobs/report.copy",
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 403);
+    let a = api
+        .call(
+            ada,
+            "DELETE",
+            "/api/v1/jobs/{id}",
+            "/api/v1/jobs/report.copy",
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(
+        last_audit(api, admin, "report.copy").await["action"],
+        "job.remove"
+    );
+    assert_eq!(
+        api.call(
+            vera,
+            "GET",
+            "/api/v1/jobs/{id}",
+            "/api/v1/jobs/report.copy",
+            None
+        )
+        .await
+        .status,
+        404
+    );
+}

@@ -1,0 +1,265 @@
+//! A run on an executor instance registered through the server: trigger, detail,
+//! log tail, kill; then statistics, overview, nodes and the alarm outbox.
+
+use super::support::remote::{Seen, instance_builder};
+use super::{Ctx, JOB, last_audit, until};
+use jobwheel::executors::ExecutorServer;
+use serde_json::json;
+use std::time::Duration;
+
+pub async fn on_an_instance(c: &Ctx) {
+    let Ctx {
+        api,
+        admin,
+        otto,
+        vera,
+        ..
+    } = c;
+    let path = format!("/api/v1/jobs/{JOB}");
+    let seen = Seen::default();
+    let instance: ExecutorServer = instance_builder("i-1", &seen)
+        .register_at(&api.base)
+        .beat_every(Duration::from_millis(200))
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let a = until("the instance to register", || async {
+        let a = api
+            .call(vera, "GET", "/api/v1/executors", "/api/v1/executors", None)
+            .await;
+        (!a.body["items"].as_array().unwrap().is_empty()).then_some(a)
+    })
+    .await;
+    assert_eq!(a.body["items"][0]["info"]["group"], "billing");
+    assert_eq!(a.body["groups"], json!(["billing"]));
+    let a = api
+        .call(
+            vera,
+            "POST",
+            "/api/v1/jobs/{id}/trigger",
+            &format!("{path}/trigger"),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 403);
+    let a = api
+        .call(
+            otto,
+            "POST",
+            "/api/v1/jobs/{id}/trigger",
+            &format!("{path}/trigger"),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let run = until("the triggered run to start", || async {
+        let a = api
+            .call(
+                vera,
+                "GET",
+                "/api/v1/runs",
+                &format!("/api/v1/runs?job={JOB}&status=running&trigger=manual"),
+                None,
+            )
+            .await;
+        a.body["items"].as_array().unwrap().first().cloned()
+    })
+    .await;
+    let id = run["id"].as_i64().unwrap();
+    let a = api
+        .call(
+            vera,
+            "GET",
+            "/api/v1/runs/{id}",
+            &format!("/api/v1/runs/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (a.body["run"]["status"].as_str(), a.body["group"].as_str()),
+        (Some("running"), Some("billing"))
+    );
+    let lines = until("the run's log", || async {
+        let a = api
+            .call(
+                vera,
+                "GET",
+                "/api/v1/runs/{id}/log",
+                &format!("/api/v1/runs/{id}/log?offset=0"),
+                None,
+            )
+            .await;
+        let lines = a.body["log"]["lines"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        (lines.len() >= 3).then_some(lines)
+    })
+    .await;
+    assert!(lines[0].as_str().unwrap().contains("step <0>"), "{lines:?}");
+    let a = api
+        .call(
+            vera,
+            "POST",
+            "/api/v1/runs/{id}/kill",
+            &format!("/api/v1/runs/{id}/kill"),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 403);
+    let a = api
+        .call(
+            otto,
+            "POST",
+            "/api/v1/runs/{id}/kill",
+            &format!("/api/v1/runs/{id}/kill"),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(
+        last_audit(api, admin, &id.to_string()).await["action"],
+        "run.kill"
+    );
+    let ended = until("the killed run to end", || async {
+        let a = api
+            .call(
+                vera,
+                "GET",
+                "/api/v1/runs/{id}",
+                &format!("/api/v1/runs/{id}"),
+                None,
+            )
+            .await;
+        (a.body["run"]["status"] != "running").then_some(a.body["run"].clone())
+    })
+    .await;
+    assert_eq!(ended["status"], "failed", "{ended}");
+    assert!(
+        ended["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("cancelled on http://"),
+        "{ended}"
+    );
+    let a = api
+        .call(
+            otto,
+            "POST",
+            "/api/v1/runs/{id}/kill",
+            &format!("/api/v1/runs/{id}/kill"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["error"].as_str()),
+        (409, Some("not_running"))
+    );
+    assert_eq!(
+        api.call(
+            vera,
+            "GET",
+            "/api/v1/runs/{id}",
+            "/api/v1/runs/999999999",
+            None
+        )
+        .await
+        .status,
+        404
+    );
+    instance.shutdown().await;
+
+    // Statistics, overview, nodes.
+    let a = api
+        .call(
+            vera,
+            "GET",
+            "/api/v1/stats/daily",
+            "/api/v1/stats/daily",
+            None,
+        )
+        .await;
+    let days = a.body["days"].as_array().unwrap();
+    assert_eq!(
+        days.iter()
+            .map(|d| d["failed"].as_u64().unwrap())
+            .sum::<u64>(),
+        1,
+        "{}",
+        a.body
+    );
+    let a = api
+        .call(
+            vera,
+            "GET",
+            "/api/v1/stats/daily",
+            "/api/v1/stats/daily?from=2026-13-01",
+            None,
+        )
+        .await;
+    assert_eq!((a.status, a.body["field"].as_str()), (400, Some("from")));
+    let a = api
+        .call(vera, "GET", "/api/v1/overview", "/api/v1/overview", None)
+        .await;
+    assert_eq!(a.body["jobs"]["total"], 1, "{}", a.body);
+    assert_eq!(a.body["nodes"].as_array().unwrap().len(), 1);
+    let a = api
+        .call(vera, "GET", "/api/v1/nodes", "/api/v1/nodes", None)
+        .await;
+    assert_eq!(a.body["items"].as_array().unwrap().len(), 1);
+
+    // The alarm outbox: the killed run's alarm is delivered (nothing to send it
+    // to: not needed), so it is neither retried nor discarded.
+    let alarm = until("the run's alarm event to be done", || async {
+        let a = api
+            .call(
+                vera,
+                "GET",
+                "/api/v1/alarms",
+                "/api/v1/alarms?limit=10",
+                None,
+            )
+            .await;
+        a.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["status"] == "not_needed")
+            .cloned()
+    })
+    .await;
+    let aid = alarm["id"].as_i64().unwrap();
+    let a = api
+        .call(
+            vera,
+            "POST",
+            "/api/v1/alarms/{id}/retry",
+            &format!("/api/v1/alarms/{aid}/retry"),
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 403);
+    let a = api
+        .call(
+            otto,
+            "POST",
+            "/api/v1/alarms/{id}/retry",
+            &format!("/api/v1/alarms/{aid}/retry"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["error"].as_str()),
+        (409, Some("conflict"))
+    );
+    let a = api
+        .call(
+            otto,
+            "POST",
+            "/api/v1/alarms/{id}/discard",
+            "/api/v1/alarms/999999999/discard",
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 404);
+}

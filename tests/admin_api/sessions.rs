@@ -1,0 +1,111 @@
+//! Credentials: none, forged, wrong passwords; logging in; the session cookie.
+
+use super::Ctx;
+use super::support::admin::*;
+use serde_json::{Value, json};
+
+/// Health and the document answer without credentials; everything else is 401.
+/// Returns the document.
+pub async fn without_credentials(api: &Api) -> Value {
+    // No credentials: only health, the document and logging in.
+    assert_eq!(
+        api.call(&Who::Anon, "GET", "/api/v1/health", "/api/v1/health", None)
+            .await
+            .status,
+        200
+    );
+    let doc = api
+        .call(
+            &Who::Anon,
+            "GET",
+            "/api/v1/openapi.json",
+            "/api/v1/openapi.json",
+            None,
+        )
+        .await;
+    assert_eq!(doc.body["openapi"], "3.1.0");
+    let anon = api
+        .call(&Who::Anon, "GET", "/api/v1/jobs", "/api/v1/jobs", None)
+        .await;
+    assert_eq!(
+        (anon.status, anon.body["error"].as_str()),
+        (401, Some("unauthenticated"))
+    );
+    let forged = api
+        .call(
+            &Who::Token("jw_forged".into()),
+            "GET",
+            "/api/v1/jobs",
+            "/api/v1/jobs",
+            None,
+        )
+        .await;
+    assert_eq!(forged.status, 401, "an unknown token is refused");
+    let forged_cookie = Who::Session {
+        cookie: "jobwheel_session=7b7d.00".into(),
+        csrf: None,
+    };
+    let a = api
+        .call(&forged_cookie, "GET", "/api/v1/jobs", "/api/v1/jobs", None)
+        .await;
+    assert_eq!(a.status, 401, "a forged session cookie is refused");
+
+    doc.body
+}
+
+/// Wrong passwords are refused alike; the accounts log in.
+pub async fn log_in(api: Api, tokens: &Tokens) -> Ctx {
+    let admin = Who::Token(tokens.admin.clone());
+    let viewer_token = Who::Token(tokens.viewer.clone());
+    // Logging in.
+    for (name, pw) in [("ada", "wrong-password"), ("nobody", "ada-password-1")] {
+        let a = api
+            .send(
+                &Who::Anon,
+                "POST",
+                "/api/v1/session",
+                "/api/v1/session",
+                json!({"name": name, "password": pw}),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.body["error"].as_str()),
+            (401, Some("bad_credentials")),
+            "{name}"
+        );
+        assert!(a.set_cookie.is_none());
+    }
+    let a = api
+        .send(
+            &Who::Anon,
+            "POST",
+            "/api/v1/session",
+            "/api/v1/session",
+            json!({"name": "ada", "password": "ada-password-1"}),
+        )
+        .await;
+    let set = a.set_cookie.clone().unwrap();
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set.contains(attr), "the session cookie is {attr}: {set}");
+    }
+    let ada = api.login("ada", "ada-password-1").await;
+    let otto = api.login("otto", "otto-password-1").await;
+    let vera = api.login("vera", "vera-password-1").await;
+    let olga = api.login("olga", "olga-password-1").await;
+    let me = api
+        .call(&vera, "GET", "/api/v1/session", "/api/v1/session", None)
+        .await;
+    assert_eq!(
+        (me.body["name"].as_str(), me.body["role"].as_str()),
+        (Some("vera"), Some("viewer"))
+    );
+    Ctx {
+        api,
+        admin,
+        viewer_token,
+        ada,
+        otto,
+        vera,
+        olga,
+    }
+}
