@@ -1,5 +1,5 @@
 //! The admin side of jobwheel (feature `server`): the HTTP API that the web console,
-//! scripts and the command line use, its accounts and roles, the audit of every
+//! scripts and the command line use, the web console itself, its accounts and roles, the audit of every
 //! change, and `serve`, which runs a scheduler node, this API and the executor
 //! registration endpoint in one process (the `jobwheel serve` command).
 //!
@@ -10,6 +10,7 @@
 //! | `api/` | the routes under `/api/v1`, one file per area (session, jobs, runs, cluster) |
 //! | `error` | [`ApiError`]: status and JSON body of a refusal |
 //! | `views`, `cron` | how jobs and fire previews are shown (shared with the command line) |
+//! | `console`, `console/` | the web console: one page, its scripts and style, Chart.js, embedded |
 //! | `serve` | [`Server`]: the whole program as one value, started and stopped |
 //! | `openapi.json` | the API's OpenAPI 3.1 document, served at `/api/v1/openapi.json` |
 //!
@@ -21,6 +22,7 @@
 mod api;
 pub mod auth;
 pub mod config;
+mod console;
 pub mod cron;
 mod error;
 mod serve;
@@ -128,8 +130,7 @@ impl AdminState {
     }
 }
 
-/// The admin API's routes over `state` (the console's pages are served beside
-/// them by [`Server`]).
+/// The admin API's routes over `state`, and the web console's page and assets.
 pub fn router(state: Arc<AdminState>, max_body_bytes: usize) -> axum::Router {
-    api::routes(state, max_body_bytes)
+    console::routes().merge(api::routes(state, max_body_bytes))
 }

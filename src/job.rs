@@ -368,6 +368,40 @@ impl<'de> Deserialize<'de> for Job {
 }
 
 impl Job {
+    /// Reads a job definition that a person or another program supplied (JSON), as
+    /// strictly as deserializing one: an unknown field is refused, the payload is held
+    /// to the default limit.
+    ///
+    /// Errors: [`Error::Invalid`] naming the field — `job.<path>` for JSON that does
+    /// not fit the definition (an unknown field, a wrong type), or the field a check
+    /// refused (`job.id`, `job.handler`, `job.payload`, `schedule.cron` …).
+    pub fn from_json(text: &str) -> Result<Job> {
+        let mut unknown: Option<String> = None;
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let repr: JobRepr = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(
+            de,
+            &mut |path: serde_ignored::Path<'_>| {
+                unknown.get_or_insert_with(|| path.to_string());
+            },
+        ))
+        .map_err(|e| {
+            let path = e.path().to_string();
+            Error::invalid(
+                "job",
+                if path == "." {
+                    "(definition)".to_string()
+                } else {
+                    path
+                },
+                e.into_inner().to_string(),
+            )
+        })?;
+        if let Some(path) = unknown {
+            return Err(Error::invalid("job", path, "unknown field"));
+        }
+        Job::from_repr(repr, DEFAULT_MAX_PAYLOAD_BYTES)
+    }
+
     /// Reads a job definition as a store wrote it (JSON), leniently: fields it does not
     /// know (written by a newer version) are ignored, and no payload limit applies —
     /// limits are enforced when a job is stored through the API, so a job accepted with

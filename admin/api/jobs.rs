@@ -1,7 +1,7 @@
 //! Jobs: list, get, create, update, copy, remove, pause, resume, trigger, next
 //! fires; and the cron preview the job form uses.
 
-use super::{ApiResult, Paged, St, json, json_body, page_size};
+use super::{ApiResult, Paged, St, body_bytes, json, json_body, page_size};
 use crate::admin::views::{JobView, next_fires};
 use crate::admin::{AdminState, ApiError, Principal, Role};
 use crate::job::{Job, JobId};
@@ -21,6 +21,15 @@ fn group_of(job: &Job) -> Option<&str> {
 
 fn job_id(id: &str) -> ApiResult<JobId> {
     JobId::new(id).map_err(ApiError::from)
+}
+
+/// A job definition from a request's body, checked as [`Job::from_json`] checks it.
+/// Errors: 413; 400 naming the field (`job`, `job.id`, `schedule.cron` …).
+fn job_body(body: Result<Bytes, BytesRejection>) -> ApiResult<Job> {
+    let bytes = body_bytes(body)?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|e| ApiError::invalid_field("job", &format!("not UTF-8: {e}")))?;
+    Ok(Job::from_json(text)?)
 }
 
 fn as_json(job: &Job) -> serde_json::Value {
@@ -156,7 +165,7 @@ pub(super) async fn create(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let p = s.change(&h, Role::Admin)?;
-    let job: Job = json_body(body)?;
+    let job = job_body(body)?;
     store_job(&s, &p, job, true, None, "job.create").await
 }
 
@@ -167,10 +176,10 @@ pub(super) async fn update(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let p = s.change(&h, Role::Admin)?;
-    let job: Job = json_body(body)?;
+    let job = job_body(body)?;
     if job.id().as_str() != id {
         return Err(ApiError::invalid(
-            "body.id",
+            "job.id",
             job.id(),
             &format!("must be the job's id in the path ({id}); copy a job to change its id"),
         ));
@@ -196,8 +205,7 @@ pub(super) async fn copy(
     let source = visible(&s, &p, &id).await?;
     let mut def = as_json(&source.job);
     def["id"] = serde_json::Value::String(to.id);
-    let job: Job = serde_json::from_value(def)
-        .map_err(|e| ApiError::invalid_field("body.id", &e.to_string()))?;
+    let job = Job::from_json(&def.to_string())?;
     store_job(&s, &p, job, true, None, "job.copy").await
 }
 

@@ -79,11 +79,9 @@ async fn secure_headers(mut r: Response) -> Response {
     r
 }
 
-/// A JSON body decoded as `T`, the failing field named (`body.<path>`).
-///
-/// Errors: 413 `too_large` over the size limit; 400 `invalid` otherwise.
-pub(super) fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<T> {
-    let bytes = body.map_err(|e| {
+/// A request's body. Errors: 413 `too_large` over the size limit.
+pub(super) fn body_bytes(body: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
+    body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -93,7 +91,14 @@ pub(super) fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>
         } else {
             ApiError::new(StatusCode::BAD_REQUEST, "invalid", e.body_text())
         }
-    })?;
+    })
+}
+
+/// A JSON body decoded as `T`, the failing field named (`body.<path>`).
+///
+/// Errors: 413 `too_large` over the size limit; 400 `invalid` otherwise.
+pub(super) fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> ApiResult<T> {
+    let bytes = body_bytes(body)?;
     let de = &mut serde_json::Deserializer::from_slice(&bytes);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();

@@ -1,0 +1,95 @@
+//! The web console in headless Chromium: Debian's `chromium` driven by Playwright
+//! (`playwright-core`, `tests/browser/`) against a served instance with an executor
+//! instance registered through it. `./scripts/test` installs both; without them the
+//! test is reported skipped (a failure under `CI=true`).
+//!
+//! `JOBWHEEL_SCREENSHOTS=docs/screenshots` writes one PNG per page (the pictures in
+//! docs/CONSOLE.md).
+
+mod support;
+
+use jobwheel::CronSchedule;
+use jobwheel::prelude::*;
+use std::path::Path;
+use std::time::Duration;
+use support::admin::*;
+use support::remote::{Seen, instance_builder};
+
+const EXPR: &str = "0 0 12 1 1 ? 2030-2034";
+const ZONE: &str = "Asia/Shanghai";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_in_headless_chromium() {
+    let browser_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser");
+    if !Path::new("/usr/bin/chromium").exists() {
+        support::skip("/usr/bin/chromium is not installed (scripts/test installs it)");
+        return;
+    }
+    if !browser_dir.join("node_modules/playwright-core").exists() {
+        support::skip("tests/browser has no node_modules (scripts/test runs npm ci)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("jobwheel-console-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.join("jobs.db").display());
+    let (config, _) = config(&url, None, false);
+    let server = serve(config).await;
+    let base = format!("http://{}", server.local_addr());
+    let xss = "<script>window.__xss=1</script><img src=x onerror=\"window.__xss=2\">";
+    let instance = instance_builder("i-1", &Seen::default())
+        .handler("xss", move |_ctx: JobContext| async move {
+            Err(JobError::msg(xss).permanent())
+        })
+        .register_at(&base)
+        .beat_every(Duration::from_millis(200))
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap();
+
+    // What the form's preview must show: the engine's own fires, on the zone's clock.
+    let schedule = CronSchedule::new(EXPR, ZONE).unwrap();
+    let mut fires = Vec::new();
+    let mut t = Timestamp::now();
+    while let Some(next) = schedule.next_after(t) {
+        fires.push(
+            next.to_datetime()
+                .with_timezone(&schedule.zone())
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        );
+        t = next;
+    }
+    assert_eq!(fires.len(), 5, "{fires:?}");
+
+    let (admin, viewer) = (ACCOUNTS[0], ACCOUNTS[2]);
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.arg("console.mjs")
+        .current_dir(&browser_dir)
+        .env("JW_BASE", &base)
+        .env("JW_ADMIN", format!("{}:{}", admin.0, admin.1))
+        .env("JW_VIEWER", format!("{}:{}", viewer.0, viewer.1))
+        .env("JW_EXPR", EXPR)
+        .env("JW_ZONE", ZONE)
+        .env("JW_FIRES", serde_json::to_string(&fires).unwrap())
+        .kill_on_drop(true);
+    if let Ok(dir) = std::env::var("JOBWHEEL_SCREENSHOTS") {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        cmd.env("JW_SCREENSHOTS", dir);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(240), cmd.output())
+        .await
+        .expect("the browser test ends within 4 minutes")
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "the browser test failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("every step passed"), "{stdout}");
+    instance.shutdown().await;
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
