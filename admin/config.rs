@@ -20,6 +20,15 @@
 //! [[groups]]
 //! name = "billing"
 //! secret = "…at least 16 characters…"
+//!
+//! [[webhook_alarms]]
+//! url = "https://hooks.example.com/jobwheel"
+//! format = "slack"
+//!
+//! [[email_alarms]]
+//! host = "smtp.example.com"
+//! from = "jobs@example.com"
+//! to = ["oncall@example.com"]
 //! ```
 //!
 //! Environment overrides (after the file): `JOBWHEEL_LISTEN`, `JOBWHEEL_URL` (the
@@ -92,6 +101,118 @@ pub struct ServerConfig {
     /// Remote executor groups this server dispatches to.
     #[serde(default)]
     pub groups: Vec<GroupConfig>,
+    /// Webhooks every alarm event is posted to.
+    #[serde(default)]
+    pub webhook_alarms: Vec<WebhookConfig>,
+    /// SMTP servers every alarm event is mailed through.
+    #[serde(default)]
+    pub email_alarms: Vec<EmailConfig>,
+}
+
+/// An alarm posted to a webhook (`jobwheel::webhook::WebhookAlarm`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct WebhookConfig {
+    /// `http(s)://` URL.
+    pub url: String,
+    /// Signs each request with HMAC-SHA256 (the receiver checks it).
+    #[serde(default)]
+    pub secret: Option<Redacted>,
+    /// Body shape: `jobwheel` (default), `slack`, `dingtalk` or `feishu`.
+    #[serde(default)]
+    pub format: Option<String>,
+}
+
+/// An alarm sent by e-mail (`jobwheel::email::EmailAlarm`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct EmailConfig {
+    /// SMTP host.
+    pub host: String,
+    /// Port (default by `security`: 587, 465 or 25).
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// `starttls` (default), `tls` or `plain` (a relay on the same network only).
+    #[serde(default)]
+    pub security: Option<String>,
+    /// SMTP account, with `password`.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// SMTP password.
+    #[serde(default)]
+    pub password: Option<Redacted>,
+    /// Sender address.
+    pub from: String,
+    /// Recipients of every alarm (jobs may name more).
+    #[serde(default)]
+    pub to: Vec<String>,
+}
+
+impl WebhookConfig {
+    /// The alarm. Errors: [`Error::Invalid`] naming `webhook.*`.
+    pub fn alarm(&self) -> Result<crate::webhook::WebhookAlarm> {
+        use crate::webhook::{WebhookAlarm, WebhookFormat};
+        let mut b = WebhookAlarm::builder(&self.url);
+        if let Some(s) = &self.secret {
+            b = b.secret(&s.0);
+        }
+        let format = match self.format.as_deref() {
+            None | Some("jobwheel") => WebhookFormat::Jobwheel,
+            Some("slack") => WebhookFormat::Slack,
+            Some("dingtalk") => WebhookFormat::DingTalk,
+            Some("feishu") => WebhookFormat::Feishu,
+            Some(other) => {
+                return Err(Error::invalid(
+                    "webhook.format",
+                    other,
+                    "must be jobwheel, slack, dingtalk or feishu",
+                ));
+            }
+        };
+        b.format(format).build()
+    }
+}
+
+impl EmailConfig {
+    /// The alarm. Errors: [`Error::Invalid`] naming `email.*`.
+    pub fn alarm(&self) -> Result<crate::email::EmailAlarm> {
+        use crate::email::{EmailAlarm, SmtpSecurity};
+        let security = match self.security.as_deref() {
+            None | Some("starttls") => SmtpSecurity::StartTls,
+            Some("tls") => SmtpSecurity::ImplicitTls,
+            Some("plain") => SmtpSecurity::Plain,
+            Some(other) => {
+                return Err(Error::invalid(
+                    "email.security",
+                    other,
+                    "must be starttls, tls or plain",
+                ));
+            }
+        };
+        let mut b = EmailAlarm::builder(&self.host)
+            .security(security)
+            .from(&self.from);
+        if let Some(port) = self.port {
+            b = b.port(port);
+        }
+        match (&self.user, &self.password) {
+            (Some(u), Some(p)) => b = b.credentials(u, &p.0),
+            (None, None) => {}
+            _ => {
+                return Err(Error::invalid(
+                    "email.user",
+                    self.user.as_deref().unwrap_or("(none)"),
+                    "user and password go together",
+                ));
+            }
+        }
+        for t in &self.to {
+            b = b.to(t);
+        }
+        b.build()
+    }
 }
 
 /// An account that logs in with a password.
@@ -173,6 +294,8 @@ impl Default for ServerConfig {
             users: Vec::new(),
             tokens: Vec::new(),
             groups: Vec::new(),
+            webhook_alarms: Vec::new(),
+            email_alarms: Vec::new(),
         }
     }
 }
@@ -331,6 +454,12 @@ impl ServerConfig {
                     "must be at least 16 characters",
                 ));
             }
+        }
+        for w in &self.webhook_alarms {
+            w.alarm()?;
+        }
+        for e in &self.email_alarms {
+            e.alarm()?;
         }
         Ok(())
     }

@@ -14,7 +14,7 @@
 //! | `serve` | [`Server`]: the whole program as one value, started and stopped |
 //! | `openapi.json` | the API's OpenAPI 3.1 document, served at `/api/v1/openapi.json` |
 //!
-//! Every change goes through [`AdminState::change`] (role, read-only mode, CSRF) and
+//! Every change goes through one check (role, read-only mode, CSRF) and
 //! leaves one entry in the store's [`AuditLog`](crate::store::AuditLog) with the
 //! state before and after; a change whose audit entry cannot be written answers
 //! 500 `audit_failed` (the change itself stands, and the failure is logged).

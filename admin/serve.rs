@@ -89,6 +89,12 @@ impl Server {
             for g in &groups {
                 b = b.remote(g.clone());
             }
+            for w in &config.webhook_alarms {
+                b = b.alarm(w.alarm()?);
+            }
+            for e in &config.email_alarms {
+                b = b.alarm(e.alarm()?);
+            }
             Some(b.build()?.start().await?)
         };
         let state = Arc::new(AdminState::new(store.clone(), &config, groups)?);

@@ -32,7 +32,7 @@ async fn the_console_in_headless_chromium() {
     let dir = std::env::temp_dir().join(format!("jobwheel-console-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
     let url = format!("sqlite://{}?mode=rwc", dir.join("jobs.db").display());
-    let (config, _) = config(&url, None, false);
+    let (config, _) = config(&url, None, false, None);
     let server = serve(config).await;
     let base = format!("http://{}", server.local_addr());
     let xss = "<script>window.__xss=1</script><img src=x onerror=\"window.__xss=2\">";

@@ -6,7 +6,12 @@ use std::time::Duration;
 
 #[test]
 fn the_configuration_names_every_bad_field() {
-    let (good, _) = config("sqlite://x.db", None, false);
+    let (good, _) = config(
+        "sqlite://x.db",
+        None,
+        false,
+        Some("http://127.0.0.1:9/hook"),
+    );
     good.validate().unwrap();
     type Breaks = Box<dyn Fn(&mut jobwheel::admin::ServerConfig)>;
     let cases: Vec<(&str, Breaks)> = vec![
@@ -40,6 +45,24 @@ fn the_configuration_names_every_bad_field() {
         (
             "groups.secret",
             Box::new(|c| c.groups[0].secret.0 = "x".into()),
+        ),
+        (
+            "webhook.url",
+            Box::new(|c| c.webhook_alarms[0].url = "ftp://x".into()),
+        ),
+        (
+            "webhook.format",
+            Box::new(|c| c.webhook_alarms[0].format = Some("teams".into())),
+        ),
+        (
+            "email.from",
+            Box::new(|c| {
+                let extra = jobwheel::admin::ServerConfig::from_toml(
+                    "[[email_alarms]]\nhost = \"smtp.example.com\"\nfrom = \"not an address\"\n",
+                )
+                .unwrap();
+                c.email_alarms = extra.email_alarms;
+            }),
         ),
     ];
     for (field, break_it) in cases {

@@ -16,6 +16,7 @@ mod sessions;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::admin::*;
+use support::servers::{Answer, HttpServer};
 
 pub const JOB: &str = "report.daily";
 
@@ -81,15 +82,18 @@ pub struct Ctx {
     pub otto: Who,
     pub vera: Who,
     pub olga: Who,
+    /// The webhook the server posts alarm events to.
+    pub hook: HttpServer,
 }
 
 /// The whole suite against one store: one server, the phases in turn.
 async fn suite(store_url: &str, prefix: Option<&str>) {
-    let (config, tokens) = config(store_url, prefix, false);
+    let hook = HttpServer::start(Answer::Status(200)).await;
+    let (config, tokens) = config(store_url, prefix, false, Some(&hook.url));
     let server = serve(config).await;
     let api = Api::new(&server);
     let doc = sessions::without_credentials(&api).await;
-    let c = sessions::log_in(api, &tokens).await;
+    let c = sessions::log_in(api, &tokens, hook).await;
     jobs::create_read_act(&c).await;
     runs::on_an_instance(&c).await;
     audit::audit_paging_logout(&c).await;

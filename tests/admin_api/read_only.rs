@@ -35,7 +35,7 @@ async fn read_only_mode_refuses_every_change_and_alarms_are_retried_and_discarde
     app.upsert(job).await.unwrap();
     let app = app.start().await.unwrap();
 
-    let (mut config, tokens) = config(&url, None, false);
+    let (mut config, tokens) = config(&url, None, false, None);
     config.groups.clear();
     let writable = serve(config.clone()).await;
     config.read_only = true;

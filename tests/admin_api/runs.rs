@@ -12,6 +12,7 @@ pub async fn on_an_instance(c: &Ctx) {
         api,
         admin,
         otto,
+        hook,
         vera,
         ..
     } = c;
@@ -208,8 +209,8 @@ pub async fn on_an_instance(c: &Ctx) {
         .await;
     assert_eq!(a.body["items"].as_array().unwrap().len(), 1);
 
-    // The alarm outbox: the killed run's alarm is delivered (nothing to send it
-    // to: not needed), so it is neither retried nor discarded.
+    // The alarm outbox: the killed run's alarm is posted to the configured webhook,
+    // so it is sent, and a sent event is neither retried nor discarded.
     let alarm = until("the run's alarm event to be done", || async {
         let a = api
             .call(
@@ -224,11 +225,16 @@ pub async fn on_an_instance(c: &Ctx) {
             .as_array()
             .unwrap()
             .iter()
-            .find(|a| a["status"] == "not_needed")
+            .find(|a| a["status"] == "sent")
             .cloned()
     })
     .await;
     let aid = alarm["id"].as_i64().unwrap();
+    assert_eq!(alarm["event"]["job_id"], JOB);
+    let posted = hook.requests();
+    assert_eq!(posted.len(), 1, "the webhook got the event once");
+    let body: serde_json::Value = serde_json::from_slice(&posted[0].body).unwrap();
+    assert!(body.to_string().contains(JOB), "{body}");
     let a = api
         .call(
             vera,

@@ -2,6 +2,7 @@
 
 use super::Ctx;
 use super::support::admin::*;
+use super::support::servers::HttpServer;
 use serde_json::{Value, json};
 
 /// Health and the document answer without credentials; everything else is 401.
@@ -54,7 +55,7 @@ pub async fn without_credentials(api: &Api) -> Value {
 }
 
 /// Wrong passwords are refused alike; the accounts log in.
-pub async fn log_in(api: Api, tokens: &Tokens) -> Ctx {
+pub async fn log_in(api: Api, tokens: &Tokens, hook: HttpServer) -> Ctx {
     let admin = Who::Token(tokens.admin.clone());
     let viewer_token = Who::Token(tokens.viewer.clone());
     // Logging in.
@@ -107,5 +108,6 @@ pub async fn log_in(api: Api, tokens: &Tokens) -> Ctx {
         otto,
         vera,
         olga,
+        hook,
     }
 }

@@ -24,9 +24,14 @@ pub struct Tokens {
     pub viewer: String,
 }
 
-/// A configuration over `store` with the accounts above, a token per role, and
-/// the group `billing`.
-pub fn config(store: &str, prefix: Option<&str>, read_only: bool) -> (ServerConfig, Tokens) {
+/// A configuration over `store` with the accounts above, a token per role, the
+/// group `billing`, and alarms posted to `webhook` when given.
+pub fn config(
+    store: &str,
+    prefix: Option<&str>,
+    read_only: bool,
+    webhook: Option<&str>,
+) -> (ServerConfig, Tokens) {
     let (admin, admin_sha) = new_token();
     let (viewer, viewer_sha) = new_token();
     let mut text = format!(
@@ -51,6 +56,9 @@ pub fn config(store: &str, prefix: Option<&str>, read_only: bool) -> (ServerConf
     text.push_str(&format!(
         "[[groups]]\nname = \"billing\"\nsecret = \"{GROUP_SECRET}\"\n"
     ));
+    if let Some(url) = webhook {
+        text.push_str(&format!("[[webhook_alarms]]\nurl = \"{url}\"\n"));
+    }
     (
         ServerConfig::from_toml(&text).unwrap(),
         Tokens { admin, viewer },
