@@ -264,6 +264,93 @@ async fn store_verbs(url: &str, prefix: &str) {
     // An id the store would refuse: exit 2 naming it.
     let out = jobwheel(u, prefix, &["jobs", "get", ""]);
     assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+
+    // add / edit from a JSON definition, as the API takes it.
+    let file = std::env::temp_dir().join(format!("jobwheel-cli-job-{}.json", fastrand::u64(..)));
+    let def = |expr: &str, id: &str| {
+        serde_json::json!({
+            "id": id, "handler": "report",
+            "schedule": {"kind": "cron", "expr": expr, "zone": "Asia/Shanghai"},
+        })
+        .to_string()
+    };
+    let f = file.to_str().unwrap();
+    std::fs::write(&file, def("0 30 9 * * ?", "report.weekly")).unwrap();
+    assert_eq!(
+        json(u, prefix, &["jobs", "add", "--file", f, "--json"])["done"],
+        "added"
+    );
+    let weekly = JobId::new("report.weekly").unwrap();
+    let rec = store.get(&weekly).await.unwrap().expect("added");
+    assert_eq!(
+        rec.next_fire_at,
+        rec.job.schedule().first_fire(store.now().await.unwrap())
+    );
+    let out = jobwheel(u, prefix, &["jobs", "add", "--file", f]);
+    assert_eq!(code(&out), 1, "a second add of one id fails");
+    std::fs::write(&file, def("0 0 8 * * ?", "report.weekly")).unwrap();
+    assert_eq!(
+        json(
+            u,
+            prefix,
+            &["jobs", "edit", "report.weekly", "--file", f, "--json"]
+        )["done"],
+        "updated"
+    );
+    let rec = store.get(&weekly).await.unwrap().unwrap();
+    assert!(format!("{:?}", rec.job.schedule()).contains("0 0 8 * * ?"));
+    let out = jobwheel(u, prefix, &["jobs", "edit", "report.other", "--file", f]);
+    assert_eq!(code(&out), 2, "edit keeps the id");
+    std::fs::write(&file, r#"{"id": "x", "handler": "h", "schedule": {"kind": "once", "at": "2030-01-01T00:00:00Z"}, "colour": 1}"#).unwrap();
+    let out = jobwheel(u, prefix, &["jobs", "add", "--file", f]);
+    assert_eq!(code(&out), 2);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("colour"),
+        "the unknown field is named"
+    );
+    let _ = std::fs::remove_file(&file);
+
+    // alarms: the failed one-shot's event is in the outbox.
+    let alarms = json(u, prefix, &["alarms", "--json"]);
+    assert!(
+        alarms
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["event"]["job_id"] == "boom.once"),
+        "{alarms}"
+    );
+    let out = jobwheel(u, prefix, &["alarms", "--status", "lost"]);
+    assert_eq!(code(&out), 2);
+
+    // Every change above is in the audit log, by the command line's user.
+    let audit = store.audit(&jobwheel::AuditQuery::new(100)).await.unwrap();
+    let actions: Vec<&str> = audit
+        .iter()
+        .rev()
+        .map(|e| e.entry.action.as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "job.pause",
+            "job.resume",
+            "job.trigger",
+            "job.remove",
+            "job.create",
+            "job.update"
+        ]
+    );
+    assert!(audit.iter().all(|e| e.entry.actor.starts_with("cli:")));
+    let update = &audit[0].entry;
+    assert_eq!(
+        update.before.as_ref().unwrap()["schedule"]["expr"],
+        "0 30 9 * * ?"
+    );
+    assert_eq!(
+        update.after.as_ref().unwrap()["schedule"]["expr"],
+        "0 0 8 * * ?"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
