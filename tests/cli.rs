@@ -225,6 +225,11 @@ async fn store_verbs(url: &str, prefix: &str) {
     assert_eq!(none, serde_json::json!([]));
     let doctor = json(u, prefix, &["doctor", "--json"]);
     assert_eq!(doctor["healthy"], true, "{doctor}");
+    assert_eq!(
+        doctor["schema"]["found"], doctor["schema"]["known"],
+        "a migrated store is at the newest version: {doctor}"
+    );
+    assert!(doctor["schema"]["known"].as_i64().unwrap() >= 4, "{doctor}");
     assert!(
         doctor["clock_skew_ms"].as_i64().unwrap().abs() < 1_000,
         "{doctor}"

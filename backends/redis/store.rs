@@ -305,6 +305,18 @@ impl Jobs for RedisStore {
         NAME
     }
 
+    async fn schema(&self) -> Result<Option<crate::store::SchemaVersion>> {
+        let found: Option<i64> = redis::cmd("GET")
+            .arg(format!("{}schema", self.prefix))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err("schema"))?;
+        Ok(Some(crate::store::SchemaVersion {
+            found,
+            known: SCHEMA,
+        }))
+    }
+
     async fn now(&self) -> Result<Timestamp> {
         let (secs, micros): (i64, i64) = redis::cmd("TIME")
             .query_async(&mut self.conn.clone())

@@ -194,6 +194,20 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         self.now_ms().await.map(Timestamp::from_millis)
     }
 
+    async fn schema(&self) -> Result<Option<crate::store::SchemaVersion>> {
+        let q = Sql::new(format!(
+            "SELECT MAX(version) AS v FROM {} WHERE success",
+            self.d.t("migrations")
+        ));
+        let rows = self.d.fetch("schema", q).await?;
+        let found = match rows.first() {
+            Some(r) => decode::col(D::NAME, "schema", r.opt_int("v"))?,
+            None => None,
+        };
+        let known = D::MIGRATIONS.iter().map(|m| m.0).max().unwrap_or(0);
+        Ok(Some(crate::store::SchemaVersion { found, known }))
+    }
+
     async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
         super::retrying(|| self.upsert_job(job, next, false)).await
     }

@@ -8,6 +8,15 @@ use crate::time::Timestamp;
 use async_trait::async_trait;
 use std::sync::Arc;
 
+/// A store's schema version ([`Jobs::schema`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SchemaVersion {
+    /// The newest migration recorded in the store; `None` when it was never migrated.
+    pub found: Option<i64>,
+    /// The newest migration this code has.
+    pub known: i64,
+}
+
 /// Job definitions and the scheduling state the engine keeps in them: what a node
 /// needs to run jobs.
 ///
@@ -23,6 +32,13 @@ pub trait Jobs: Send + Sync + 'static {
 
     /// The store's clock.
     async fn now(&self) -> Result<Timestamp>;
+
+    /// The schema: the newest migration recorded in the store (`None` before the
+    /// first migration) and the newest this code has. `Ok(None)` (the default) for a
+    /// store without a versioned schema, such as the memory store.
+    async fn schema(&self) -> Result<Option<SchemaVersion>> {
+        Ok(None)
+    }
 
     /// Creates or replaces a job. Idempotent: when the stored definition is equal to
     /// `job`, nothing changes and the result is [`UpsertOutcome::Unchanged`].
@@ -102,6 +118,7 @@ macro_rules! forward {
         impl<S: Jobs + ?Sized> Jobs for $ptr {
             fn name(&self) -> &'static str { (**self).name() }
             async fn now(&self) -> Result<Timestamp> { (**self).now().await }
+            async fn schema(&self) -> Result<Option<SchemaVersion>> { (**self).schema().await }
             async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> { (**self).upsert(job, next).await }
             async fn create(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> { (**self).create(job, next).await }
             async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> { (**self).upsert_many(jobs).await }

@@ -45,7 +45,7 @@ mod registry;
 pub mod rules;
 
 pub use audit::AuditLog;
-pub use jobs::Jobs;
+pub use jobs::{Jobs, SchemaVersion};
 pub use log::RunLog;
 pub use outbox::AlarmOutbox;
 pub use page::{CorruptRow, Page};
@@ -76,6 +76,9 @@ macro_rules! delegate_store {
             }
             async fn now(&self) -> $crate::Result<$crate::Timestamp> {
                 $crate::store::Jobs::now(&self.$field).await
+            }
+            async fn schema(&self) -> $crate::Result<Option<$crate::store::SchemaVersion>> {
+                $crate::store::Jobs::schema(&self.$field).await
             }
             async fn upsert(
                 &self,

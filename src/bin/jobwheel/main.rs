@@ -45,8 +45,8 @@ enum Command {
     Cron(cron::CronArgs),
     /// Runs the store's pending migrations (other commands never change the schema).
     Migrate,
-    /// Checks the store: rows it cannot read, this machine's clock against the
-    /// store's, nodes whose heartbeat stopped.
+    /// Checks the store: its schema version, rows it cannot read, this machine's
+    /// clock against the store's, nodes whose heartbeat stopped.
     Doctor,
     /// Jobs: list, show, pause, resume, trigger, remove.
     #[command(subcommand)]

@@ -178,7 +178,9 @@ pub async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
         .filter(|n| store_now.duration_since(n.last_beat) > Duration::from_secs(60))
         .map(|n| n.info.node_id.as_str())
         .collect();
-    let healthy = found.is_healthy() && silent.is_empty() && skew_ms.abs() < 1_000;
+    let schema = store.schema().await?;
+    let schema_ok = schema.is_none_or(|v| v.found == Some(v.known));
+    let healthy = found.is_healthy() && silent.is_empty() && skew_ms.abs() < 1_000 && schema_ok;
     if json {
         let corrupt = |rows: &[jobwheel::store::CorruptRow]| {
             rows.iter()
@@ -187,6 +189,7 @@ pub async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
         };
         print_json(&json!({
             "healthy": healthy,
+            "schema": schema,
             "clock_skew_ms": skew_ms,
             "corrupt_jobs": corrupt(&found.jobs),
             "corrupt_nodes": corrupt(&found.nodes),
@@ -194,6 +197,20 @@ pub async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
             "silent_nodes": silent,
         }))?;
     } else {
+        match schema {
+            Some(v) => println!(
+                "schema: version {} of {}{}",
+                v.found
+                    .map_or_else(|| "none".to_string(), |f| f.to_string()),
+                v.known,
+                if schema_ok {
+                    ""
+                } else {
+                    " (run jobwheel migrate)"
+                }
+            ),
+            None => println!("schema: not versioned ({})", store.name()),
+        }
         println!(
             "clock: the store is {skew_ms} ms {} this machine",
             if skew_ms >= 0 { "ahead of" } else { "behind" }
