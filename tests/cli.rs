@@ -1,6 +1,7 @@
 //! The `jobwheel` command line, run as a process: `cron` against the library's own
 //! fire computation, and every store verb against SQLite and PostgreSQL with
-//! `--json` parsed back, the exit codes scripts rely on, and escaped output.
+//! `--json` parsed back, the exit codes scripts rely on, and escaped output; and the
+//! same verbs through a served instance's API with a token.
 
 mod support;
 
@@ -375,4 +376,143 @@ async fn every_store_verb_works_on_postgres() {
     let prefix = format!("cli{:08x}_", fastrand::u32(..));
     store_verbs(&url, &prefix).await;
     support::drop_pg_tables(&url, &prefix).await;
+}
+
+/// Runs `jobwheel --server base --token token args…` off the runtime's threads.
+async fn via_server(base: &str, token: &str, args: &[&str]) -> Output {
+    let (base, token) = (base.to_string(), token.to_string());
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_jobwheel"))
+            .env_remove("JOBWHEEL_URL")
+            .args(["--server", &base, "--token", &token])
+            .args(&args)
+            .output()
+            .expect("jobwheel runs")
+    })
+    .await
+    .unwrap()
+}
+
+fn parsed(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_verbs_work_through_a_server_with_a_token() {
+    use support::admin::{config, serve};
+    let dir = std::env::temp_dir().join(format!("jobwheel-cli-api-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.join("jobs.db").display());
+    let (config, tokens) = config(&url, None, false, None);
+    let server = serve(config).await;
+    let base = format!("http://{}", server.local_addr());
+    let admin = tokens.admin.as_str();
+
+    let file = dir.join("job.json");
+    std::fs::write(
+        &file,
+        r#"{"id": "report.daily", "handler": "report", "remote": {"group": "billing"},
+            "schedule": {"kind": "cron", "expr": "0 30 9 * * ?", "zone": "Asia/Shanghai"}}"#,
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let added = parsed(&via_server(&base, admin, &["--json", "jobs", "add", "--file", f]).await);
+    assert_eq!(added[0]["job"]["id"], "report.daily");
+    let stored = server
+        .store()
+        .get(&JobId::new("report.daily").unwrap())
+        .await
+        .unwrap()
+        .expect("stored through the server");
+    let list = parsed(&via_server(&base, admin, &["--json", "jobs", "list"]).await);
+    assert_eq!(
+        list["items"][0]["next_fire_at"],
+        serde_json::to_value(stored.next_fire_at).unwrap()
+    );
+    let paused =
+        parsed(&via_server(&base, admin, &["--json", "jobs", "pause", "report.daily"]).await);
+    assert_eq!(paused[0]["job"]["enabled"], false);
+    let resumed =
+        parsed(&via_server(&base, admin, &["--json", "jobs", "resume", "report.daily"]).await);
+    assert_eq!(resumed[0]["job"]["enabled"], true);
+    let triggered =
+        parsed(&via_server(&base, admin, &["--json", "jobs", "trigger", "report.daily"]).await);
+    assert_eq!(triggered[0]["next_trigger"], "manual");
+    for verb in [
+        &["--json", "runs"][..],
+        &["--json", "nodes"],
+        &["--json", "executors"],
+        &["--json", "alarms"],
+    ] {
+        assert!(
+            parsed(&via_server(&base, admin, verb).await).is_array(),
+            "{verb:?}"
+        );
+    }
+    let table = via_server(&base, admin, &["jobs", "list"]).await;
+    assert!(String::from_utf8_lossy(&table.stdout).contains("report.daily"));
+
+    // The server's refusals become the exit codes.
+    let viewer = via_server(&base, &tokens.viewer, &["jobs", "pause", "report.daily"]).await;
+    assert_eq!(code(&viewer), 1);
+    assert!(String::from_utf8_lossy(&viewer.stderr).contains("forbidden"));
+    assert_eq!(
+        code(&via_server(&base, admin, &["jobs", "get", "nope"]).await),
+        3
+    );
+    assert_eq!(
+        code(&via_server(&base, admin, &["runs", "--status", "exploded"]).await),
+        2
+    );
+    assert_eq!(
+        code(&via_server(&base, "jw_wrong", &["jobs", "list"]).await),
+        1
+    );
+    assert_eq!(
+        code(&via_server(&base, admin, &["doctor"]).await),
+        2,
+        "doctor needs the store"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_jobwheel"))
+        .env_remove("JOBWHEEL_TOKEN")
+        .args(["--server", &base, "jobs", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "--server without a token is a usage error");
+    assert_eq!(
+        parsed(&via_server(&base, admin, &["--json", "jobs", "rm", "report.daily"]).await)["removed"],
+        "report.daily"
+    );
+
+    // Audited as the token.
+    let audit = server
+        .store()
+        .audit(&jobwheel::AuditQuery::new(100))
+        .await
+        .unwrap();
+    let actions: Vec<&str> = audit
+        .iter()
+        .rev()
+        .map(|e| e.entry.action.as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "job.create",
+            "job.pause",
+            "job.resume",
+            "job.trigger",
+            "job.remove"
+        ]
+    );
+    assert!(audit.iter().all(|e| e.entry.actor == "token:ci"));
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,11 +9,16 @@
 //! jobwheel --url sqlite://jobs.db?mode=rwc --json runs --job report.daily --status failed
 //! ```
 //!
+//! `jobs`, `runs`, `nodes`, `executors` and `alarms` talk to a running server instead
+//! with `--server URL --token T` (or `JOBWHEEL_SERVER`, `JOBWHEEL_TOKEN`): its role
+//! checks and audit apply.
+//!
 //! People get tables; scripts pass `--json` and get one JSON document on stdout.
 //! Exit codes: 0 done; 1 the store or the operation failed (or `doctor` found a
 //! problem); 2 bad usage or invalid input (the message names the argument and the
 //! value); 3 the job named does not exist.
 
+mod api;
 mod cron;
 mod serve;
 mod store;
@@ -35,6 +40,13 @@ struct Cli {
     /// One JSON document on stdout instead of a table.
     #[arg(long, global = true)]
     json: bool,
+    /// A running server to talk to by its admin API instead of the store (`jobs`,
+    /// `runs`, `nodes`, `executors`, `alarms`); needs `--token`.
+    #[arg(long, env = "JOBWHEEL_SERVER", global = true)]
+    server: Option<String>,
+    /// An API token of the server (`Authorization: Bearer`).
+    #[arg(long, env = "JOBWHEEL_TOKEN", global = true, hide_env_values = true)]
+    token: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -126,6 +138,20 @@ async fn run(cli: Cli) -> Outcome {
         Command::Serve(args) => serve::run(&args, cli.url, cli.prefix).await,
         Command::HashPassword(args) => serve::hash(&args),
         Command::NewToken => serve::token(json),
+        command if cli.server.is_some() => {
+            let server = cli.server.unwrap_or_default();
+            let api = api::Api::new(&server, cli.token)?;
+            match command {
+                Command::Jobs(c) => api::jobs(&api, c, json).await,
+                Command::Runs(a) => api::runs(&api, &a, json).await,
+                Command::Nodes => api::nodes(&api, json).await,
+                Command::Executors(a) => api::executors(&api, &a, json).await,
+                Command::Alarms(a) => api::alarms(&api, &a, json).await,
+                _ => Err(Failure::Usage(
+                    "migrate and doctor work on the store: use --url, not --server".into(),
+                )),
+            }
+        }
         command => {
             let url = cli.url.ok_or_else(|| {
                 Failure::Usage("this command needs the store: --url or JOBWHEEL_URL".into())

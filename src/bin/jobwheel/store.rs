@@ -51,21 +51,18 @@ pub enum JobsCommand {
 
 /// Reads a job definition from `file` (`-`: standard input).
 fn read_job(file: &str) -> Result<Job, Failure> {
-    let text = if file == "-" {
+    Ok(Job::from_json(&read_definition(file)?)?)
+}
+
+/// The text of `file` (`-`: standard input).
+pub fn read_definition(file: &str) -> Result<String, Failure> {
+    if file == "-" {
         std::io::read_to_string(std::io::stdin())
-            .map_err(|e| Failure::Usage(format!("cannot read standard input: {e}")))?
+            .map_err(|e| Failure::Usage(format!("cannot read standard input: {e}")))
     } else {
         std::fs::read_to_string(file)
-            .map_err(|e| Failure::Usage(format!("cannot read --file {file:?}: {e}")))?
-    };
-    let de = &mut serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        Failure::Usage(format!(
-            "invalid job definition at {}: {}",
-            e.path(),
-            e.inner()
-        ))
-    })
+            .map_err(|e| Failure::Usage(format!("cannot read --file {file:?}: {e}")))
+    }
 }
 
 /// Who the audit log names for a change made from this command line.
@@ -104,21 +101,21 @@ fn definition(job: &Job) -> Option<serde_json::Value> {
 pub struct RunsArgs {
     /// Only this job's runs.
     #[arg(long)]
-    job: Option<String>,
+    pub job: Option<String>,
     /// Only runs with this status (`running`, `succeeded`, `failed`, `timed_out`,
     /// `cancelled`, `lost`, `misfired`, `returned`).
     #[arg(long)]
-    status: Option<String>,
+    pub status: Option<String>,
     /// At most this many (1-10000).
     #[arg(long, default_value_t = 50)]
-    limit: usize,
+    pub limit: usize,
 }
 
 #[derive(Args, Debug)]
 pub struct ExecutorsArgs {
     /// Only this group's instances.
     #[arg(long)]
-    group: Option<String>,
+    pub group: Option<String>,
 }
 
 /// Connects to the store at `url`; runs pending migrations only when `migrate`.
@@ -516,10 +513,10 @@ pub struct AlarmsArgs {
     /// Only events with this status (`pending`, `sending`, `sent`, `failed`,
     /// `not_needed`).
     #[arg(long)]
-    status: Option<String>,
+    pub status: Option<String>,
     /// At most this many (1-10000).
     #[arg(long, default_value_t = 50)]
-    limit: usize,
+    pub limit: usize,
 }
 
 pub async fn alarms(store: &Arc<dyn JobStore>, args: &AlarmsArgs, json: bool) -> Outcome {
