@@ -1,12 +1,12 @@
 //! The cluster as a whole: daily statistics, the overview, nodes, executor
 //! instances, the alarm outbox and the audit log.
 
-use super::{ApiResult, St, json, page_size};
+use super::{ApiResult, P, Q, St, json, page_size, path, query};
 use crate::admin::{AdminState, ApiError, Principal, Role};
 use crate::job::JobId;
 use crate::record::{AlarmId, AlarmStatus, RunStatus};
 use crate::store::{AlarmQuery, AuditQuery, JobQuery, RunQuery};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use chrono::{Duration as Days, NaiveDate};
@@ -34,12 +34,9 @@ pub(super) struct DailyQuery {
     to: Option<String>,
 }
 
-pub(super) async fn daily(
-    State(s): St,
-    h: HeaderMap,
-    Query(q): Query<DailyQuery>,
-) -> ApiResult<Response> {
+pub(super) async fn daily(State(s): St, h: HeaderMap, q: Q<DailyQuery>) -> ApiResult<Response> {
     s.who(&h)?;
+    let q = query(q)?;
     let today = s.store.now().await?.to_datetime().date_naive();
     let to = day("to", &q.to)?.unwrap_or(today);
     let from = day("from", &q.from)?.unwrap_or(to - Days::days(13));
@@ -192,9 +189,10 @@ pub(super) struct ExecutorsQuery {
 pub(super) async fn executors(
     State(s): St,
     h: HeaderMap,
-    Query(q): Query<ExecutorsQuery>,
+    q: Q<ExecutorsQuery>,
 ) -> ApiResult<Response> {
     let p = s.who(&h)?;
+    let q = query(q)?;
     let page = s.store.executors(q.group.as_deref()).await?;
     let now = s.store.now().await?;
     let items: Vec<_> = page
@@ -217,12 +215,9 @@ pub(super) struct AlarmsQuery {
     limit: Option<usize>,
 }
 
-pub(super) async fn alarms(
-    State(s): St,
-    h: HeaderMap,
-    Query(q): Query<AlarmsQuery>,
-) -> ApiResult<Response> {
+pub(super) async fn alarms(State(s): St, h: HeaderMap, q: Q<AlarmsQuery>) -> ApiResult<Response> {
     let p = s.who(&h)?;
+    let q = query(q)?;
     let status = q
         .status
         .as_ref()
@@ -294,19 +289,15 @@ async fn alarm_action(s: &AdminState, h: &HeaderMap, id: i64, retry: bool) -> Ap
     ))
 }
 
-pub(super) async fn retry_alarm(
-    State(s): St,
-    h: HeaderMap,
-    Path(id): Path<i64>,
-) -> ApiResult<Response> {
+pub(super) async fn retry_alarm(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
+    s.who(&h)?;
+    let id = path(id)?;
     alarm_action(&s, &h, id, true).await
 }
 
-pub(super) async fn discard_alarm(
-    State(s): St,
-    h: HeaderMap,
-    Path(id): Path<i64>,
-) -> ApiResult<Response> {
+pub(super) async fn discard_alarm(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
+    s.who(&h)?;
+    let id = path(id)?;
     alarm_action(&s, &h, id, false).await
 }
 
@@ -322,9 +313,10 @@ pub(super) struct AuditQueryParams {
 pub(super) async fn audit(
     State(s): St,
     h: HeaderMap,
-    Query(q): Query<AuditQueryParams>,
+    q: Q<AuditQueryParams>,
 ) -> ApiResult<Response> {
     let p = s.who(&h)?;
+    let q = query(q)?;
     p.require(Role::Admin)?;
     let limit = page_size(q.limit)?;
     let items = s

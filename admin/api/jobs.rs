@@ -1,7 +1,7 @@
 //! Jobs: list, get, create, update, copy, remove, pause, resume, trigger, next
 //! fires; and the cron preview the job form uses.
 
-use super::{ApiResult, Paged, St, body_bytes, json, json_body, page_size};
+use super::{ApiResult, Paged, Q, St, body_bytes, json, json_body, page_size, query};
 use crate::admin::views::{JobView, next_fires};
 use crate::admin::{AdminState, ApiError, Principal, Role};
 use crate::job::{Job, JobId};
@@ -10,7 +10,7 @@ use crate::store::{JobQuery, admin};
 use crate::time::Timestamp;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
@@ -71,12 +71,9 @@ pub(super) struct ListQuery {
     enabled: Option<bool>,
 }
 
-pub(super) async fn list(
-    State(s): St,
-    h: HeaderMap,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Response> {
+pub(super) async fn list(State(s): St, h: HeaderMap, q: Q<ListQuery>) -> ApiResult<Response> {
     let p = s.who(&h)?;
+    let q = query(q)?;
     let limit = page_size(q.limit)?;
     let after = q.after.as_deref().map(job_id).transpose()?;
     let page = s.store.list(&JobQuery::new(limit).after(after)).await?;
@@ -292,9 +289,10 @@ pub(super) async fn fires(
     State(s): St,
     h: HeaderMap,
     Path(id): Path<String>,
-    Query(q): Query<FiresQuery>,
+    q: Q<FiresQuery>,
 ) -> ApiResult<Response> {
     let p = s.who(&h)?;
+    let q = query(q)?;
     let r = visible(&s, &p, &id).await?;
     let now = s.store.now().await?;
     let fires = next_fires(r.job.schedule(), now, count(q.next)?);
@@ -316,9 +314,10 @@ pub(super) struct PreviewQuery {
 pub(super) async fn cron_preview(
     State(s): St,
     h: HeaderMap,
-    Query(q): Query<PreviewQuery>,
+    q: Q<PreviewQuery>,
 ) -> ApiResult<Response> {
     s.who(&h)?;
+    let q = query(q)?;
     let after = match &q.after {
         None => Timestamp::now(),
         Some(t) => chrono::DateTime::parse_from_rfc3339(t)

@@ -79,6 +79,24 @@ async fn secure_headers(mut r: Response) -> Response {
     r
 }
 
+/// A query string, checked after the caller is (so a caller without credentials
+/// learns nothing from a bad query).
+pub(super) type Q<T> = Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>;
+/// A path parameter, likewise.
+pub(super) type P<T> = Result<axum::extract::Path<T>, axum::extract::rejection::PathRejection>;
+
+/// The query, or 400 `invalid` naming `query`.
+pub(super) fn query<T>(q: Q<T>) -> ApiResult<T> {
+    q.map(|axum::extract::Query(t)| t)
+        .map_err(|e| ApiError::invalid_field("query", &e.body_text()))
+}
+
+/// The path parameter, or 400 `invalid` naming `id`.
+pub(super) fn path<T>(p: P<T>) -> ApiResult<T> {
+    p.map(|axum::extract::Path(t)| t)
+        .map_err(|e| ApiError::invalid_field("id", &e.body_text()))
+}
+
 /// A request's body. Errors: 413 `too_large` over the size limit.
 pub(super) fn body_bytes(body: Result<Bytes, BytesRejection>) -> ApiResult<Bytes> {
     body.map_err(|e| {

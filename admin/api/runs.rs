@@ -1,13 +1,13 @@
 //! The run log: list with filters, one run, its log tail and killing it.
 
-use super::{ApiResult, Paged, St, json, page_size};
+use super::{ApiResult, P, Paged, Q, St, json, page_size, path, query};
 use crate::admin::{AdminState, ApiError, Principal, Role};
 use crate::executors::RemoteGroup;
 use crate::job::JobId;
 use crate::record::{RunId, RunRecord, RunStatus, TriggerKind};
 use crate::store::RunQuery;
 use crate::time::Timestamp;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
@@ -55,12 +55,9 @@ pub(super) struct ListQuery {
     limit: Option<usize>,
 }
 
-pub(super) async fn list(
-    State(s): St,
-    h: HeaderMap,
-    Query(q): Query<ListQuery>,
-) -> ApiResult<Response> {
+pub(super) async fn list(State(s): St, h: HeaderMap, q: Q<ListQuery>) -> ApiResult<Response> {
     let p = s.who(&h)?;
+    let q = query(q)?;
     let limit = page_size(q.limit)?;
     let mut query = RunQuery::new().limit(limit);
     if let Some(j) = &q.job {
@@ -119,12 +116,9 @@ async fn visible(s: &AdminState, p: &Principal, id: i64) -> ApiResult<(RunRecord
     Ok((found, group))
 }
 
-pub(super) async fn get_one(
-    State(s): St,
-    h: HeaderMap,
-    Path(id): Path<i64>,
-) -> ApiResult<Response> {
+pub(super) async fn get_one(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
     let p = s.who(&h)?;
+    let id = path(id)?;
     let (run, group) = visible(&s, &p, id).await?;
     Ok(json(
         StatusCode::OK,
@@ -159,10 +153,12 @@ pub(super) struct LogQuery {
 pub(super) async fn log(
     State(s): St,
     h: HeaderMap,
-    Path(id): Path<i64>,
-    Query(q): Query<LogQuery>,
+    id: P<i64>,
+    q: Q<LogQuery>,
 ) -> ApiResult<Response> {
     let p = s.who(&h)?;
+    let q = query(q)?;
+    let id = path(id)?;
     let (run, group) = visible(&s, &p, id).await?;
     let g = remote(&s, &group)?;
     for instance in g.instances().await? {
@@ -183,7 +179,9 @@ pub(super) async fn log(
     ))
 }
 
-pub(super) async fn kill(State(s): St, h: HeaderMap, Path(id): Path<i64>) -> ApiResult<Response> {
+pub(super) async fn kill(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
+    s.who(&h)?;
+    let id = path(id)?;
     let p = s.change(&h, Role::Operator)?;
     let (run, group) = visible(&s, &p, id).await?;
     if run.status != RunStatus::Running {

@@ -123,6 +123,16 @@ pub async fn audit_paging_logout(c: &Ctx) {
         );
     }
 
+    // A malformed query or id is refused as JSON, naming it.
+    let a = api
+        .call(vera, "GET", "/api/v1/runs", "/api/v1/runs?limit=many", None)
+        .await;
+    assert_eq!((a.status, a.body["field"].as_str()), (400, Some("query")));
+    let a = api
+        .call(vera, "GET", "/api/v1/runs/{id}", "/api/v1/runs/abc", None)
+        .await;
+    assert_eq!((a.status, a.body["field"].as_str()), (400, Some("id")));
+
     // Logging out ends the session in the browser.
     let a = api
         .call(vera, "DELETE", "/api/v1/session", "/api/v1/session", None)

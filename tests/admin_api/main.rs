@@ -97,8 +97,53 @@ async fn suite(store_url: &str, prefix: Option<&str>) {
     jobs::create_read_act(&c).await;
     runs::on_an_instance(&c).await;
     audit::audit_paging_logout(&c).await;
+    every_operation_checks_its_role(&c, &doc).await;
     check_document(&c.api, &doc);
     server.shutdown().await;
+}
+
+/// Every documented operation refuses a caller without credentials (401) and one
+/// whose role is below the operation's `x-role` (403), before looking at its
+/// arguments.
+async fn every_operation_checks_its_role(c: &Ctx, doc: &Value) {
+    let rank = |r: &str| ["viewer", "operator", "admin"].iter().position(|x| *x == r);
+    let callers = [
+        ("viewer", c.viewer_token.clone()),
+        ("viewer", c.vera.clone()),
+        ("operator", c.otto.clone()),
+    ];
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let method = method.to_uppercase();
+            let Some(need) = rank(op["x-role"].as_str().unwrap()) else {
+                continue; // no credentials needed
+            };
+            let real = path.replace(
+                "{id}",
+                if path.starts_with("/api/v1/jobs") {
+                    JOB
+                } else {
+                    "1"
+                },
+            );
+            let body = (method == "POST" || method == "PUT").then(|| b"{}".to_vec());
+            let a = c
+                .api
+                .call(&Who::Anon, &method, path, &real, body.clone())
+                .await;
+            assert_eq!(a.status, 401, "{method} {path} without credentials");
+            for (role, who) in &callers {
+                if rank(role).unwrap() < need {
+                    let a = c.api.call(who, &method, path, &real, body.clone()).await;
+                    assert_eq!(
+                        (a.status, a.body["error"].as_str()),
+                        (403, Some("forbidden")),
+                        "{method} {path} as a {role}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// Every operation the document lists was exercised, every one exercised is
