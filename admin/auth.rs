@@ -21,6 +21,7 @@
 //!   time for an unknown account, and lock an account name out for 5 minutes after 5
 //!   failures in a row (429).
 
+pub use super::config::Role;
 use super::config::{ServerConfig, TokenConfig, UserConfig};
 use super::error::ApiError;
 use crate::time::Timestamp;
@@ -42,18 +43,6 @@ pub const CSRF_HEADER: &str = "x-csrf-token";
 const MAX_FAILURES: u32 = 5;
 /// How long the lock-out lasts.
 const LOCKOUT: Duration = Duration::from_secs(300);
-
-/// What an account or token may do; each role may do everything the one before may.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Reads jobs, runs, logs, statistics, nodes, executors and alarms.
-    Viewer,
-    /// Also pauses, resumes and triggers jobs, kills runs, retries and discards alarms.
-    Operator,
-    /// Also creates, edits, copies and removes jobs, and reads the audit log.
-    Admin,
-}
 
 /// How a request proved who it is.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -37,11 +37,22 @@
 //! `JOBWHEEL_MAX_BODY_BYTES`. The reference with every field and default is
 //! docs/SERVER.md.
 
-use super::auth::Role;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// What an account or token may do; each role may do everything the one before may.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Reads jobs, runs, logs, statistics, nodes, executors and alarms.
+    Viewer,
+    /// Also pauses, resumes and triggers jobs, kills runs, retries and discards alarms.
+    Operator,
+    /// Also creates, edits, copies and removes jobs, and reads the audit log.
+    Admin,
+}
 
 /// Text that is never printed: `Debug` shows `"***"`.
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
