@@ -132,5 +132,7 @@ impl AdminState {
 
 /// The admin API's routes over `state`, and the web console's page and assets.
 pub fn router(state: Arc<AdminState>, max_body_bytes: usize) -> axum::Router {
-    console::routes().merge(api::routes(state, max_body_bytes))
+    console::routes()
+        .layer(axum::middleware::map_response(api::secure_headers))
+        .merge(api::routes(state, max_body_bytes))
 }

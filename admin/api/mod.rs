@@ -67,7 +67,7 @@ async fn not_found() -> ApiError {
 }
 
 /// Headers on every answer: no sniffing, no framing, no caching of API answers.
-async fn secure_headers(mut r: Response) -> Response {
+pub(super) async fn secure_headers(mut r: Response) -> Response {
     let h = r.headers_mut();
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,

@@ -1,6 +1,6 @@
 // jobwheel console, core: the API client, DOM helpers and formatting.
 // Every piece of text from the server is put into the page with text nodes
-// (never innerHTML): job ids, payloads and error messages are shown as text.
+// (never parsed as HTML): job ids, payloads and error messages are shown as text.
 'use strict';
 
 const JW = (window.JW = {});

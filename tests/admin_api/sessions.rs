@@ -58,6 +58,40 @@ pub async fn without_credentials(api: &Api) -> Value {
 pub async fn log_in(api: Api, tokens: &Tokens, hook: HttpServer) -> Ctx {
     let admin = Who::Token(tokens.admin.clone());
     let viewer_token = Who::Token(tokens.viewer.clone());
+    // The console's page: a strict policy, no sniffing, no framing.
+    let page = reqwest::get(format!("{}/", api.base)).await.unwrap();
+    let h = page.headers();
+    let csp = h["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert_eq!(h["x-frame-options"], "DENY");
+    for script in ["core.js", "pages.js", "app.js"] {
+        let js = reqwest::get(format!("{}/assets/{script}", api.base))
+            .await
+            .unwrap();
+        assert!(
+            js.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/javascript")
+        );
+        let text = js.text().await.unwrap();
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+        ] {
+            assert!(
+                !text.contains(sink),
+                "{script} never parses text as HTML ({sink})"
+            );
+        }
+    }
+
     // Logging in.
     for (name, pw) in [("ada", "wrong-password"), ("nobody", "ada-password-1")] {
         let a = api
