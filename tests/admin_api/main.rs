@@ -7,6 +7,7 @@
 mod support;
 
 mod audit;
+mod cluster;
 mod config;
 mod jobs;
 mod read_only;

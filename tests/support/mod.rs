@@ -24,12 +24,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The tables a SQL store's `migrate()` creates under its prefix.
-pub const SQL_TABLES: [&str; 7] = [
+pub const SQL_TABLES: [&str; 8] = [
     "jobs",
     "runs",
     "nodes",
     "executors",
     "alarms",
+    "audit",
     "locks",
     "migrations",
 ];
