@@ -436,7 +436,7 @@ impl ServerConfig {
                     format!("not an argon2 PHC string ({e}): use jobwheel hash-password"),
                 )
             })?;
-            self.check_groups("users.groups", &u.groups)?;
+            check_groups("users.groups", &u.groups)?;
         }
         for t in &self.tokens {
             check_name("tokens.name", &t.name)?;
@@ -450,7 +450,7 @@ impl ServerConfig {
                     "must be 64 hex digits: the SHA-256 of the token (jobwheel new-token)",
                 ));
             }
-            self.check_groups("tokens.groups", &t.groups)?;
+            check_groups("tokens.groups", &t.groups)?;
         }
         let mut groups = std::collections::HashSet::new();
         for g in &self.groups {
@@ -474,13 +474,13 @@ impl ServerConfig {
         }
         Ok(())
     }
+}
 
-    fn check_groups(&self, field: &'static str, groups: &Option<Vec<String>>) -> Result<()> {
-        for g in groups.iter().flatten() {
-            check_name(field, g)?;
-        }
-        Ok(())
+fn check_groups(field: &'static str, groups: &Option<Vec<String>>) -> Result<()> {
+    for g in groups.iter().flatten() {
+        check_name(field, g)?;
     }
+    Ok(())
 }
 
 fn parse_bool(field: &'static str, v: &str) -> Result<bool> {

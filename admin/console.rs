@@ -13,12 +13,34 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 const INDEX: &str = include_str!("console/index.html");
-const CORE_JS: &str = include_str!("console/core.js");
-const PAGES_JS: &str = include_str!("console/pages.js");
-const APP_JS: &str = include_str!("console/app.js");
-const APP_CSS: &str = include_str!("console/app.css");
-const CHART_JS: &str = include_str!("console/vendor/chart.umd.min.js");
-const ICON: &str = include_str!("console/icon.svg");
+const JS: &str = "text/javascript; charset=utf-8";
+
+/// The assets: path, content type, body.
+const ASSETS: [(&str, &str, &str); 7] = [
+    ("/assets/core.js", JS, include_str!("console/core.js")),
+    ("/assets/pages.js", JS, include_str!("console/pages.js")),
+    ("/assets/app.js", JS, include_str!("console/app.js")),
+    (
+        "/assets/chart.umd.min.js",
+        JS,
+        include_str!("console/vendor/chart.umd.min.js"),
+    ),
+    (
+        "/assets/app.css",
+        "text/css; charset=utf-8",
+        include_str!("console/app.css"),
+    ),
+    (
+        "/assets/icon.svg",
+        "image/svg+xml",
+        include_str!("console/icon.svg"),
+    ),
+    (
+        "/favicon.ico",
+        "image/svg+xml",
+        include_str!("console/icon.svg"),
+    ),
+];
 
 /// The policy the page is served with.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -48,35 +70,10 @@ async fn index() -> Response {
 
 /// The console's routes: `/` and `/assets/*`.
 pub(crate) fn routes() -> Router {
-    let js = "text/javascript; charset=utf-8";
-    Router::new()
-        .route("/", get(index))
-        .route(
-            "/assets/core.js",
-            get(move || async move { asset(CORE_JS, js) }),
-        )
-        .route(
-            "/assets/pages.js",
-            get(move || async move { asset(PAGES_JS, js) }),
-        )
-        .route(
-            "/assets/app.js",
-            get(move || async move { asset(APP_JS, js) }),
-        )
-        .route(
-            "/assets/chart.umd.min.js",
-            get(move || async move { asset(CHART_JS, js) }),
-        )
-        .route(
-            "/assets/app.css",
-            get(|| async { asset(APP_CSS, "text/css; charset=utf-8") }),
-        )
-        .route(
-            "/assets/icon.svg",
-            get(|| async { asset(ICON, "image/svg+xml") }),
-        )
-        .route(
-            "/favicon.ico",
-            get(|| async { asset(ICON, "image/svg+xml") }),
-        )
+    ASSETS.iter().fold(
+        Router::new().route("/", get(index)),
+        |router, &(path, kind, body)| {
+            router.route(path, get(move || async move { asset(body, kind) }))
+        },
+    )
 }

@@ -1,9 +1,8 @@
 //! The cluster as a whole: daily statistics, the overview, nodes, executor
 //! instances, the alarm outbox and the audit log.
 
-use super::{ApiResult, P, Q, St, json, page_size, path, query};
-use crate::admin::{AdminState, ApiError, Principal, Role};
-use crate::job::JobId;
+use super::{ApiResult, JobGroups, P, Q, St, json, page_size, path, query};
+use crate::admin::{AdminState, ApiError, Role};
 use crate::record::{AlarmId, AlarmStatus, RunStatus};
 use crate::store::{AlarmQuery, AuditQuery, JobQuery, RunQuery};
 use axum::extract::State;
@@ -54,27 +53,6 @@ pub(super) async fn daily(State(s): St, h: HeaderMap, q: Q<DailyQuery>) -> ApiRe
     ))
 }
 
-/// Whether `p` sees job `id`, given the jobs' groups read so far.
-async fn sees_job(
-    s: &AdminState,
-    p: &Principal,
-    cache: &mut HashMap<JobId, Option<String>>,
-    id: &JobId,
-) -> ApiResult<bool> {
-    if p.groups.is_none() {
-        return Ok(true);
-    }
-    if !cache.contains_key(id) {
-        let g = s
-            .store
-            .get(id)
-            .await?
-            .and_then(|j| j.job.remote().map(|t| t.group().to_string()));
-        cache.insert(id.clone(), g);
-    }
-    Ok(p.sees(cache[id].as_deref()))
-}
-
 pub(super) async fn overview(State(s): St, h: HeaderMap) -> ApiResult<Response> {
     let p = s.who(&h)?;
     let now = s.store.now().await?;
@@ -106,10 +84,10 @@ pub(super) async fn overview(State(s): St, h: HeaderMap) -> ApiResult<Response> 
         (ok + d.succeeded, ended + d.succeeded + failed)
     });
     let runs = s.store.runs(&RunQuery::new().limit(OVERVIEW_RUNS)).await?;
-    let mut cache = HashMap::new();
+    let mut groups = JobGroups::default();
     let mut per_job: HashMap<String, (u64, u64, u64)> = HashMap::new(); // failures, ended, total ms
     for r in &runs {
-        if !sees_job(&s, &p, &mut cache, &r.job_id).await? {
+        if !groups.sees(&s, &p, &r.job_id).await? {
             continue;
         }
         let e = per_job.entry(r.job_id.to_string()).or_default();
@@ -230,10 +208,10 @@ pub(super) async fn alarms(State(s): St, h: HeaderMap, q: Q<AlarmsQuery>) -> Api
         .store
         .alarms(&AlarmQuery::new(page_size(q.limit)?).status(status))
         .await?;
-    let mut cache = HashMap::new();
+    let mut groups = JobGroups::default();
     let mut items = Vec::new();
     for a in all {
-        if sees_job(&s, &p, &mut cache, &a.event.job_id).await? {
+        if groups.sees(&s, &p, &a.event.job_id).await? {
             items.push(a);
         }
     }
@@ -241,17 +219,23 @@ pub(super) async fn alarms(State(s): St, h: HeaderMap, q: Q<AlarmsQuery>) -> Api
 }
 
 /// Retry or discard: an operator's action on one alarm event.
-async fn alarm_action(s: &AdminState, h: &HeaderMap, id: i64, retry: bool) -> ApiResult<Response> {
+async fn alarm_action(
+    s: &AdminState,
+    h: &HeaderMap,
+    id: P<i64>,
+    retry: bool,
+) -> ApiResult<Response> {
     let p = s.change(h, Role::Operator)?;
+    let id = path(id)?;
     let before = s
         .store
-        .alarms(&AlarmQuery::new(crate::limits::MAX_PAGE))
+        .alarms(&AlarmQuery::new(1).id(AlarmId(id)))
         .await?
         .into_iter()
-        .find(|a| a.id.0 == id);
-    let mut cache = HashMap::new();
+        .next();
+    let mut groups = JobGroups::default();
     let before = match before {
-        Some(a) if sees_job(s, &p, &mut cache, &a.event.job_id).await? => a,
+        Some(a) if groups.sees(s, &p, &a.event.job_id).await? => a,
         _ => return Err(ApiError::not_found("alarm", id)),
     };
     let done = if retry {
@@ -290,14 +274,10 @@ async fn alarm_action(s: &AdminState, h: &HeaderMap, id: i64, retry: bool) -> Ap
 }
 
 pub(super) async fn retry_alarm(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
-    s.who(&h)?;
-    let id = path(id)?;
     alarm_action(&s, &h, id, true).await
 }
 
 pub(super) async fn discard_alarm(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
-    s.who(&h)?;
-    let id = path(id)?;
     alarm_action(&s, &h, id, false).await
 }
 

@@ -141,6 +141,44 @@ pub(super) struct Paged<T, C> {
     pub next: Option<C>,
 }
 
+/// The executor groups of the jobs a request meets, each read from the store once.
+#[derive(Default)]
+pub(super) struct JobGroups(std::collections::HashMap<crate::job::JobId, Option<String>>);
+
+impl JobGroups {
+    /// The group of job `id` (`None`: a local job, or one that is gone).
+    pub(super) async fn of(
+        &mut self,
+        s: &AdminState,
+        id: &crate::job::JobId,
+    ) -> ApiResult<Option<String>> {
+        if let Some(g) = self.0.get(id) {
+            return Ok(g.clone());
+        }
+        let g = s
+            .store
+            .get(id)
+            .await?
+            .and_then(|j| j.job.remote().map(|t| t.group().to_string()));
+        self.0.insert(id.clone(), g.clone());
+        Ok(g)
+    }
+
+    /// Whether `p` sees the job `id` (always, for a caller limited to no group:
+    /// nothing is read then).
+    pub(super) async fn sees(
+        &mut self,
+        s: &AdminState,
+        p: &crate::admin::Principal,
+        id: &crate::job::JobId,
+    ) -> ApiResult<bool> {
+        if p.groups.is_none() {
+            return Ok(true);
+        }
+        Ok(p.sees(self.of(s, id).await?.as_deref()))
+    }
+}
+
 /// A page size from a query: 1-1000, 50 by default.
 pub(super) fn page_size(limit: Option<usize>) -> ApiResult<usize> {
     match limit {

@@ -1,6 +1,6 @@
 //! The run log: list with filters, one run, its log tail and killing it.
 
-use super::{ApiResult, P, Paged, Q, St, json, page_size, path, query};
+use super::{ApiResult, JobGroups, P, Paged, Q, St, json, page_size, path, query};
 use crate::admin::{AdminState, ApiError, Principal, Role};
 use crate::executors::RemoteGroup;
 use crate::job::JobId;
@@ -11,26 +11,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
-use std::collections::HashMap;
-
-/// The executor group of each job named (`None`: local, or the job is gone).
-async fn groups_of(
-    s: &AdminState,
-    runs: &[RunRecord],
-) -> ApiResult<HashMap<JobId, Option<String>>> {
-    let mut out = HashMap::new();
-    for r in runs {
-        if !out.contains_key(&r.job_id) {
-            let g = s
-                .store
-                .get(&r.job_id)
-                .await?
-                .and_then(|j| j.job.remote().map(|t| t.group().to_string()));
-            out.insert(r.job_id.clone(), g);
-        }
-    }
-    Ok(out)
-}
 
 fn instant(field: &str, t: &Option<String>) -> ApiResult<Option<Timestamp>> {
     t.as_ref()
@@ -90,13 +70,15 @@ pub(super) async fn list(State(s): St, h: HeaderMap, q: Q<ListQuery>) -> ApiResu
     let next = (runs.len() >= limit)
         .then(|| runs.last().map(|r| r.id.0))
         .flatten();
-    let groups = groups_of(&s, &runs).await?;
-    let items: Vec<RunRecord> = runs
-        .into_iter()
-        .filter(|r| p.groups.is_none() || p.sees(groups[&r.job_id].as_deref()))
-        .filter(|r| q.node.as_ref().is_none_or(|n| &r.node == n))
-        .filter(|r| trigger.is_none_or(|t| r.trigger == t))
-        .collect();
+    let mut groups = JobGroups::default();
+    let mut items: Vec<RunRecord> = Vec::with_capacity(runs.len());
+    for r in runs {
+        let wanted =
+            q.node.as_ref().is_none_or(|n| &r.node == n) && trigger.is_none_or(|t| r.trigger == t);
+        if wanted && groups.sees(&s, &p, &r.job_id).await? {
+            items.push(r);
+        }
+    }
     Ok(json(StatusCode::OK, &Paged { items, next }))
 }
 
@@ -109,7 +91,7 @@ async fn visible(s: &AdminState, p: &Principal, id: i64) -> ApiResult<(RunRecord
         .into_iter()
         .find(|r| r.id.0 == id)
         .ok_or_else(|| ApiError::not_found("run", id))?;
-    let group = groups_of(s, std::slice::from_ref(&found)).await?[&found.job_id].clone();
+    let group = JobGroups::default().of(s, &found.job_id).await?;
     if p.groups.is_some() && !p.sees(group.as_deref()) {
         return Err(ApiError::not_found("run", id));
     }
@@ -180,9 +162,8 @@ pub(super) async fn log(
 }
 
 pub(super) async fn kill(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
-    s.who(&h)?;
-    let id = path(id)?;
     let p = s.change(&h, Role::Operator)?;
+    let id = path(id)?;
     let (run, group) = visible(&s, &p, id).await?;
     if run.status != RunStatus::Running {
         return Err(ApiError::new(

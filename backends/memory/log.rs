@@ -216,7 +216,7 @@ impl AlarmOutbox for MemoryStore {
             .alarms
             .values()
             .rev()
-            .filter(|a| query.status.is_none_or(|s| a.status == s))
+            .filter(|a| query.matches(a))
             .take(query.effective_limit())
             .cloned()
             .collect())

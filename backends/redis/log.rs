@@ -348,6 +348,15 @@ impl AlarmOutbox for RedisStore {
     }
 
     async fn alarms(&self, query: &AlarmQuery) -> Result<Vec<AlarmRecord>> {
+        if let Some(id) = query.id {
+            // One event: read its hash alone.
+            let page = self.alarm_records(&[id.0.to_string()]).await?;
+            return Ok(page
+                .items
+                .into_iter()
+                .filter(|a| query.matches(a))
+                .collect());
+        }
         self.alarm_list(query.status, query.effective_limit()).await
     }
 

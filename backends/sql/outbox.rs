@@ -125,6 +125,9 @@ impl<D: Dialect> AlarmOutbox for SqlStore<D> {
         if let Some(s) = query.status {
             q.push(" AND status = ?", [s.as_str().into()]);
         }
+        if let Some(id) = query.id {
+            q.push(" AND id = ?", [id.0.into()]);
+        }
         q.push(
             " ORDER BY id DESC LIMIT ?",
             [(query.effective_limit().min(i64::MAX as usize) as i64).into()],

@@ -95,14 +95,19 @@ pub async fn alarm_outbox_operator_retry_and_discard(store: &dyn JobStore) {
     let job_id = unique("operator-alarm");
     let ids = enqueue(store, &job_id, (0..3).map(|i| alarm(&job_id, i)).collect()).await;
     let status = |id: AlarmId| async move {
+        let one = store.alarms(&AlarmQuery::new(10).id(id)).await.unwrap();
+        assert_eq!(one.len(), 1, "the query by id finds exactly that event");
+        assert_eq!(one[0].id, id);
+        one.into_iter().next().unwrap()
+    };
+    assert!(
         store
-            .alarms(&AlarmQuery::new(100_000))
+            .alarms(&AlarmQuery::new(10).id(AlarmId(i64::MAX - 7)))
             .await
             .unwrap()
-            .into_iter()
-            .find(|a| a.id == id)
-            .expect("the event is listed")
-    };
+            .is_empty(),
+        "no event has that id"
+    );
     assert!(
         store.discard_alarm(ids[0]).await.unwrap(),
         "a pending event is discarded"

@@ -2,7 +2,9 @@
 //! chained setters, so a field added later breaks no custom store and no caller.
 
 use crate::job::JobId;
-use crate::record::{AlarmStatus, AuditRecord, DueKey, RunId, RunRecord, RunStatus};
+use crate::record::{
+    AlarmId, AlarmRecord, AlarmStatus, AuditRecord, DueKey, RunId, RunRecord, RunStatus,
+};
 use crate::time::Timestamp;
 use std::time::Duration;
 
@@ -149,12 +151,14 @@ impl RunQuery {
 }
 
 /// What [`AlarmOutbox::alarms`](super::AlarmOutbox::alarms) returns: events newest
-/// first, optionally of one status, at most `limit`.
+/// first, optionally of one status or the one with an id, at most `limit`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AlarmQuery {
     /// Only events in this status.
     pub status: Option<AlarmStatus>,
+    /// Only the event with this id.
+    pub id: Option<AlarmId>,
     /// At most this many (0 means 100).
     pub limit: usize,
 }
@@ -164,8 +168,20 @@ impl AlarmQuery {
     pub fn new(limit: usize) -> Self {
         AlarmQuery {
             status: None,
+            id: None,
             limit,
         }
+    }
+
+    /// Only the event `id` (at most one).
+    pub fn id(mut self, id: AlarmId) -> Self {
+        self.id = Some(id);
+        self
+    }
+
+    /// Whether `a` passes every filter.
+    pub fn matches(&self, a: &AlarmRecord) -> bool {
+        self.status.is_none_or(|s| a.status == s) && self.id.is_none_or(|i| a.id == i)
     }
 
     /// Only events in `status`.

@@ -4,6 +4,7 @@
 
 use super::{Failure, Outcome, print_json, table};
 use clap::{Args, Subcommand};
+use jobwheel::admin::views::JobView;
 use jobwheel::prelude::*;
 use jobwheel::store::admin::{self, Doctor};
 use jobwheel::store::{JobQuery, JobStore};
@@ -257,7 +258,7 @@ pub async fn jobs(store: &Arc<dyn JobStore>, command: JobsCommand, json: bool) -
             let page = store.list(&query).await?;
             if json {
                 return print_json(&json!({
-                    "jobs": page.items.iter().map(job_json).collect::<Vec<_>>(),
+                    "jobs": page.items.iter().map(JobView::from).collect::<Vec<_>>(),
                     "unreadable": page.corrupt.iter().map(|c| &c.id).collect::<Vec<_>>(),
                 }));
             }
@@ -302,7 +303,7 @@ pub async fn jobs(store: &Arc<dyn JobStore>, command: JobsCommand, json: bool) -
                 .await?
                 .ok_or_else(|| Failure::NotFound(format!("no job {id:?}")))?;
             if json {
-                return print_json(&job_json(&rec));
+                return print_json(&JobView::from(&rec));
             }
             let definition = serde_json::to_string_pretty(&*rec.job)
                 .map_err(|e| Failure::Failed(e.to_string()))?;
@@ -389,10 +390,6 @@ pub async fn jobs(store: &Arc<dyn JobStore>, command: JobsCommand, json: bool) -
 }
 
 /// A job as `--json` shows it: its definition and its state in the store.
-fn job_json(r: &jobwheel::JobRecord) -> jobwheel::admin::views::JobView {
-    jobwheel::admin::views::JobView::from(r)
-}
-
 fn schedule(s: &Schedule) -> String {
     match s {
         Schedule::Cron(c) => format!("cron {} {}", c.expr().as_str(), c.zone().name()),
