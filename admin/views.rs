@@ -21,6 +21,9 @@ pub struct JobView {
     pub next_trigger: &'static str,
     /// Failed attempts of the current fire so far.
     pub attempt: u32,
+    /// The next fire's payload when it is not the job's own (a manual trigger's
+    /// override); `None` otherwise.
+    pub next_payload: Option<serde_json::Value>,
     /// The run in progress, if any.
     pub running: Option<i64>,
     /// When it was first stored (store clock).
@@ -37,6 +40,7 @@ impl From<&JobRecord> for JobView {
             next_fire_at: r.next_fire_at,
             next_trigger: r.next_trigger.as_str(),
             attempt: r.attempt,
+            next_payload: r.next_payload.clone(),
             running: r.running.map(|id| id.0),
             created_at: r.created_at,
             updated_at: r.updated_at,

@@ -134,6 +134,7 @@ fn memory_claim_path(c: &mut Criterion) {
                         attempt: 1,
                         trigger: TriggerKind::Schedule,
                         covers: None,
+                        payload: None,
                     })
                     .collect();
                 let started = store.start_runs(&starts).await.unwrap();
@@ -155,6 +156,7 @@ fn memory_claim_path(c: &mut Criterion) {
                                 trigger: TriggerKind::Schedule,
                                 attempt: 0,
                                 resume_after: None,
+                                payload: None,
                             },
                             alarms: Vec::new(),
                         }),

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 /// Everything a handler knows about the run it is executing.
 #[derive(Clone, Debug)]
 pub struct JobContext {
-    /// The job definition.
+    /// The job definition, with the fire's payload: for a fire triggered with a
+    /// payload override, that payload in place of the stored one.
     pub job: Arc<Job>,
     /// The run.
     pub run_id: RunId,
@@ -42,7 +43,9 @@ pub struct JobContext {
 }
 
 impl JobContext {
-    /// The job's payload.
+    /// The fire's payload: the job's own, or for a fire triggered with a payload
+    /// override ([`Scheduler::trigger_now_with`](crate::Scheduler::trigger_now_with)),
+    /// that payload (which is then also `job.payload()`).
     pub fn payload(&self) -> &Value {
         self.job.payload()
     }

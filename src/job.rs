@@ -203,17 +203,38 @@ impl Job {
         }
     }
 
+    /// The same job with another payload (what a fire triggered with a payload
+    /// override runs). The payload is not checked: see [`check_payload_value`].
+    pub fn with_payload(&self, payload: Value) -> Job {
+        Job {
+            id: self.id.clone(),
+            handler: self.handler.clone(),
+            payload,
+            schedule: self.schedule.clone(),
+            retry: self.retry.clone(),
+            misfire: self.misfire,
+            misfire_threshold: self.misfire_threshold,
+            timeout: self.timeout,
+            alarm: self.alarm.clone(),
+            enabled: self.enabled,
+            remote: self.remote.clone(),
+        }
+    }
+
     /// Checks the payload against a size limit (bytes of serialized JSON).
     pub fn check_payload(&self, max_bytes: usize) -> Result<()> {
-        check_payload(&self.payload, max_bytes)
+        check_payload_value("job.payload", &self.payload, max_bytes)
     }
 }
 
-fn check_payload(payload: &Value, max_bytes: usize) -> Result<()> {
+/// Checks a payload given apart from a job (a manual trigger's override) as a job's
+/// payload is checked: at most [`MAX_PAYLOAD_DEPTH`](limits::MAX_PAYLOAD_DEPTH)
+/// levels and `max_bytes` bytes of JSON. Errors: [`Error::Invalid`] naming `field`.
+pub fn check_payload_value(field: &'static str, payload: &Value, max_bytes: usize) -> Result<()> {
     let depth = limits::depth(payload, limits::MAX_PAYLOAD_DEPTH);
     if depth > limits::MAX_PAYLOAD_DEPTH {
         return Err(Error::invalid(
-            "job.payload",
+            field,
             format!("nested over {} levels", depth - 1),
             format!("must nest at most {} levels", limits::MAX_PAYLOAD_DEPTH),
         ));
@@ -223,7 +244,7 @@ fn check_payload(payload: &Value, max_bytes: usize) -> Result<()> {
         .unwrap_or(usize::MAX);
     if len > max_bytes {
         return Err(Error::invalid(
-            "job.payload",
+            field,
             format!("{len} bytes"),
             format!("exceeds the limit of {max_bytes} bytes"),
         ));
@@ -429,7 +450,7 @@ impl Job {
                 "must be 1-200 characters",
             ));
         }
-        if let Err(e) = check_payload(&r.payload, max_payload_bytes) {
+        if let Err(e) = check_payload_value("job.payload", &r.payload, max_payload_bytes) {
             limits::drop_flat(r.payload);
             return Err(e);
         }

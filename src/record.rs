@@ -33,6 +33,10 @@ pub struct JobRecord {
     /// While a retry is pending: where the schedule resumes once the retries end
     /// (see [`NextFire::resume_after`]).
     pub resume_after: Option<Timestamp>,
+    /// The payload of the next fire when it is not the job's own: set by a manual
+    /// trigger with a payload, kept through that fire's retries, cleared once the
+    /// fire is done, by a change of definition and by resume.
+    pub next_payload: Option<serde_json::Value>,
     /// Newest fencing token the store has accepted for this job.
     pub last_token: u64,
     /// The run in progress, if any. A job with a running run is never due.

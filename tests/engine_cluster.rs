@@ -480,6 +480,7 @@ async fn ghost_started(
         attempt: 1,
         trigger: TriggerKind::Schedule,
         covers: None,
+        payload: None,
     };
     assert!(matches!(
         store.start_runs(&[start]).await.unwrap()[0],
@@ -602,6 +603,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
             trigger: TriggerKind::Schedule,
             attempt: 0,
             resume_after: None,
+            payload: None,
         },
         alarms: vec![],
     };

@@ -57,8 +57,13 @@ impl Jobs for FlakyStore {
     async fn set_enabled(&self, id: &JobId, enabled: bool, next: Option<Timestamp>) -> Result<()> {
         self.inner.set_enabled(id, enabled, next).await
     }
-    async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> {
-        self.inner.trigger(id, at).await
+    async fn trigger(
+        &self,
+        id: &JobId,
+        at: Timestamp,
+        payload: Option<&serde_json::Value>,
+    ) -> Result<()> {
+        self.inner.trigger(id, at, payload).await
     }
     async fn due(&self, q: &DueQuery) -> Result<Page<DueFire>> {
         self.check("due")?;

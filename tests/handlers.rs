@@ -293,3 +293,82 @@ async fn a_blocking_handler_does_not_stall_other_jobs() {
     assert!(done.is_ok(), "the blocking run finished and was recorded");
     h.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_trigger_with_a_payload_runs_that_fire_and_its_retries_with_it() {
+    type Seen = Arc<Mutex<Vec<(TriggerKind, u32, serde_json::Value)>>>;
+    let seen: Seen = Arc::default();
+    let log = seen.clone();
+    let pick = move |ctx: JobContext| {
+        let payload = ctx.payload().clone();
+        log.lock()
+            .unwrap()
+            .push((ctx.trigger, ctx.attempt, payload.clone()));
+        async move {
+            if payload["fail_first"] == true && ctx.attempt == 1 {
+                return Err(JobError::msg("first attempt fails"));
+            }
+            Ok(())
+        }
+    };
+    let (store, h) = scheduler_with("pick", pick).await;
+    let own = serde_json::json!({ "own": true });
+    let hourly = Job::builder(
+        "hourly",
+        "pick",
+        Schedule::every(Duration::from_secs(3600)).unwrap(),
+    )
+    .payload(own.clone())
+    .retry(RetryPolicy::new(3, Duration::from_secs(1), Duration::from_secs(10)).unwrap())
+    .build()
+    .unwrap();
+    h.scheduler().upsert(hourly).await.unwrap();
+    advance(Duration::from_secs(10)).await;
+    let over = serde_json::json!({ "fail_first": true, "date": "2026-01-01" });
+    h.scheduler()
+        .trigger_now_with("hourly", over.clone())
+        .await
+        .unwrap();
+    advance(Duration::from_secs(10)).await;
+    let rec = h.scheduler().get("hourly").await.unwrap().unwrap();
+    assert_eq!(
+        rec.next_payload, None,
+        "the fire is done: the override is gone"
+    );
+    assert_eq!(rec.job.payload(), &own, "the definition never changed");
+    advance(Duration::from_secs(3600)).await;
+
+    // Refused before anything is written.
+    let huge = serde_json::json!({ "blob": "x".repeat(70 * 1024) });
+    match h.scheduler().trigger_now_with("hourly", huge).await {
+        Err(jobwheel::Error::Invalid { field, .. }) => assert_eq!(field, "payload"),
+        other => panic!("an oversized override is refused naming payload: {other:?}"),
+    }
+    let rec = h.scheduler().get("hourly").await.unwrap().unwrap();
+    assert_eq!(
+        (rec.next_trigger, rec.next_payload),
+        (TriggerKind::Schedule, None)
+    );
+    assert!(matches!(
+        h.scheduler().trigger_now_with("nope", own.clone()).await,
+        Err(jobwheel::Error::NotFound { .. })
+    ));
+    h.shutdown().await;
+
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (TriggerKind::Schedule, 1, own.clone()),
+            (TriggerKind::Manual, 1, over.clone()),
+            (TriggerKind::Retry, 2, over.clone()),
+            (TriggerKind::Schedule, 1, own.clone()),
+        ],
+        "the manual fire and its retry run the override, the schedule its own payload"
+    );
+    let runs = runs_of(&store, "hourly").await;
+    assert_eq!(
+        runs.iter().map(|r| r.payload.clone()).collect::<Vec<_>>(),
+        [None, Some(over.clone()), Some(over), None],
+        "the run log records the override with the runs it was given to"
+    );
+}

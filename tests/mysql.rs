@@ -186,7 +186,7 @@ async fn migration_records_are_adopted_and_checked() {
         || store.migrate(),
         &p,
         "X'00'",
-        4,
+        5,
     )
     .await;
     drop_tables(&url, &p).await;

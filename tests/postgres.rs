@@ -205,7 +205,7 @@ async fn migration_records_are_adopted_and_checked() {
         || store.migrate(),
         &format!("public.{p}"),
         "'\\x00'::bytea",
-        5,
+        6,
     )
     .await;
     drop_tables(&url, &p).await;

@@ -145,7 +145,7 @@ async fn migration_records_are_adopted_and_checked() {
         || store.migrate(),
         store.prefix(),
         "X'00'",
-        4,
+        5,
     )
     .await;
 }

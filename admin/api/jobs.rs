@@ -221,15 +221,35 @@ pub(super) async fn remove(
     Ok(json(StatusCode::OK, &serde_json::json!({"removed": id})))
 }
 
+/// An operator's action on one job.
+enum Action {
+    Pause,
+    Resume,
+    /// Trigger now, with the fire's payload override if any.
+    Trigger(Option<serde_json::Value>),
+}
+
+impl Action {
+    fn name(&self) -> &'static str {
+        match self {
+            Action::Pause => "job.pause",
+            Action::Resume => "job.resume",
+            Action::Trigger(_) => "job.trigger",
+        }
+    }
+}
+
 /// Pause, resume or trigger: the operator's actions on one job.
-async fn act(s: &AdminState, h: &HeaderMap, id: &str, action: &'static str) -> ApiResult<Response> {
-    let p = s.change(h, Role::Operator)?;
-    let before = visible(s, &p, id).await?;
+async fn act(s: &AdminState, p: &Principal, id: &str, action: Action) -> ApiResult<Response> {
+    let before = visible(s, p, id).await?;
     let jid = before.job.id().clone();
-    match action {
-        "job.pause" => s.store.set_enabled(&jid, false, None).await?,
-        "job.resume" => admin::resume(&*s.store, &jid).await?,
-        _ => admin::trigger_now(&*s.store, &jid).await?,
+    match &action {
+        Action::Pause => s.store.set_enabled(&jid, false, None).await?,
+        Action::Resume => admin::resume(&*s.store, &jid).await?,
+        Action::Trigger(payload) => {
+            let max = crate::job::DEFAULT_MAX_PAYLOAD_BYTES;
+            admin::trigger_now(&*s.store, &jid, payload.as_ref(), max).await?
+        }
     }
     let after = s
         .store
@@ -241,10 +261,17 @@ async fn act(s: &AdminState, h: &HeaderMap, id: &str, action: &'static str) -> A
             "enabled": r.job.enabled(),
             "next_fire_at": r.next_fire_at,
             "next_trigger": r.next_trigger.as_str(),
+            "next_payload": r.next_payload,
         })
     };
-    s.audit(&p, action, id, Some(state(&before)), Some(state(&after)))
-        .await?;
+    s.audit(
+        p,
+        action.name(),
+        id,
+        Some(state(&before)),
+        Some(state(&after)),
+    )
+    .await?;
     Ok(json(StatusCode::OK, &JobView::from(&after)))
 }
 
@@ -253,7 +280,8 @@ pub(super) async fn pause(
     h: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    act(&s, &h, &id, "job.pause").await
+    let p = s.change(&h, Role::Operator)?;
+    act(&s, &p, &id, Action::Pause).await
 }
 
 pub(super) async fn resume(
@@ -261,15 +289,34 @@ pub(super) async fn resume(
     h: HeaderMap,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    act(&s, &h, &id, "job.resume").await
+    let p = s.change(&h, Role::Operator)?;
+    act(&s, &p, &id, Action::Resume).await
+}
+
+/// The optional body of a trigger: `{"payload": …}` runs that fire with it in place
+/// of the job's payload (`null` or no body: the job's own).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TriggerBody {
+    payload: Option<serde_json::Value>,
 }
 
 pub(super) async fn trigger(
     State(s): St,
     h: HeaderMap,
     Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    act(&s, &h, &id, "job.trigger").await
+    let p = s.change(&h, Role::Operator)?;
+    let empty = body
+        .as_ref()
+        .is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace));
+    let body: TriggerBody = if empty {
+        TriggerBody::default()
+    } else {
+        json_body(body)?
+    };
+    act(&s, &p, &id, Action::Trigger(body.payload)).await
 }
 
 #[derive(Deserialize)]

@@ -18,6 +18,7 @@ struct DueEntry {
     trigger: TriggerKind,
     attempt: u32,
     resume_after: Option<Timestamp>,
+    payload: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default)]
@@ -57,6 +58,7 @@ impl Inner {
                 trigger: rec.next_trigger,
                 attempt: rec.attempt,
                 resume_after: rec.resume_after,
+                payload: rec.next_payload.clone(),
             };
             self.due.insert((at, rec.job.id().clone()), fire);
         }
@@ -122,6 +124,7 @@ impl Inner {
                 error: None,
                 will_retry: false,
                 covers: r.covers,
+                payload: r.payload.clone(),
             },
         );
         StartOutcome::Started {
@@ -147,6 +150,7 @@ impl Inner {
                 j.next_trigger = f.next.trigger;
                 j.attempt = f.next.attempt;
                 j.resume_after = f.next.resume_after;
+                j.next_payload = f.next.payload.clone();
             }
         });
         self.running.remove(&f.run_id);
@@ -206,6 +210,7 @@ impl MemoryStore {
             j.next_trigger = TriggerKind::Schedule;
             j.attempt = 0;
             j.resume_after = None;
+            j.next_payload = None;
             j.updated_at = now;
             UpsertOutcome::Updated
         });
@@ -219,6 +224,7 @@ impl MemoryStore {
             next_trigger: TriggerKind::Schedule,
             attempt: 0,
             resume_after: None,
+            next_payload: None,
             last_token: 0,
             running: None,
             created_at: now,
@@ -328,18 +334,25 @@ impl Jobs for MemoryStore {
                     j.next_trigger = TriggerKind::Schedule;
                     j.attempt = 0;
                     j.resume_after = None;
+                    j.next_payload = None;
                 }
             })
             .ok_or_else(|| Error::not_found("job", id))
     }
 
-    async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> {
+    async fn trigger(
+        &self,
+        id: &JobId,
+        at: Timestamp,
+        payload: Option<&serde_json::Value>,
+    ) -> Result<()> {
         self.inner()
             .with_job(id, |j| {
                 j.next_fire_at = Some(at);
                 j.next_trigger = TriggerKind::Manual;
                 j.attempt = 0;
                 j.resume_after = None;
+                j.next_payload = payload.cloned();
             })
             .ok_or_else(|| Error::not_found("job", id))
     }
@@ -365,6 +378,7 @@ impl Jobs for MemoryStore {
                     trigger: e.trigger,
                     attempt: e.attempt,
                     resume_after: e.resume_after,
+                    payload: e.payload.clone(),
                 })
                 .collect(),
         ))

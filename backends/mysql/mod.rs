@@ -47,6 +47,11 @@ const MIGRATIONS: &[Embedded] = &[
         include_str!("migrations/0003_executors.sql"),
     ),
     (4, "audit log", include_str!("migrations/0004_audit.sql")),
+    (
+        5,
+        "payload overrides",
+        include_str!("migrations/0005_fire_payload.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =

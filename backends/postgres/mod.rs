@@ -53,6 +53,11 @@ const MIGRATIONS: &[Embedded] = &[
         include_str!("migrations/0004_executors.sql"),
     ),
     (5, "audit log", include_str!("migrations/0005_audit.sql")),
+    (
+        6,
+        "payload overrides",
+        include_str!("migrations/0006_fire_payload.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).

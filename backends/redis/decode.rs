@@ -50,6 +50,17 @@ pub(super) fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::backend(NAME, "encode", false, e))
 }
 
+/// A stored payload override: JSON, or empty for none. Errors with
+/// [`Error::Invalid`] naming `payload` when the text is not JSON.
+pub(super) fn payload(text: &str) -> Result<Option<serde_json::Value>> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|e| Error::invalid("payload", text, e.to_string()))
+}
+
 /// A job hash. A definition that cannot be read, or a field of the wrong shape, is
 /// [`Error::Corrupt`]; the definition is read leniently ([`Job::from_stored`]).
 pub(super) fn job_record(id: &str, h: &Fields) -> Result<JobRecord> {
@@ -70,6 +81,7 @@ pub(super) fn job_record(id: &str, h: &Fields) -> Result<JobRecord> {
             .unwrap_or_default(),
         attempt: int("attempt")?.max(0) as u32,
         resume_after: opt("resume")?.map(Timestamp::from_millis),
+        next_payload: payload(h.get("npayload").map_or("", String::as_str)).map_err(|e| bad(&e))?,
         last_token: int("token")? as u64,
         running: opt("running")?.map(RunId),
         created_at: Timestamp::from_millis(int("created")?),
@@ -102,6 +114,7 @@ pub(super) fn run_record(id: &str, h: &Fields) -> Result<RunRecord> {
             .then(|| h.get("error").cloned().unwrap_or_default()),
         will_retry: h.get("retry").map(String::as_str) == Some("1"),
         covers,
+        payload: payload(h.get("payload").map_or("", String::as_str))?,
     })
 }
 

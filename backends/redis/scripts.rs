@@ -11,10 +11,10 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `P job:<id>` | hash | `def` (JSON), `enabled`, `version`, `next`, `trigger`, `attempt`, `resume` (where the schedule resumes after a retry, or empty), `token`, `running`, `created`, `updated` |
+//! | `P job:<id>` | hash | `def` (JSON), `enabled`, `version`, `next`, `trigger`, `attempt`, `resume` (where the schedule resumes after a retry, or empty), `npayload` (the next fire's payload override as JSON, or empty), `token`, `running`, `created`, `updated` |
 //! | `P jobs` | sorted set | every job id (score 0, lexical order) |
 //! | `P due` | sorted set | enabled, idle jobs with a next fire; score `next` |
-//! | `P run:<id>` | hash | `job`, `fire`, `trigger`, `node`, `attempt`, `token`, `status`, `started`, `ended`, `error`, `retry`, `cfires` and `cthrough` (a misfire record's span, or empty) |
+//! | `P run:<id>` | hash | `job`, `fire`, `trigger`, `node`, `attempt`, `token`, `status`, `started`, `ended`, `error`, `retry`, `cfires` and `cthrough` (a misfire record's span, or empty), `payload` (the payload override it ran with, or empty) |
 //! | `P runs`, `P runs:job:<id>` | sorted sets | run ids (score = id), for the run log |
 //! | `P running` | sorted set | runs in `running` state |
 //! | `P ended` | sorted set | finished runs, score `ended` (for purges) |
@@ -84,7 +84,7 @@ for i = 3, #ARGV, 4 do
   elseif cur then
     redis.call('HINCRBY', jk, 'version', 1)
     redis.call('HSET', jk, 'def', def, 'enabled', en, 'next', nxt, 'trigger', 'schedule',
-      'attempt', '0', 'resume', '', 'updated', nows)
+      'attempt', '0', 'resume', '', 'npayload', '', 'updated', nows)
     reindex(id)
     out[#out + 1] = 'updated'
   else
@@ -119,24 +119,27 @@ if f[2] == en then return 1 end
 redis.call('HINCRBY', jk, 'version', 1)
 redis.call('HSET', jk, 'def', def, 'enabled', en, 'updated', fmt(now_ms()))
 if en == '1' then
-  redis.call('HSET', jk, 'next', nxt, 'trigger', 'schedule', 'attempt', '0', 'resume', '')
+  redis.call('HSET', jk, 'next', nxt, 'trigger', 'schedule', 'attempt', '0', 'resume', '',
+    'npayload', '')
 end
 reindex(id)
 return 1
 ";
 
-/// ARGV: P, id, at. Returns 0 when the job does not exist.
+/// ARGV: P, id, at, payload (JSON, or empty for the job's own). Returns 0 when the
+/// job does not exist.
 pub(super) const TRIGGER: &str = r"
 local id = ARGV[2]
 local jk = P .. 'job:' .. id
 if redis.call('EXISTS', jk) == 0 then return 0 end
-redis.call('HSET', jk, 'next', ARGV[3], 'trigger', 'manual', 'attempt', '0', 'resume', '')
+redis.call('HSET', jk, 'next', ARGV[3], 'trigger', 'manual', 'attempt', '0', 'resume', '',
+  'npayload', ARGV[4])
 reindex(id)
 return 1
 ";
 
 /// ARGV: P, until, limit[, after at, after id]. Returns id, next, def, version,
-/// trigger, attempt, resume per fire, in due order; with the `after` key only fires after it.
+/// trigger, attempt, resume, payload override per fire, in due order; with the `after` key only fires after it.
 /// The key's place is its rank in the due index: the member's own when it is still
 /// there at that score, else that of the key added for a moment and taken out again
 /// (or put back at its own score) within the script, so no one sees it.
@@ -165,18 +168,19 @@ end
 local out = {}
 for _, id in ipairs(ids) do
   local f = redis.call('HMGET', P .. 'job:' .. id, 'next', 'def', 'version', 'trigger', 'attempt',
-    'resume')
+    'resume', 'npayload')
   if f[1] and f[2] then
     out[#out + 1] = id
     for j = 1, 5 do out[#out + 1] = f[j] end
     out[#out + 1] = f[6] or ''
+    out[#out + 1] = f[7] or ''
   end
 end
 return out
 ";
 
 /// ARGV: P, n, then per item: job, fire, version, token, node, attempt, trigger, covered
-/// fires, covered through (both empty without a span).
+/// fires, covered through (both empty without a span), payload override (or empty).
 /// Returns per item a triple: (`ok`, run id, started) or (refusal, current token, '').
 /// Per started run it writes the run hash, its job's run index and the job; the global
 /// indexes, the run-id sequence and the day's counter are written once per batch.
@@ -188,10 +192,10 @@ local seq = tonumber(redis.call('GET', P .. 'seq:run') or '0')
 local runs, running, undue = {}, {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
-  local id, fire, ver, tok, node, att, trig, cfires, cthrough =
+  local id, fire, ver, tok, node, att, trig, cfires, cthrough, pay =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
-    ARGV[i + 7], ARGV[i + 8]
-  i = i + 9
+    ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+  i = i + 10
   local jk = P .. 'job:' .. id
   local f = redis.call('HMGET', jk, 'enabled', 'version', 'running', 'next', 'token')
   local code, cur = nil, ''
@@ -209,7 +213,8 @@ for _ = 1, tonumber(ARGV[2]) do
     local rid = fmt(seq)
     redis.call('HSET', P .. 'run:' .. rid, 'job', id, 'fire', fire, 'trigger', trig,
       'node', node, 'attempt', att, 'token', tok, 'status', 'running', 'started', nows,
-      'ended', '', 'error', '', 'retry', '0', 'cfires', cfires, 'cthrough', cthrough)
+      'ended', '', 'error', '', 'retry', '0', 'cfires', cfires, 'cthrough', cthrough,
+      'payload', pay)
     redis.call('ZADD', P .. 'runs:job:' .. id, rid, rid)
     redis.call('HSET', jk, 'token', tok, 'running', rid)
     runs[#runs + 1] = rid; runs[#runs + 1] = rid
@@ -229,8 +234,8 @@ return out
 ";
 
 /// ARGV: P, n, then per item: run, job, token, takeover, status, has error, error,
-/// will retry, version, next at, next trigger, next attempt, next resume, alarm count,
-/// alarm JSON….
+/// will retry, version, next at, next trigger, next attempt, next resume, next payload
+/// (or empty), alarm count, alarm JSON….
 /// Returns per item a triple: (`ok`, rescheduled, ended) or (refusal, current token, '').
 /// Per finished run it reads the run and its job and writes each once; the due index,
 /// the running and ended indexes and the day counters are written once per batch (the
@@ -242,11 +247,11 @@ local out = {}
 local ended, unrunning, due_of, counts = {}, {}, {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
-  local rid, jid, tok, takeover, st, has_err, err, retry, ver, nat, ntrig, natt, nres, na =
+  local rid, jid, tok, takeover, st, has_err, err, retry, ver, nat, ntrig, natt, nres, npay, na =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
     ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11], ARGV[i + 12],
-    tonumber(ARGV[i + 13])
-  local alarms_at = i + 14
+    ARGV[i + 13], tonumber(ARGV[i + 14])
+  local alarms_at = i + 15
   i = alarms_at + na
   local rk = P .. 'run:' .. rid
   local r = redis.call('HMGET', rk, 'status', 'token', 'fire', 'job', 'started')
@@ -273,7 +278,7 @@ for _ = 1, tonumber(ARGV[2]) do
           nxt = nat
           resched = '1'
           redis.call('HSET', jk, 'token', tok, 'running', running, 'next', nat, 'trigger', ntrig,
-            'attempt', natt, 'resume', nres)
+            'attempt', natt, 'resume', nres, 'npayload', npay)
         else
           redis.call('HSET', jk, 'token', tok, 'running', running)
         end

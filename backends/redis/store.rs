@@ -421,9 +421,16 @@ impl Jobs for RedisStore {
         }
     }
 
-    async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> {
+    async fn trigger(
+        &self,
+        id: &JobId,
+        at: Timestamp,
+        payload: Option<&serde_json::Value>,
+    ) -> Result<()> {
         let mut call = self.call(&self.scripts.trigger);
-        call.arg(id.as_str()).arg(at.as_millis());
+        call.arg(id.as_str())
+            .arg(at.as_millis())
+            .arg(payload.map(encode).transpose()?.unwrap_or_default());
         match self.invoke::<i64>(call, "trigger").await? {
             0 => Err(Error::not_found("job", id)),
             _ => Ok(()),
@@ -443,15 +450,18 @@ impl Jobs for RedisStore {
         let out: Vec<String> = self.invoke(call, "due").await?;
         let w = "decode due";
         let mut page = Page::default();
-        for f in out.chunks_exact(7) {
+        for f in out.chunks_exact(8) {
             let fire_at = Timestamp::from_millis(parse_int(&f[1], w)?);
             let resume_after = match f[6].as_str() {
                 "" => None,
                 s => Some(Timestamp::from_millis(parse_int(s, w)?)),
             };
-            let fields = (Job::from_stored(&f[2]), JobId::new(&f[0]));
-            match fields {
-                (Ok(job), Ok(job_id)) => page.items.push(DueFire {
+            let job = Job::from_stored(&f[2]).and_then(|job| {
+                let payload = super::decode::payload(&f[7])?;
+                Ok((job, payload))
+            });
+            match (job, JobId::new(&f[0])) {
+                (Ok((job, payload)), Ok(job_id)) => page.items.push(DueFire {
                     job_id,
                     fire_at,
                     job: Arc::new(job),
@@ -459,6 +469,7 @@ impl Jobs for RedisStore {
                     trigger: TriggerKind::parse(&f[4]).unwrap_or_default(),
                     attempt: parse_int(&f[5], w)?.max(0) as u32,
                     resume_after,
+                    payload,
                 }),
                 (Err(e), id) => page.corrupt.push(CorruptRow {
                     kind: "job",
@@ -495,6 +506,13 @@ impl Jobs for RedisStore {
                 .arg(
                     r.covers
                         .map_or(String::new(), |c| c.through.as_millis().to_string()),
+                )
+                .arg(
+                    r.payload
+                        .as_ref()
+                        .map(encode)
+                        .transpose()?
+                        .unwrap_or_default(),
                 );
         }
         let out: Vec<String> = self.invoke(call, "start_runs").await?;
@@ -541,6 +559,14 @@ impl Jobs for RedisStore {
                 .arg(f.next.trigger.as_str())
                 .arg(f.next.attempt)
                 .arg(ms(f.next.resume_after))
+                .arg(
+                    f.next
+                        .payload
+                        .as_ref()
+                        .map(encode)
+                        .transpose()?
+                        .unwrap_or_default(),
+                )
                 .arg(f.alarms.len());
             for a in &f.alarms {
                 call.arg(encode(a)?);

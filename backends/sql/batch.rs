@@ -76,12 +76,21 @@ async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOut
         }
     }
     if !accepted.is_empty() {
+        let payloads = runs
+            .iter()
+            .map(|r| {
+                r.payload
+                    .as_ref()
+                    .map(|p| decode::encode(D::NAME, p))
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
         let mut insert = Sql::new(format!(
             "INSERT INTO {} (job_id, fire_at, {}, node, attempt, token, status, started_at, will_retry,
-             covered_fires, covered_through) VALUES {}",
+             covered_fires, covered_through, payload) VALUES {}",
             d.t("runs"),
             D::TRIGGER,
-            vec!["(?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?)"; accepted.len()].join(", ")
+            vec!["(?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)"; accepted.len()].join(", ")
         ));
         for &i in &accepted {
             let r = &runs[i];
@@ -96,7 +105,8 @@ async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOut
                 .bind(now)
                 .bind(false)
                 .bind(fires)
-                .bind(through);
+                .bind(through)
+                .bind(payloads[i].clone());
         }
         d.exec_in(&mut tx, op, insert).await?;
         // Each job has one running run now, so (job, token) finds it.
@@ -147,6 +157,8 @@ struct JobWrite<'a> {
     token: i64,
     running: Option<i64>,
     next: Option<&'a NextFire>,
+    /// `next.payload`, encoded.
+    payload: Option<String>,
 }
 
 /// Records finishes: lock the jobs and runs, decide in request order, then one joined
@@ -210,11 +222,18 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
                 token: 0,
                 running: None,
                 next: None,
+                payload: None,
             });
             write.token = f.token as i64;
             write.running = j.running.map(|r| r.0);
             if rescheduled {
                 write.next = Some(&f.next);
+                write.payload = f
+                    .next
+                    .payload
+                    .as_ref()
+                    .map(|p| decode::encode(D::NAME, p))
+                    .transpose()?;
             }
         }
         done.push(f);
@@ -249,9 +268,10 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
              next_fire_at = CASE WHEN v.n THEN v.nat ELSE next_fire_at END,
              next_trigger = CASE WHEN v.n THEN v.ntr ELSE next_trigger END,
              attempt = CASE WHEN v.n THEN v.na ELSE attempt END,
-             resume_after = CASE WHEN v.n THEN v.nra ELSE resume_after END",
+             resume_after = CASE WHEN v.n THEN v.nra ELSE resume_after END,
+             next_payload = CASE WHEN v.n THEN v.np ELSE next_payload END",
             &d.values(
-                &["id", "t", "r", "n", "nat", "ntr", "na", "nra"],
+                &["id", "t", "r", "n", "nat", "ntr", "na", "nra", "np"],
                 writes.len(),
             ),
         ));
@@ -267,7 +287,8 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
                 .bind(
                     w.next
                         .and_then(|n| n.resume_after.map(Timestamp::as_millis)),
-                );
+                )
+                .bind(w.payload.clone());
         }
         d.exec_in(&mut tx, op, update).await?;
     }

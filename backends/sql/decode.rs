@@ -61,6 +61,13 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     serde_json::from_str(text).map_err(|e| Error::backend(backend, what, false, e))
 }
 
+/// Reads a payload override column: JSON, or NULL for none. Errors with
+/// [`Error::Invalid`] naming `payload` when the text is not JSON.
+pub(crate) fn payload(text: Option<String>) -> Result<Option<serde_json::Value>> {
+    text.map(|t| serde_json::from_str(&t).map_err(|e| Error::invalid("payload", &t, e.to_string())))
+        .transpose()
+}
+
 /// Writes a JSON column.
 pub(crate) fn encode<T: serde::Serialize>(backend: &'static str, v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::backend(backend, "encode", false, e))
@@ -108,6 +115,8 @@ pub(crate) fn job_record(backend: &'static str, row: &impl SqlRow) -> Result<Job
         next_trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
         attempt: row.int32("attempt").map_err(|e| bad(&e))?.max(0) as u32,
         resume_after: opt("resume_after")?.map(Timestamp::from_millis),
+        next_payload: payload(row.opt_text("next_payload").map_err(|e| bad(&e))?)
+            .map_err(|e| bad(&e))?,
         last_token: int("last_token")? as u64,
         running: opt("running_run")?.map(RunId),
         created_at: Timestamp::from_millis(int("created_at")?),
@@ -152,6 +161,7 @@ pub(crate) fn due_fire(r: JobRecord) -> DueFire {
         trigger: r.next_trigger,
         attempt: r.attempt,
         resume_after: r.resume_after,
+        payload: r.next_payload,
         job: r.job,
     }
 }
@@ -183,6 +193,7 @@ pub(crate) fn run_record(backend: &'static str, row: &impl SqlRow) -> Result<Run
         error: col(backend, w, row.opt_text("error"))?,
         will_retry: col(backend, w, row.flag("will_retry"))?,
         covers,
+        payload: payload(col(backend, w, row.opt_text("payload"))?)?,
     })
 }
 

@@ -70,7 +70,8 @@ impl<D: Dialect> SqlStore<D> {
     fn replace_sql(&self, job: &Job, def: &str, next: Option<i64>, now: i64) -> Sql {
         Sql::new(format!(
             "UPDATE {} SET definition = ?, enabled = ?, version = version + 1, next_fire_at = ?,
-             next_trigger = 'schedule', attempt = 0, resume_after = NULL, updated_at = ? WHERE id = ?",
+             next_trigger = 'schedule', attempt = 0, resume_after = NULL, next_payload = NULL,
+             updated_at = ? WHERE id = ?",
             self.d.t("jobs")
         ))
         .bind(def)
@@ -284,7 +285,8 @@ impl<D: Dialect> Jobs for SqlStore<D> {
             .bind(now);
             if enabled {
                 q.push(
-                    ", next_fire_at = ?, next_trigger = 'schedule', attempt = 0, resume_after = NULL",
+                    ", next_fire_at = ?, next_trigger = 'schedule', attempt = 0, resume_after = NULL,
+                     next_payload = NULL",
                     [next.map(Timestamp::as_millis).into()],
                 );
             }
@@ -294,16 +296,24 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         d.commit(tx, op).await
     }
 
-    async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> {
+    async fn trigger(
+        &self,
+        id: &JobId,
+        at: Timestamp,
+        payload: Option<&serde_json::Value>,
+    ) -> Result<()> {
         let op = "trigger";
         let d = &self.d;
+        let payload = payload.map(|p| encode(D::NAME, p)).transpose()?;
         let mut tx = d.begin(op).await?;
         self.lock_job(&mut tx, op, id).await?;
         let q = Sql::new(format!(
-            "UPDATE {} SET next_fire_at = ?, next_trigger = 'manual', attempt = 0, resume_after = NULL WHERE id = ?",
+            "UPDATE {} SET next_fire_at = ?, next_trigger = 'manual', attempt = 0, resume_after = NULL,
+             next_payload = ? WHERE id = ?",
             d.t("jobs")
         ))
         .bind(at.as_millis())
+        .bind(payload)
         .bind(id.as_str());
         d.exec_in(&mut tx, op, q).await?;
         d.commit(tx, op).await

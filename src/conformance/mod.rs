@@ -26,6 +26,7 @@ mod due;
 mod edges;
 mod executors;
 mod locks;
+mod overrides;
 mod rows;
 mod rules;
 mod spans;
@@ -39,6 +40,7 @@ pub use edges::{
 };
 pub use executors::executor_instances_by_heartbeat;
 pub use locks::*;
+pub use overrides::trigger_payload_override;
 pub use rows::{
     RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
     rows_from_newer_versions_are_read, unreadable_rows_are_skipped,
@@ -71,7 +73,8 @@ pub async fn store_suite(store: &dyn JobStore) {
 
 /// The checks of [`Jobs`](crate::store::Jobs): definitions, due order and paging,
 /// conditional start and finish, fencing, the start/finish rules against
-/// [`rules`](crate::store::rules), payload sizes, id order, any text, and any limit.
+/// [`rules`](crate::store::rules), payload sizes, id order, any text, any limit, and a
+/// manual trigger's payload override.
 pub async fn jobs_suite(store: &dyn JobStore) {
     upsert_get_list_remove(store).await;
     refuses_missing_jobs(store).await;
@@ -90,6 +93,7 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     huge_limits_are_lowered(store).await;
     create_never_rearms(store).await;
     upsert_many_matches_upsert(store).await;
+    trigger_payload_override(store).await;
 }
 
 /// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention

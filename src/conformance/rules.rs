@@ -162,7 +162,7 @@ pub async fn finish_rules_agree(store: &dyn JobStore) {
                                 store.upsert(&changed, Some(t0)).await.unwrap();
                             }
                             "trigger" => store
-                                .trigger(&jid(&id), t0 + Duration::from_secs(5))
+                                .trigger(&jid(&id), t0 + Duration::from_secs(5), None)
                                 .await
                                 .unwrap(),
                             "remove" => {

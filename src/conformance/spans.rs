@@ -110,7 +110,7 @@ pub async fn jobs_keep_where_their_schedule_resumes(store: &dyn JobStore) {
         finish_one(store, req).await;
         assert_eq!(record(store, &id).await.resume_after, Some(at));
         match reset {
-            "trigger" => store.trigger(&jid(&id), at).await.unwrap(),
+            "trigger" => store.trigger(&jid(&id), at, None).await.unwrap(),
             "pause-resume" => {
                 store.set_enabled(&jid(&id), false, None).await.unwrap();
                 store.set_enabled(&jid(&id), true, Some(at)).await.unwrap();

@@ -39,6 +39,7 @@ pub(super) fn start_req(id: &str, fire_at: Timestamp, version: u64, token: u64) 
         attempt: 1,
         trigger: TriggerKind::Schedule,
         covers: None,
+        payload: None,
     }
 }
 
@@ -86,6 +87,7 @@ pub(super) fn finish_req(
             trigger: TriggerKind::Schedule,
             attempt: 0,
             resume_after: None,
+            payload: None,
         },
         alarms: Vec::new(),
     }
@@ -220,7 +222,7 @@ pub async fn refuses_missing_jobs(store: &dyn JobStore) {
         Err(Error::NotFound { .. })
     ));
     assert!(matches!(
-        store.trigger(&id, now).await,
+        store.trigger(&id, now, None).await,
         Err(Error::NotFound { .. })
     ));
     assert!(store.get(&id).await.unwrap().is_none());
@@ -411,7 +413,7 @@ pub async fn finish_yields_to_changes_during_the_run(store: &dyn JobStore) {
         "a running job is never due"
     );
     store
-        .trigger(&jid(&b), t0 + Duration::from_secs(5))
+        .trigger(&jid(&b), t0 + Duration::from_secs(5), None)
         .await
         .unwrap();
     store.remove(&jid(&c)).await.unwrap();

@@ -25,7 +25,7 @@ pub async fn run_log_queries(store: &dyn JobStore) {
             let fire = t0 + Duration::from_secs(i as u64);
             store.upsert(&job(id), Some(fire)).await.unwrap();
             if i > 0 {
-                store.trigger(&jid(id), fire).await.unwrap();
+                store.trigger(&jid(id), fire, None).await.unwrap();
             }
             let token = i as u64 + 1;
             let run = started(store, start_req(id, fire, 1, token)).await;

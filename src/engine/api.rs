@@ -117,8 +117,29 @@ impl Scheduler {
     }
 
     /// Runs a job now (trigger `manual`), once any run in progress has finished.
+    /// Errors: [`Error::NotFound`](crate::Error::NotFound).
     pub async fn trigger_now(&self, id: &str) -> Result<()> {
-        crate::store::admin::trigger_now(&*self.core.store, &job_id(id)?).await?;
+        self.trigger(id, None).await
+    }
+
+    /// Runs a job now as [`trigger_now`](Self::trigger_now) does, with `payload` in
+    /// place of the job's own for this fire and its retries ([`JobContext::payload`]
+    /// returns it; the run log records it). The job's definition is unchanged: its
+    /// later fires run its own payload. A later trigger or a change of the job
+    /// replaces the override before it runs.
+    ///
+    /// Errors: [`Error::Invalid`](crate::Error::Invalid) naming `payload` over
+    /// `config.max_payload_bytes` or nested too deep (nothing is written);
+    /// [`Error::NotFound`](crate::Error::NotFound).
+    ///
+    /// [`JobContext::payload`]: crate::JobContext::payload
+    pub async fn trigger_now_with(&self, id: &str, payload: serde_json::Value) -> Result<()> {
+        self.trigger(id, Some(&payload)).await
+    }
+
+    async fn trigger(&self, id: &str, payload: Option<&serde_json::Value>) -> Result<()> {
+        let max = self.core.config.max_payload_bytes;
+        crate::store::admin::trigger_now(&*self.core.store, &job_id(id)?, payload, max).await?;
         self.core.rescan();
         Ok(())
     }

@@ -265,6 +265,7 @@ async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> 
         attempt: attempt.attempt,
         trigger: attempt.trigger,
         covers: attempt.covers,
+        payload: attempt.payload.clone(),
     };
     let run_id = match core.batch().start.call(req).await {
         Ok(StartOutcome::Started { run_id, .. }) => run_id,
@@ -347,7 +348,10 @@ async fn execute(
         }
     };
     let ctx = JobContext {
-        job: job.clone(),
+        job: match &run.attempt.payload {
+            Some(p) => Arc::new(job.with_payload(p.clone())),
+            None => job.clone(),
+        },
         run_id: run.run_id,
         fire_at: run.fire.fire_at,
         attempt: run.attempt.attempt,
@@ -420,6 +424,7 @@ async fn finish_and_continue(
                     trigger: next.trigger,
                     attempt: next.attempt,
                     resume_after: next.resume_after,
+                    payload: next.payload,
                     ..run.fire
                 };
                 return Some(Claim {

@@ -182,6 +182,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
                 trigger: TriggerKind::Schedule,
                 attempt: 0,
                 resume_after: None,
+                payload: None,
             },
             alarms: Vec::new(),
         };
@@ -200,6 +201,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
         trigger: run.trigger,
         attempt: run.attempt.saturating_sub(1),
         resume_after: rec.resume_after.filter(|_| same_fire),
+        payload: run.payload.clone(),
     };
     // A coalescing run stood for fires up to the end of its span; a retry continues
     // its fire's base.
@@ -213,6 +215,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
         trigger: run.trigger,
         base,
         covers: run.covers,
+        payload: run.payload.clone(),
     };
     let p = plan::plan_finish(
         &rec.job,

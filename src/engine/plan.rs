@@ -42,6 +42,8 @@ pub(crate) struct Attempt {
     pub(crate) base: Timestamp,
     /// The scheduled fires a misfire record stands for.
     pub(crate) covers: Option<FireSpan>,
+    /// The fire's payload override (a manual trigger's), kept by its retries.
+    pub(crate) payload: Option<serde_json::Value>,
 }
 
 /// Counts the scheduled fires in `[first, through]`, `first` being one of them.
@@ -63,6 +65,7 @@ impl Attempt {
             trigger: fire.trigger,
             base: fire.resume_after.unwrap_or(fire.fire_at),
             covers: None,
+            payload: fire.payload.clone(),
         }
     }
 }
@@ -148,6 +151,7 @@ impl FinishPlan {
                 trigger: TriggerKind::Schedule,
                 attempt: 0,
                 resume_after: None,
+                payload: None,
             });
         FinishPlan {
             status: RunStatus::Failed,
@@ -167,6 +171,7 @@ fn next_scheduled(schedule: &Schedule, after: Timestamp) -> NextFire {
         trigger: TriggerKind::Schedule,
         attempt: 0,
         resume_after: None,
+        payload: None,
     }
 }
 
@@ -231,6 +236,7 @@ pub(crate) fn plan_skip(
             trigger: TriggerKind::Schedule,
             attempt: 0,
             resume_after: None,
+            payload: None,
         },
         alarms: misfire_alarm(job, a).into_iter().collect(),
     }
@@ -251,6 +257,7 @@ pub(crate) fn plan_return(fire: &DueFire, waited: Duration, node: &str) -> Finis
             trigger: fire.trigger,
             attempt: fire.attempt,
             resume_after: fire.resume_after,
+            payload: fire.payload.clone(),
         },
         alarms: Vec::new(),
     }
@@ -313,6 +320,7 @@ pub(crate) fn plan_finish(
                 trigger: TriggerKind::Retry,
                 attempt: a.attempt,
                 resume_after: Some(a.base),
+                payload: a.payload.clone(),
             },
             alarms,
         }
@@ -423,6 +431,7 @@ mod tests {
             trigger,
             attempt,
             resume_after: None,
+            payload: None,
         }
     }
 
@@ -505,6 +514,7 @@ mod tests {
             trigger: TriggerKind::Schedule,
             base: t(10),
             covers: None,
+            payload: None,
         }
     }
 
@@ -561,6 +571,48 @@ mod tests {
         let p = plan_finish(&j, &attempt(2), Ended::of(&Outcome::Succeeded), t(20), 0.0);
         assert_eq!(p.alarms, [AlarmKind::Recovery]);
         assert_eq!(p.next.at, Some(t(20)));
+    }
+
+    #[test]
+    fn a_payload_override_stays_with_its_fire_and_no_further() {
+        let j = job(MisfirePolicy::FireOnce);
+        let over = serde_json::json!({"date": "2026-01-01"});
+        let mut f = fire(&j, t(10), TriggerKind::Manual, 0);
+        f.payload = Some(over.clone());
+        let a = run_of(plan_start(&j, &f, t(100), S));
+        assert_eq!(
+            a.payload.as_ref(),
+            Some(&over),
+            "a late manual fire keeps it"
+        );
+        let retry = plan_finish(&j, &a, failed(JobError::msg("boom")), t(101), 0.0);
+        assert_eq!(
+            retry.next.payload.as_ref(),
+            Some(&over),
+            "its retry keeps it"
+        );
+        let lost = Ended::new(RunStatus::Lost, None);
+        let again = plan_finish(&j, &a, lost, t(101), 0.0);
+        assert_eq!(
+            again.next.payload.as_ref(),
+            Some(&over),
+            "so does a lost run's"
+        );
+        let back = plan_return(&f, S, "n1");
+        assert_eq!(
+            back.next.payload.as_ref(),
+            Some(&over),
+            "a fire given back keeps it"
+        );
+        let done = plan_finish(&j, &a, Ended::of(&Outcome::Succeeded), t(101), 0.0);
+        assert_eq!(
+            done.next.payload, None,
+            "the fire done, the schedule runs its own"
+        );
+        let mut third = attempt(3);
+        third.payload = Some(over);
+        let last = plan_finish(&j, &third, failed(JobError::msg("boom")), t(101), 0.0);
+        assert_eq!(last.next.payload, None, "retries exhausted: its own again");
     }
 
     #[test]

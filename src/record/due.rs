@@ -24,6 +24,10 @@ pub struct DueFire {
     /// For a retry, where the schedule resumes once the retries end (the job's
     /// [`resume_after`](super::JobRecord::resume_after)).
     pub resume_after: Option<Timestamp>,
+    /// The payload of this fire when it is not the job's own (the job's
+    /// [`next_payload`](super::JobRecord::next_payload): a manual trigger's override);
+    /// `None` runs the job's payload.
+    pub payload: Option<serde_json::Value>,
 }
 
 impl DueFire {

@@ -147,6 +147,10 @@ pub struct StartRun {
     /// For a run the misfire policy decided on, the scheduled fires it stands for;
     /// stored with the run ([`RunRecord::covers`]).
     pub covers: Option<FireSpan>,
+    /// The fire's payload when it is not the job's own (a manual trigger's
+    /// override, [`DueFire::payload`](super::DueFire::payload)); stored with the run
+    /// ([`RunRecord::payload`]).
+    pub payload: Option<serde_json::Value>,
 }
 
 /// Why a start was refused.
@@ -198,6 +202,10 @@ pub struct NextFire {
     /// for), so the fires that come due during the backoff are handled by the misfire
     /// policy instead of disappearing. `None` for a scheduled or manual fire.
     pub resume_after: Option<Timestamp>,
+    /// The payload of that fire when it is not the job's own: a manual trigger's
+    /// override, kept by the retries of the fire it was given for and by a fire
+    /// given back unexecuted; `None` (the job's payload) otherwise.
+    pub payload: Option<serde_json::Value>,
 }
 
 /// A request to record the end of a run.
@@ -289,6 +297,10 @@ pub struct RunRecord {
     /// or a `misfired` record), the scheduled fires it stands for.
     #[serde(default)]
     pub covers: Option<FireSpan>,
+    /// The payload the run was given when it was not the job's own (a manual
+    /// trigger's override); `None` when it ran with the job's payload.
+    #[serde(default)]
+    pub payload: Option<serde_json::Value>,
 }
 
 impl RunRecord {

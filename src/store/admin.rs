@@ -39,10 +39,23 @@ pub fn first_fire(
 }
 
 /// Makes a job due now on the store's clock (trigger `manual`); it runs once any
-/// run in progress has finished.
-pub async fn trigger_now(store: &dyn JobStore, id: &JobId) -> Result<()> {
+/// run in progress has finished. With `payload`, that fire (and its retries) runs
+/// with it in place of the job's payload; the job's definition is unchanged.
+///
+/// Errors: [`Error::Invalid`] naming `payload` when it nests too deep or exceeds
+/// `max_payload_bytes` (nothing is written); [`Error::NotFound`] when there is no
+/// such job.
+pub async fn trigger_now(
+    store: &dyn JobStore,
+    id: &JobId,
+    payload: Option<&serde_json::Value>,
+    max_payload_bytes: usize,
+) -> Result<()> {
+    if let Some(p) = payload {
+        crate::job::check_payload_value("payload", p, max_payload_bytes)?;
+    }
     let now = store.now().await?;
-    store.trigger(id, now).await
+    store.trigger(id, now, payload).await
 }
 
 /// What a scan of the store found: every stored row it could not read.

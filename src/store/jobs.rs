@@ -6,6 +6,7 @@ use crate::job::{Job, JobId};
 use crate::record::*;
 use crate::time::Timestamp;
 use async_trait::async_trait;
+use serde_json::Value;
 use std::sync::Arc;
 
 /// A store's schema version ([`Jobs::schema`]).
@@ -44,8 +45,8 @@ pub trait Jobs: Send + Sync + 'static {
     /// `job`, nothing changes and the result is [`UpsertOutcome::Unchanged`].
     /// Otherwise the definition is written, `version` is bumped, `next_fire_at` is set
     /// to `next_fire_at`, the trigger to `Schedule`, the attempt count to 0 and
-    /// `resume_after` cleared; a run in progress keeps running, and its finish will not
-    /// overwrite this state.
+    /// `resume_after` and `next_payload` cleared; a run in progress keeps running, and
+    /// its finish will not overwrite this state.
     async fn upsert(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome>;
 
     /// Creates a job unless one with its id exists, atomically: the result is
@@ -79,8 +80,8 @@ pub trait Jobs: Send + Sync + 'static {
     async fn remove(&self, id: &JobId) -> Result<bool>;
 
     /// Pauses (`enabled = false`) or resumes a job, bumping its version; on resume
-    /// `next_fire_at` becomes the given value, the attempt count 0 and `resume_after`
-    /// empty. Errors: [`Error::NotFound`](crate::Error::NotFound).
+    /// `next_fire_at` becomes the given value, the attempt count 0, `resume_after`
+    /// and `next_payload` empty. Errors: [`Error::NotFound`](crate::Error::NotFound).
     async fn set_enabled(
         &self,
         id: &JobId,
@@ -88,10 +89,11 @@ pub trait Jobs: Send + Sync + 'static {
         next_fire_at: Option<Timestamp>,
     ) -> Result<()>;
 
-    /// Makes a job due at `at` with trigger `Manual`, attempt count 0 and no
-    /// `resume_after`. When a run is in progress the job becomes due once it finishes.
-    /// Errors: `NotFound`.
-    async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()>;
+    /// Makes a job due at `at` with trigger `Manual`, attempt count 0, no
+    /// `resume_after` and `next_payload` set to `payload` (`None`: the fire runs the
+    /// job's own payload). When a run is in progress the job becomes due once it
+    /// finishes. Errors: `NotFound`.
+    async fn trigger(&self, id: &JobId, at: Timestamp, payload: Option<&Value>) -> Result<()>;
 
     /// Fires with `next_fire_at <= query.until` of enabled jobs that have no run in
     /// progress, in due order (`fire_at`, then job id bytewise), only those after
@@ -99,8 +101,9 @@ pub trait Jobs: Send + Sync + 'static {
     /// decoded is skipped into [`Page::corrupt`] with its due key.
     async fn due(&self, query: &DueQuery) -> Result<Page<DueFire>>;
 
-    /// Records runs as `Running`, each item under [`rules::start`](super::rules::start):
-    /// then `last_token` becomes `item.token` and the run becomes the job's running run.
+    /// Records runs as `Running`, each item under [`rules::start`](super::rules::start),
+    /// with the item's `covers` and `payload`: then `last_token` becomes `item.token`
+    /// and the run becomes the job's running run.
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>>;
 
     /// Records run outcomes, each item under [`rules::finish`](super::rules::finish).
@@ -126,7 +129,7 @@ macro_rules! forward {
             async fn list(&self, q: &JobQuery) -> Result<Page<JobRecord>> { (**self).list(q).await }
             async fn remove(&self, id: &JobId) -> Result<bool> { (**self).remove(id).await }
             async fn set_enabled(&self, id: &JobId, enabled: bool, next: Option<Timestamp>) -> Result<()> { (**self).set_enabled(id, enabled, next).await }
-            async fn trigger(&self, id: &JobId, at: Timestamp) -> Result<()> { (**self).trigger(id, at).await }
+            async fn trigger(&self, id: &JobId, at: Timestamp, payload: Option<&Value>) -> Result<()> { (**self).trigger(id, at, payload).await }
             async fn due(&self, q: &DueQuery) -> Result<Page<DueFire>> { (**self).due(q).await }
             async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> { (**self).start_runs(runs).await }
             async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> { (**self).finish_runs(runs).await }

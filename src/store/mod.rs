@@ -124,8 +124,9 @@ macro_rules! delegate_store {
                 &self,
                 id: &$crate::JobId,
                 at: $crate::Timestamp,
+                payload: Option<&serde_json::Value>,
             ) -> $crate::Result<()> {
-                self.$field.trigger(id, at).await
+                self.$field.trigger(id, at, payload).await
             }
             async fn due(
                 &self,

@@ -154,6 +154,7 @@ mod tests {
             attempt: 1,
             trigger: TriggerKind::Schedule,
             covers: None,
+            payload: None,
         }
     }
 
@@ -172,6 +173,7 @@ mod tests {
                 trigger: TriggerKind::Schedule,
                 attempt: 0,
                 resume_after: None,
+                payload: None,
             },
             alarms: Vec::new(),
         }

@@ -150,9 +150,18 @@ pub async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome {
         JobsCommand::Resume { id } => one(api
             .call("POST", &format!("/jobs/{}/resume", enc(&id)), None)
             .await?),
-        JobsCommand::Trigger { id } => one(api
-            .call("POST", &format!("/jobs/{}/trigger", enc(&id)), None)
-            .await?),
+        JobsCommand::Trigger { id, payload } => {
+            let body = match payload.as_deref() {
+                Some(p) => {
+                    let payload = super::store::parse_payload(p)?;
+                    Some(serde_json::json!({ "payload": payload }).to_string())
+                }
+                None => None,
+            };
+            one(api
+                .call("POST", &format!("/jobs/{}/trigger", enc(&id)), body)
+                .await?)
+        }
         JobsCommand::Rm { id } => {
             let v = api
                 .call("DELETE", &format!("/jobs/{}", enc(&id)), None)

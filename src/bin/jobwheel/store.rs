@@ -31,7 +31,12 @@ pub enum JobsCommand {
     /// Resumes a paused job from its next fire after now.
     Resume { id: String },
     /// Runs a job now, once any run in progress has finished.
-    Trigger { id: String },
+    Trigger {
+        id: String,
+        /// JSON to run this fire (and its retries) with in place of the job's payload.
+        #[arg(long)]
+        payload: Option<String>,
+    },
     /// Removes a job (its runs stay in the log).
     Rm { id: String },
     /// Creates a job from its JSON definition (`-` reads standard input); exit 1
@@ -64,6 +69,11 @@ pub fn read_definition(file: &str) -> Result<String, Failure> {
         std::fs::read_to_string(file)
             .map_err(|e| Failure::Usage(format!("cannot read --file {file:?}: {e}")))
     }
+}
+
+/// Reads `--payload`: JSON text. Exit 2 naming the option when it is not JSON.
+pub fn parse_payload(text: &str) -> Result<serde_json::Value, Failure> {
+    serde_json::from_str(text).map_err(|e| Failure::Usage(format!("--payload is not JSON: {e}")))
 }
 
 /// Who the audit log names for a change made from this command line.
@@ -329,9 +339,12 @@ pub async fn jobs(store: &Arc<dyn JobStore>, command: JobsCommand, json: bool) -
             audit(store, "job.resume", &id, None, None).await?;
             done("resumed", &id)
         }
-        JobsCommand::Trigger { id } => {
-            admin::trigger_now(&**store, &job_id(&id)?).await?;
-            audit(store, "job.trigger", &id, None, None).await?;
+        JobsCommand::Trigger { id, payload } => {
+            let payload = payload.as_deref().map(parse_payload).transpose()?;
+            let max = jobwheel::job::DEFAULT_MAX_PAYLOAD_BYTES;
+            admin::trigger_now(&**store, &job_id(&id)?, payload.as_ref(), max).await?;
+            let after = payload.map(|p| serde_json::json!({ "next_payload": p }));
+            audit(store, "job.trigger", &id, None, after).await?;
             done("triggered", &id)
         }
         JobsCommand::Rm { id } => {

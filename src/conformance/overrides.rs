@@ -1,0 +1,178 @@
+//! A manual trigger's payload override: kept with the job until its fire is done,
+//! returned with the due fire, recorded with the run, cleared by what replaces it.
+
+use super::store::{
+    DAY, cleanup, finish_one, finish_req, jid, job, long_ago, record, run_of, start_req, started,
+};
+use super::unique;
+use crate::record::*;
+use crate::store::{DueQuery, JobStore};
+use crate::time::Timestamp;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// The due fire of job `id` up to `until`, if any.
+async fn due_fire(store: &dyn JobStore, id: &str, until: Timestamp) -> Option<DueFire> {
+    store
+        .due(&DueQuery::new(until, 100_000))
+        .await
+        .expect("due")
+        .items
+        .into_iter()
+        .find(|f| f.job_id.as_str() == id)
+}
+
+/// A payload override is kept, returned and cleared as [`Jobs::trigger`] and
+/// [`Jobs::finish_runs`] say, and text of any kind reads back exactly.
+///
+/// [`Jobs::trigger`]: crate::store::Jobs::trigger
+/// [`Jobs::finish_runs`]: crate::store::Jobs::finish_runs
+pub async fn trigger_payload_override(store: &dyn JobStore) {
+    let id = unique("override");
+    let t0 = long_ago(store).await;
+    let t1 = t0 + Duration::from_secs(5);
+    let own = job(&id)
+        .to_builder()
+        .payload(json!({"own": 1}))
+        .build()
+        .unwrap();
+    store.upsert(&own, Some(t0 + DAY)).await.unwrap();
+    let over: Value =
+        json!({"report": "<script>alert(1)</script>", "nul": "a\u{0}b", "π": [1.5, null, true]});
+
+    // Trigger with a payload: the job and its due fire carry it.
+    store.trigger(&jid(&id), t1, Some(&over)).await.unwrap();
+    let rec = record(store, &id).await;
+    assert_eq!(
+        (
+            rec.next_fire_at,
+            rec.next_trigger,
+            rec.next_payload.as_ref()
+        ),
+        (Some(t1), TriggerKind::Manual, Some(&over)),
+        "trigger stores the override with the manual fire"
+    );
+    assert_eq!(
+        rec.job.payload(),
+        &json!({"own": 1}),
+        "the definition keeps its payload"
+    );
+    let fire = due_fire(store, &id, t1)
+        .await
+        .expect("the triggered fire is due");
+    assert_eq!(
+        fire.payload.as_ref(),
+        Some(&over),
+        "due returns the override"
+    );
+
+    // The run records it; a retry keeps it.
+    let mut req = start_req(&id, t1, 1, 1);
+    (req.trigger, req.payload) = (TriggerKind::Manual, Some(over.clone()));
+    let first = started(store, req).await;
+    assert_eq!(
+        run_of(store, &id, first).await.payload.as_ref(),
+        Some(&over)
+    );
+    let t2 = t1 + Duration::from_secs(30);
+    let mut retry = finish_req(first, &id, 1, RunStatus::Failed, Some(t2));
+    retry.next = NextFire {
+        at: Some(t2),
+        trigger: TriggerKind::Retry,
+        attempt: 1,
+        resume_after: Some(t1),
+        payload: Some(over.clone()),
+    };
+    assert!(matches!(
+        finish_one(store, retry).await,
+        FinishOutcome::Finished {
+            rescheduled: true,
+            ..
+        }
+    ));
+    assert_eq!(record(store, &id).await.next_payload.as_ref(), Some(&over));
+    let fire = due_fire(store, &id, t2).await.expect("the retry is due");
+    assert_eq!(
+        (fire.trigger, fire.payload.as_ref()),
+        (TriggerKind::Retry, Some(&over)),
+        "the retry carries the override"
+    );
+
+    // The fire done: a finish whose next has no override clears it.
+    let mut req = start_req(&id, t2, 1, 2);
+    (req.trigger, req.attempt, req.payload) = (TriggerKind::Retry, 2, Some(over.clone()));
+    let second = started(store, req).await;
+    let t3 = t0 + DAY;
+    let done = finish_req(second, &id, 2, RunStatus::Succeeded, Some(t3));
+    assert!(matches!(
+        finish_one(store, done).await,
+        FinishOutcome::Finished {
+            rescheduled: true,
+            ..
+        }
+    ));
+    let rec = record(store, &id).await;
+    assert_eq!((rec.next_fire_at, rec.next_payload), (Some(t3), None));
+    assert_eq!(
+        due_fire(store, &id, t3)
+            .await
+            .expect("scheduled fire")
+            .payload,
+        None,
+        "the next scheduled fire runs the job's payload"
+    );
+    assert_eq!(
+        run_of(store, &id, first).await.payload.as_ref(),
+        Some(&over)
+    );
+    let plain = started(store, start_req(&id, t3, 1, 3)).await;
+    assert_eq!(
+        run_of(store, &id, plain).await.payload,
+        None,
+        "a plain run has none"
+    );
+
+    // A trigger during a run wins over the run's finish, override included.
+    let other = json!("second");
+    store.trigger(&jid(&id), t1, Some(&other)).await.unwrap();
+    let finish = finish_req(plain, &id, 3, RunStatus::Succeeded, Some(t3 + DAY));
+    assert!(matches!(
+        finish_one(store, finish).await,
+        FinishOutcome::Finished {
+            rescheduled: false,
+            ..
+        }
+    ));
+    assert_eq!(record(store, &id).await.next_payload, Some(other.clone()));
+
+    // A later trigger without one, a change of definition and a resume clear it.
+    store.trigger(&jid(&id), t1, None).await.unwrap();
+    assert_eq!(
+        record(store, &id).await.next_payload,
+        None,
+        "trigger without a payload"
+    );
+    store.trigger(&jid(&id), t1, Some(&other)).await.unwrap();
+    let changed = own.to_builder().payload(json!({"own": 2})).build().unwrap();
+    store.upsert(&changed, Some(t3)).await.unwrap();
+    let rec = record(store, &id).await;
+    assert_eq!(
+        (rec.next_trigger, rec.next_payload),
+        (TriggerKind::Schedule, None),
+        "upsert"
+    );
+    store.trigger(&jid(&id), t1, Some(&other)).await.unwrap();
+    store.set_enabled(&jid(&id), false, None).await.unwrap();
+    assert_eq!(
+        record(store, &id).await.next_payload,
+        Some(other),
+        "pause keeps it"
+    );
+    store.set_enabled(&jid(&id), true, Some(t3)).await.unwrap();
+    assert_eq!(
+        record(store, &id).await.next_payload,
+        None,
+        "resume clears it"
+    );
+    cleanup(store, &[id]).await;
+}
