@@ -252,9 +252,35 @@ async fn store_verbs(url: &str, prefix: &str) {
         rec.next_fire_at,
         rec.job.schedule().first_fire(store.now().await.unwrap())
     );
-    json(u, prefix, &["jobs", "trigger", "report.daily", "--json"]);
+    let once = r#"{"date":"2026-01-01","note":"<once>"}"#;
+    let args = [
+        "jobs",
+        "trigger",
+        "report.daily",
+        "--payload",
+        once,
+        "--json",
+    ];
+    json(u, prefix, &args);
     let rec = store.get(&id).await.unwrap().unwrap();
     assert_eq!(rec.next_trigger.as_str(), "manual");
+    assert_eq!(
+        rec.next_payload,
+        Some(serde_json::from_str(once).unwrap()),
+        "--payload overrides that fire's payload"
+    );
+    let out = jobwheel(
+        u,
+        prefix,
+        &["jobs", "trigger", "report.daily", "--payload", "{nope"],
+    );
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--payload"));
+    assert_eq!(
+        store.get(&id).await.unwrap().unwrap().next_payload,
+        Some(serde_json::from_str(once).unwrap()),
+        "a refused --payload writes nothing"
+    );
     json(u, prefix, &["jobs", "rm", "report.daily", "--json"]);
     assert!(store.get(&id).await.unwrap().is_none());
     // A job that does not exist: exit 3 for every verb that names one.
@@ -445,6 +471,17 @@ async fn the_verbs_work_through_a_server_with_a_token() {
     let triggered =
         parsed(&via_server(&base, admin, &["--json", "jobs", "trigger", "report.daily"]).await);
     assert_eq!(triggered[0]["next_trigger"], "manual");
+    assert_eq!(triggered[0]["next_payload"], Value::Null);
+    let args = [
+        "--json",
+        "jobs",
+        "trigger",
+        "report.daily",
+        "--payload",
+        r#"{"n":1}"#,
+    ];
+    let triggered = parsed(&via_server(&base, admin, &args).await);
+    assert_eq!(triggered[0]["next_payload"], serde_json::json!({"n": 1}));
     for verb in [
         &["--json", "runs"][..],
         &["--json", "nodes"],
@@ -508,6 +545,7 @@ async fn the_verbs_work_through_a_server_with_a_token() {
             "job.create",
             "job.pause",
             "job.resume",
+            "job.trigger",
             "job.trigger",
             "job.remove"
         ]

@@ -4,7 +4,7 @@
 use super::support::remote::{Seen, instance_builder};
 use super::{Ctx, JOB, last_audit, until};
 use jobwheel::executors::ExecutorServer;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::time::Duration;
 
 pub async fn on_an_instance(c: &Ctx) {
@@ -43,16 +43,56 @@ pub async fn on_an_instance(c: &Ctx) {
         )
         .await;
     assert_eq!(a.status, 403);
+    let once = json!({"note": "<b>once</b>", "pages": [1, 2]});
+    let trigger = "/api/v1/jobs/{id}/trigger";
+    let deep: Value =
+        serde_json::from_str(&format!("{}{}", "[".repeat(100), "]".repeat(100))).unwrap();
     let a = api
-        .call(
+        .send(
             otto,
             "POST",
-            "/api/v1/jobs/{id}/trigger",
+            trigger,
             &format!("{path}/trigger"),
-            None,
+            json!({"payload": deep}),
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["field"].as_str()),
+        (400, Some("payload")),
+        "an override nested too deep is refused naming it: {}",
+        a.body
+    );
+    let a = api
+        .send(
+            otto,
+            "POST",
+            trigger,
+            &format!("{path}/trigger"),
+            json!({"payload": once, "extra": 1}),
+        )
+        .await;
+    assert_eq!(a.status, 400, "unknown fields are refused: {}", a.body);
+    let a = api
+        .send(
+            otto,
+            "POST",
+            trigger,
+            &format!("{path}/trigger"),
+            json!({"payload": once}),
         )
         .await;
     assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body["next_trigger"], "manual");
+    assert_eq!(a.body["next_payload"], once, "the job holds the override");
+    assert_eq!(
+        a.body["job"]["payload"]["note"], "<script>alert(1)</script>",
+        "its definition does not change"
+    );
+    let audit = last_audit(api, admin, JOB).await;
+    assert_eq!(
+        (&audit["action"], &audit["after"]["next_payload"]),
+        (&json!("job.trigger"), &once)
+    );
     let run = until("the triggered run to start", || async {
         let a = api
             .call(
@@ -80,6 +120,10 @@ pub async fn on_an_instance(c: &Ctx) {
         (a.body["run"]["status"].as_str(), a.body["group"].as_str()),
         (Some("running"), Some("billing"))
     );
+    assert_eq!(
+        a.body["run"]["payload"], once,
+        "the run records its payload"
+    );
     let lines = until("the run's log", || async {
         let a = api
             .call(
@@ -94,10 +138,14 @@ pub async fn on_an_instance(c: &Ctx) {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        (lines.len() >= 3).then_some(lines)
+        (lines.len() >= 4).then_some(lines)
     })
     .await;
     assert!(lines[0].as_str().unwrap().contains("step <0>"), "{lines:?}");
+    assert!(
+        lines[3].as_str().unwrap().contains(&once.to_string()),
+        "the executor instance ran the override: {lines:?}"
+    );
     let a = api
         .call(
             vera,

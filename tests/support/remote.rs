@@ -31,7 +31,7 @@ pub struct Seen(pub Arc<Mutex<Vec<(String, String, Value)>>>);
 /// An executor server on a free loopback port serving the suite's handlers:
 /// `echo` (records what it saw), `fail` (a permanent failure), `wait` (sleeps the
 /// payload's `ms`, or until cancelled when there is none) and `chatty` (logs three
-/// lines, then waits to be cancelled) and `shard` (for a shard of a sharding
+/// lines and then its payload, then waits to be cancelled) and `shard` (for a shard of a sharding
 /// broadcast: logs and records its shard and attempt, and fails attempt 1 of the
 /// shard whose index is the payload's `fail_shard`).
 pub async fn instance(name: &str, seen: &Seen) -> ExecutorServer {
@@ -73,6 +73,7 @@ pub fn instance_builder(name: &str, seen: &Seen) -> ExecutorServerBuilder {
         for i in 0..3 {
             tracing::info!(line = i, "step <{i}>");
         }
+        tracing::info!("payload {}", ctx.payload());
         ctx.cancel.cancelled().await;
         // Cancelled: the executor ends the run.
         std::future::pending::<()>().await;
