@@ -131,6 +131,7 @@ pages.job = async ([id]) => {
           h('dt', {}, 'Id'), h('dd', { class: 'mono', id: 'job-id' }, v.job.id),
           h('dt', {}, 'State'), h('dd', {}, badge(v.job.enabled ? 'enabled' : 'paused')),
           h('dt', {}, 'Next fire'), h('dd', {}, time(v.next_fire_at), ' ', h('span', { class: 'muted' }, v.next_trigger)),
+          v.next_payload != null ? [h('dt', {}, 'Next payload'), h('dd', { class: 'mono', id: 'job-next-payload' }, JSON.stringify(v.next_payload))] : null,
           h('dt', {}, 'Attempt'), h('dd', {}, v.attempt),
           h('dt', {}, 'Running'), h('dd', {}, v.running ? link('#/runs/' + v.running, 'run ' + v.running) : '—'),
           h('dt', {}, 'Version'), h('dd', {}, v.version),
@@ -138,8 +139,22 @@ pages.job = async ([id]) => {
       h('div', { class: 'panel' }, h('h2', {}, 'Next fires'),
         h('ol', { id: 'job-fires' }, fires.fires.map((f) => h('li', { class: 'mono' }, f.local))))),
     h('div', { class: 'panel' }, h('h2', {}, 'Definition'), h('pre', { id: 'job-definition' }, JSON.stringify(v.job, null, 2))),
+    JW.can('operator') ? triggerWithPayload(v) : null,
     h('div', { class: 'panel' }, h('h2', {}, 'Recent runs'), runsTable(runs.items)));
 };
+
+/** Runs a job once with another payload (its retries keep it; its definition does not change). */
+function triggerWithPayload(v) {
+  const text = h('textarea', { name: 'trigger-payload', class: 'mono' }, JSON.stringify(v.job.payload == null ? {} : v.job.payload, null, 2));
+  const run = button('Trigger with this payload', async () => {
+    let payload;
+    try { payload = JSON.parse(text.value); } catch (e) { throw new Error('payload: not JSON (' + e.message + ')'); }
+    ok(await api('POST', '/jobs/' + enc(v.job.id) + '/trigger', { payload }));
+  }, { name: 'trigger-payload', done: () => JW.render() });
+  return h('div', { class: 'panel' }, h('h2', {}, 'Trigger with a payload'),
+    h('p', { class: 'muted' }, 'Runs the job now with this payload in place of its own, for this fire and its retries.'),
+    text, h('div', { class: 'actions', style: 'margin-top:.5rem' }, run));
+}
 
 pages.jobForm = async ([id]) => {
   const editing = !!id;
@@ -278,6 +293,7 @@ pages.run = async ([id]) => {
         h('dt', {}, 'Node'), h('dd', { class: 'mono' }, r.node),
         h('dt', {}, 'Group'), h('dd', {}, group || 'local'),
         h('dt', {}, 'Will retry'), h('dd', {}, r.will_retry ? 'yes' : 'no'))),
+    r.payload != null ? h('div', { class: 'panel' }, h('h2', {}, 'Payload (given by the trigger)'), h('pre', { id: 'run-payload' }, JSON.stringify(r.payload, null, 2))) : null,
     r.error ? h('div', { class: 'panel' }, h('h2', {}, 'Error'), h('pre', { id: 'run-error' }, r.error)) : null,
     h('div', { class: 'panel' }, h('h2', {}, 'Log'), note, log));
   if (group) setTimeout(() => tailLog(id, log, note, r.status === 'running'), 0);

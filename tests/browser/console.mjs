@@ -129,13 +129,22 @@ try {
   await until('#/runs?job=report.yearly', 'tbody .badge.succeeded', 'the triggered run');
   check((await page.textContent('tbody')).includes('manual'), 'the run is manual');
 
-  step = 'open a long run, its log, kill it';
+  step = 'trigger a long run with a payload, open it and its log, kill it';
   await go('#/jobs/long.chatty');
-  await act('trigger', '/trigger');
+  await page.fill('textarea[name=trigger-payload]', '{"once": ');
+  await page.click('button[data-action=trigger-payload]');
+  await page.waitForSelector('#flash .error');
+  check((await page.textContent('#flash')).startsWith('payload: not JSON'), 'text that is not JSON is refused in the page');
+  const once = { once: XSS };
+  await page.fill('textarea[name=trigger-payload]', JSON.stringify(once));
+  await act('trigger-payload', '/trigger');
   await until('#/runs?job=long.chatty&status=running', 'tbody .badge.running', 'the long run to start');
   await page.click('tbody a[href^="#/runs/"]');
   await page.waitForFunction(() => (document.querySelector('#run-log') || {}).textContent?.includes('step <2>'));
   check((await page.textContent('#run-log')).includes('step <0>'), 'the log shows the first line as text');
+  eq(JSON.parse(await page.textContent('#run-payload')), once, 'the run shows the payload it was given, as text');
+  await page.waitForFunction((p) => (document.querySelector('#run-log') || {}).textContent?.includes(p), JSON.stringify(once));
+  eq(await page.evaluate(() => window.__xss), undefined, 'no script ran from the payload');
   await shot('run');
   await act('kill', '/kill');
   await page.waitForFunction(() => document.querySelector('#run-status .badge')?.textContent === 'failed', null, { timeout: 20000 }).catch(async () => {
