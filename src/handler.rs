@@ -50,9 +50,9 @@ impl JobContext {
         self.job.payload()
     }
 
-    /// The job's payload decoded as `T`. A payload that does not fit is a
-    /// [permanent](JobError::permanent) error naming `T` and the mismatch, so `?` ends
-    /// the run without retries.
+    /// The fire's [payload](Self::payload) decoded as `T`. A payload that does not
+    /// fit is a [permanent](JobError::permanent) error naming `T` and the mismatch, so
+    /// `?` ends the run without retries.
     pub fn payload_as<T: DeserializeOwned>(&self) -> JobResult<T> {
         serde_path_to_error::deserialize(self.job.payload()).map_err(|e| {
             let path = e.path().to_string();

@@ -263,13 +263,17 @@ async fn tails_logs_and_kills(b: &str) {
         let chunk: protocol::LogChunk = serde_json::from_value(v).unwrap();
         offset = chunk.next_offset;
         lines.extend(chunk.lines);
-        if lines.len() >= 3 {
+        if lines.len() >= 4 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines.len(), 4, "{lines:?}");
     assert!(lines[2].contains("step <2> line=2"), "{lines:?}");
+    assert!(
+        lines[3].ends_with(r#"payload {"n":11}"#),
+        "the handler saw the payload the request carried: {lines:?}"
+    );
     let (s, v, _) = ask(b, protocol::KILL, &json!({"run_id": 11, "token": 7})).await;
     assert_eq!((s, v["killed"].as_bool()), (200, Some(true)));
     let r = result(b, 11, 5_000).await;

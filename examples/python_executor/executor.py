@@ -468,6 +468,7 @@ def shard(ctx):
 def chatty(ctx):
     for i in range(3):
         ctx.log(f"step <{i}> line={i}")
+    ctx.log("payload " + json.dumps(ctx.payload, separators=(",", ":"), sort_keys=True))
     ctx.cancelled.wait()
 
 
