@@ -4,7 +4,7 @@
 
 mod support;
 
-use jobwheel::store::{AlarmOutbox, Jobs, NodeRegistry, RunLog};
+use jobwheel::store::{AlarmOutbox, Jobs, NodeRegistry};
 use jobwheel::{
     AlarmKind, Job, JobContext, JobError, Lease, LockProvider, LockRequest, RetryPolicy, RunStatus,
     Schedule, Scheduler, TriggerKind,

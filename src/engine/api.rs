@@ -117,7 +117,7 @@ impl Scheduler {
     }
 
     /// Runs a job now (trigger `manual`), once any run in progress has finished.
-    /// Errors: [`Error::NotFound`](crate::Error::NotFound).
+    /// Errors: [`Error::NotFound`].
     pub async fn trigger_now(&self, id: &str) -> Result<()> {
         self.trigger(id, None).await
     }
@@ -128,9 +128,9 @@ impl Scheduler {
     /// later fires run its own payload. A later trigger or a change of the job
     /// replaces the override before it runs.
     ///
-    /// Errors: [`Error::Invalid`](crate::Error::Invalid) naming `payload` over
+    /// Errors: [`Error::Invalid`] naming `payload` over
     /// `config.max_payload_bytes` or nested too deep (nothing is written);
-    /// [`Error::NotFound`](crate::Error::NotFound).
+    /// [`Error::NotFound`].
     ///
     /// [`JobContext::payload`]: crate::JobContext::payload
     pub async fn trigger_now_with(&self, id: &str, payload: serde_json::Value) -> Result<()> {
