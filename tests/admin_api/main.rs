@@ -9,6 +9,7 @@ mod support;
 mod audit;
 mod cluster;
 mod config;
+mod generated;
 mod jobs;
 mod read_only;
 mod runs;
@@ -98,6 +99,7 @@ async fn suite(store_url: &str, prefix: Option<&str>) {
     jobs::create_read_act(&c).await;
     runs::on_an_instance(&c).await;
     audit::audit_paging_logout(&c).await;
+    generated::every_operation_takes_generated_input(&c, &doc).await;
     every_operation_checks_its_role(&c, &doc).await;
     check_document(&c.api, &doc);
     server.shutdown().await;
