@@ -13,6 +13,7 @@ mod generated;
 mod jobs;
 mod read_only;
 mod runs;
+mod schema;
 mod sessions;
 
 use serde_json::{Value, json};
@@ -180,6 +181,32 @@ fn check_document(api: &Api, doc: &Value) {
             );
         }
     }
+    let mut errors = Vec::new();
+    let mut checked = 0;
+    for ((method, path, status), bodies) in api.samples.lock().unwrap().iter() {
+        let Some(schema) = schema::answer_schema(doc, method, path, *status) else {
+            continue;
+        };
+        for body in bodies {
+            checked += 1;
+            schema::check(
+                doc,
+                schema,
+                body,
+                &format!("{method} {path} {status}"),
+                &mut errors,
+            );
+        }
+    }
+    assert!(
+        checked > 100,
+        "answers were checked against their schemas: {checked}"
+    );
+    assert!(
+        errors.is_empty(),
+        "answers differ from the document:\n{}",
+        errors.join("\n")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -74,6 +74,12 @@ pub async fn serve(config: ServerConfig) -> Server {
 /// `(METHOD, documented path)` → statuses answered.
 pub type Called = BTreeMap<(String, String), BTreeSet<u16>>;
 
+/// Up to [`SAMPLES`] answer bodies per `(METHOD, documented path, status)`.
+pub type Samples = BTreeMap<(String, String, u16), Vec<Value>>;
+
+/// Bodies kept per operation and status, for the schema check.
+pub const SAMPLES: usize = 4;
+
 /// Who a request is from.
 #[derive(Clone, Debug)]
 pub enum Who {
@@ -108,6 +114,8 @@ pub struct Api {
     http: reqwest::Client,
     /// `(METHOD, documented path)` of every call made, and the statuses answered.
     pub called: Arc<Mutex<Called>>,
+    /// Some answer bodies of every operation and status.
+    pub samples: Arc<Mutex<Samples>>,
 }
 
 /// An answer: status, `Set-Cookie` (if any), body as JSON (`Null` when empty).
@@ -123,6 +131,7 @@ impl Api {
             base: format!("http://{}", server.local_addr()),
             http: reqwest::Client::new(),
             called: Arc::default(),
+            samples: Arc::default(),
         }
     }
 
@@ -182,6 +191,14 @@ impl Api {
                 )
             })
         };
+        let mut samples = self.samples.lock().unwrap();
+        let kept = samples
+            .entry((method.to_string(), doc.to_string(), status))
+            .or_default();
+        if kept.len() < SAMPLES {
+            kept.push(body.clone());
+        }
+        drop(samples);
         Answer {
             status,
             set_cookie,
