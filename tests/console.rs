@@ -15,8 +15,12 @@ use std::time::Duration;
 use support::admin::*;
 use support::remote::{Seen, instance_builder};
 
+/// The schedule of the jobs the test triggers itself: nothing fires on its own.
 const EXPR: &str = "0 0 12 1 1 ? 2030-2034";
 const ZONE: &str = "Asia/Shanghai";
+/// How long after the test starts the job made in the form first fires: time for
+/// the browser to start, log in and fill the form, which sees every fire ahead.
+const FIRST_FIRE_IN: Duration = Duration::from_secs(40);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_in_headless_chromium() {
@@ -46,11 +50,29 @@ async fn the_console_in_headless_chromium() {
         .await
         .unwrap();
 
-    // What the form's preview must show: the engine's own fires, on the zone's clock.
-    let schedule = CronSchedule::new(EXPR, ZONE).unwrap();
+    // The job made in the form fires at one wall-clock instant of the zone, first
+    // FIRST_FIRE_IN from now and then yearly: its next five fires are the same
+    // whenever the form asks, until the first. What the preview must show is the
+    // engine's own fires, on the zone's clock.
+    let now = Timestamp::now();
+    let first = (now + FIRST_FIRE_IN)
+        .to_datetime()
+        .with_timezone(&ZONE.parse::<chrono_tz::Tz>().unwrap());
+    use chrono::{Datelike, Timelike};
+    let soon = format!(
+        "{} {} {} {} {} ? {}-{}",
+        first.second(),
+        first.minute(),
+        first.hour(),
+        first.day(),
+        first.month(),
+        first.year(),
+        first.year() + 12
+    );
+    let schedule = CronSchedule::new(&soon, ZONE).unwrap();
     let mut fires = Vec::new();
-    let mut t = Timestamp::now();
-    while let Some(next) = schedule.next_after(t) {
+    let mut t = now;
+    while let Some(next) = schedule.next_after(t).filter(|_| fires.len() < 5) {
         fires.push(
             next.to_datetime()
                 .with_timezone(&schedule.zone())
@@ -58,7 +80,7 @@ async fn the_console_in_headless_chromium() {
         );
         t = next;
     }
-    assert_eq!(fires.len(), 5, "{fires:?}");
+    assert_eq!(fires.len(), 5, "{soon}: {fires:?}");
 
     let (admin, viewer) = (ACCOUNTS[0], ACCOUNTS[2]);
     let mut cmd = tokio::process::Command::new("node");
@@ -68,6 +90,7 @@ async fn the_console_in_headless_chromium() {
         .env("JW_ADMIN", format!("{}:{}", admin.0, admin.1))
         .env("JW_VIEWER", format!("{}:{}", viewer.0, viewer.1))
         .env("JW_EXPR", EXPR)
+        .env("JW_SOON_EXPR", &soon)
         .env("JW_ZONE", ZONE)
         .env("JW_FIRES", serde_json::to_string(&fires).unwrap())
         .kill_on_drop(true);

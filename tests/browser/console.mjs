@@ -3,7 +3,9 @@
 // browser). Exits non-zero, naming the step, when anything is not as expected.
 //
 // Env: JW_BASE (http://127.0.0.1:port), JW_ADMIN / JW_VIEWER ("name:password"),
-// JW_EXPR, JW_ZONE, JW_FIRES (JSON: the expression's next fires, local), and
+// JW_EXPR (a schedule that never fires during the test), JW_SOON_EXPR (one that
+// first fires about 40 s after the test starts), JW_ZONE, JW_FIRES (JSON: the next
+// fires of JW_SOON_EXPR in the zone, local), and
 // optionally JW_SCREENSHOTS (a folder for one PNG per page).
 import { chromium } from 'playwright-core';
 
@@ -44,8 +46,8 @@ const go = async (hash) => {
   await page.waitForSelector('main .head h1');
 };
 /** Reloads `hash` until `selector` appears (bounded: 30 tries a second apart). */
-const until = async (hash, selector, what) => {
-  for (let i = 0; i < 30; i++) {
+const until = async (hash, selector, what, tries = 30) => {
+  for (let i = 0; i < tries; i++) {
     await go(hash);
     if (await page.locator(selector).count()) return;
     await page.waitForTimeout(1000);
@@ -95,7 +97,7 @@ try {
   await page.fill('#job-form input[name=zone]', process.env.JW_ZONE);
   await page.fill('#job-form input[name=expr]', '0 0 12 1 1 ? 20');
   await page.waitForSelector('#cron-preview.bad');
-  await page.fill('#job-form input[name=expr]', process.env.JW_EXPR);
+  await page.fill('#job-form input[name=expr]', process.env.JW_SOON_EXPR);
   await page.waitForFunction((n) => document.querySelectorAll('#cron-preview li.fire').length === n && !document.querySelector('#cron-preview.bad'), expected.length);
   eq(await page.locator('#cron-preview li.fire').allTextContents(), expected, 'the preview lists the next fires in the zone');
   check((await page.textContent('#cron-preview .describe')).length > 0, 'the preview describes the expression');
@@ -121,12 +123,13 @@ try {
     eq(r.status, 201, `create ${id}`);
   }
   await until('#/runs?job=tick&status=succeeded', 'tbody .badge.succeeded', 'a run of tick to succeed');
+  await until('#/runs?job=report.yearly&trigger=schedule&status=succeeded', 'tbody .badge.succeeded', 'the job made in the form to fire on schedule', 90);
   await shot('runs');
 
   step = 'trigger a job';
   await go('#/jobs/report.yearly');
   await act('trigger', '/trigger');
-  await until('#/runs?job=report.yearly', 'tbody .badge.succeeded', 'the triggered run');
+  await until('#/runs?job=report.yearly&trigger=manual', 'tbody .badge.succeeded', 'the triggered run');
   check((await page.textContent('tbody')).includes('manual'), 'the run is manual');
 
   step = 'trigger a long run with a payload, open it and its log, kill it';
