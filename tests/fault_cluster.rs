@@ -269,7 +269,11 @@ async fn server_restart(t: &Target) {
     assert_eq!(alive, 3, "no node crashed");
     assert_eq!(metrics.len(), 3, "every node shut down cleanly");
     assert!(down >= Duration::from_secs(2), "the server was down");
-    assert!(tl.missing.is_empty(), "fires never ran: {:?}", tl.missing);
+    assert!(
+        tl.missing.is_empty(),
+        "fires never ran: {:?}; each node's metrics at the end: {metrics:?}",
+        tl.missing
+    );
     assert!(completed_twice(&runs).is_empty());
     c.drop_tables().await;
 }
