@@ -36,6 +36,13 @@ fn json(url: Option<&str>, prefix: &str, args: &[&str]) -> Value {
         .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+/// The audit log's actions, oldest first, and its entries.
+async fn audit_of(store: &dyn jobwheel::JobStore) -> (Vec<String>, Vec<jobwheel::AuditRecord>) {
+    let audit = store.audit(&jobwheel::AuditQuery::new(100)).await.unwrap();
+    let actions = audit.iter().rev().map(|e| e.entry.action.clone()).collect();
+    (actions, audit)
+}
+
 fn code(out: &Output) -> i32 {
     out.status.code().expect("exited")
 }
@@ -356,12 +363,7 @@ async fn store_verbs(url: &str, prefix: &str) {
     assert_eq!(code(&out), 2);
 
     // Every change above is in the audit log, by the command line's user.
-    let audit = store.audit(&jobwheel::AuditQuery::new(100)).await.unwrap();
-    let actions: Vec<&str> = audit
-        .iter()
-        .rev()
-        .map(|e| e.entry.action.as_str())
-        .collect();
+    let (actions, audit) = audit_of(&*store).await;
     assert_eq!(
         actions,
         [
@@ -529,16 +531,7 @@ async fn the_verbs_work_through_a_server_with_a_token() {
     );
 
     // Audited as the token.
-    let audit = server
-        .store()
-        .audit(&jobwheel::AuditQuery::new(100))
-        .await
-        .unwrap();
-    let actions: Vec<&str> = audit
-        .iter()
-        .rev()
-        .map(|e| e.entry.action.as_str())
-        .collect();
+    let (actions, audit) = audit_of(&**server.store()).await;
     assert_eq!(
         actions,
         [

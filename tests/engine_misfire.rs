@@ -26,15 +26,7 @@ async fn late(job: Job, due: &str, secs: u64) -> Misfired {
     let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
     let id = job.id().to_string();
     store.upsert(&job, Some(at(due))).await.unwrap();
-    let log = Log::default();
-    let s = Scheduler::builder()
-        .store(store.clone())
-        .locks(locks)
-        .handler("h", recording(&log, &clock))
-        .config(config("n1"))
-        .build()
-        .unwrap();
-    let h = s.start().await.unwrap();
+    let (log, h) = start_recording(&store, locks, &clock).await;
     advance(Duration::from_secs(secs)).await;
     let metrics = h.scheduler().metrics();
     h.shutdown().await;

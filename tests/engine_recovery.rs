@@ -82,15 +82,7 @@ async fn a_dead_nodes_run_of_a_removed_job_is_closed() {
         .remove(&jobwheel::JobId::new("report").unwrap())
         .await
         .unwrap();
-    let log = Log::default();
-    let s = Scheduler::builder()
-        .store(store.clone())
-        .locks(locks)
-        .handler("h", recording(&log, &clock))
-        .config(config("n1"))
-        .build()
-        .unwrap();
-    let h = s.start().await.unwrap();
+    let (log, h) = start_recording(&store, locks, &clock).await;
     advance(Duration::from_secs(60)).await;
     let runs = runs_of(&store, "report").await;
     assert_eq!(
@@ -117,15 +109,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
         .unwrap();
     let lease = ghost_started(&store, &locks).await;
 
-    let log = Log::default();
-    let s = Scheduler::builder()
-        .store(store.clone())
-        .locks(locks.clone())
-        .handler("h", recording(&log, &clock))
-        .config(config("n1"))
-        .build()
-        .unwrap();
-    let h = s.start().await.unwrap();
+    let (log, h) = start_recording(&store, locks.clone(), &clock).await;
     advance(Duration::from_secs(29)).await;
     assert_eq!(
         runs_of(&store, "report").await[0].status,

@@ -50,15 +50,11 @@ pub(super) fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::backend(NAME, "encode", false, e))
 }
 
-/// A stored payload override: JSON, or empty for none. Errors with
-/// [`Error::Invalid`] naming `payload` when the text is not JSON.
+/// A stored payload override: JSON, or empty for none.
 pub(super) fn payload(text: &str) -> Result<Option<serde_json::Value>> {
-    if text.is_empty() {
-        return Ok(None);
-    }
-    serde_json::from_str(text)
-        .map(Some)
-        .map_err(|e| Error::invalid("payload", text, e.to_string()))
+    (!text.is_empty())
+        .then(|| crate::job::stored_payload(text))
+        .transpose()
 }
 
 /// A job hash. A definition that cannot be read, or a field of the wrong shape, is

@@ -61,11 +61,9 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     serde_json::from_str(text).map_err(|e| Error::backend(backend, what, false, e))
 }
 
-/// Reads a payload override column: JSON, or NULL for none. Errors with
-/// [`Error::Invalid`] naming `payload` when the text is not JSON.
+/// Reads a payload override column: JSON, or NULL for none.
 pub(crate) fn payload(text: Option<String>) -> Result<Option<serde_json::Value>> {
-    text.map(|t| serde_json::from_str(&t).map_err(|e| Error::invalid("payload", &t, e.to_string())))
-        .transpose()
+    text.as_deref().map(crate::job::stored_payload).transpose()
 }
 
 /// Writes a JSON column.

@@ -44,43 +44,20 @@ pub async fn on_an_instance(c: &Ctx) {
         .await;
     assert_eq!(a.status, 403);
     let once = json!({"note": "<b>once</b>", "pages": [1, 2]});
-    let trigger = "/api/v1/jobs/{id}/trigger";
+    let url = format!("{path}/trigger");
+    let trigger = |body| api.send(otto, "POST", "/api/v1/jobs/{id}/trigger", &url, body);
     let deep: Value =
         serde_json::from_str(&format!("{}{}", "[".repeat(100), "]".repeat(100))).unwrap();
-    let a = api
-        .send(
-            otto,
-            "POST",
-            trigger,
-            &format!("{path}/trigger"),
-            json!({"payload": deep}),
-        )
-        .await;
+    let a = trigger(json!({"payload": deep})).await;
     assert_eq!(
         (a.status, a.body["field"].as_str()),
         (400, Some("payload")),
         "an override nested too deep is refused naming it: {}",
         a.body
     );
-    let a = api
-        .send(
-            otto,
-            "POST",
-            trigger,
-            &format!("{path}/trigger"),
-            json!({"payload": once, "extra": 1}),
-        )
-        .await;
+    let a = trigger(json!({"payload": once, "extra": 1})).await;
     assert_eq!(a.status, 400, "unknown fields are refused: {}", a.body);
-    let a = api
-        .send(
-            otto,
-            "POST",
-            trigger,
-            &format!("{path}/trigger"),
-            json!({"payload": once}),
-        )
-        .await;
+    let a = trigger(json!({"payload": once})).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.body["next_trigger"], "manual");
     assert_eq!(a.body["next_payload"], once, "the job holds the override");

@@ -193,15 +193,26 @@ pub async fn runs_of(store: &dyn JobStore, job: &str) -> Vec<RunRecord> {
 /// recording handler named "h".
 pub async fn recording_scheduler(base: &str) -> (MemoryStore, Log, SchedulerHandle) {
     let (store, locks, clock) = backend(base);
+    let (log, h) = start_recording(&store, locks, &clock).await;
+    (store, log, h)
+}
+
+/// A started scheduler "n1" on this memory backend, with one recording handler
+/// named "h", and what it records.
+pub async fn start_recording(
+    store: &MemoryStore,
+    locks: LocalLocks,
+    clock: &Arc<TokioClock>,
+) -> (Log, SchedulerHandle) {
     let log = Log::default();
     let s = Scheduler::builder()
         .store(store.clone())
         .locks(locks)
-        .handler("h", recording(&log, &clock))
+        .handler("h", recording(&log, clock))
         .config(config("n1"))
         .build()
         .unwrap();
-    (store, log, s.start().await.unwrap())
+    (log, s.start().await.unwrap())
 }
 
 /// The next `n` fires of a cron expression after `from`, as UTC RFC 3339 strings
