@@ -177,9 +177,9 @@ async fn serve_runs_on_postgres_from_its_configuration_file() {
     let prefix = format!("serve{}_", fastrand::u32(..));
     let hash = jobwheel::admin::auth::hash_password("pg-password-1");
     let text = format!(
-        "listen = \"127.0.0.1:8080\"\nstore = \"{url}\"\nprefix = \"{prefix}\"\nsecret = \"{}\"\n\n[[users]]\nname = \"ops\"\npassword_hash = \"{hash}\"\nrole = \"viewer\"\n\n[[groups]]\nname = \"pg\"\nsecret = \"{}\"\n",
-        format!("{:032x}", fastrand::u128(..)),
-        format!("{:032x}", fastrand::u128(..))
+        "listen = \"127.0.0.1:8080\"\nstore = \"{url}\"\nprefix = \"{prefix}\"\nsecret = \"{:032x}\"\n\n[[users]]\nname = \"ops\"\npassword_hash = \"{hash}\"\nrole = \"viewer\"\n\n[[groups]]\nname = \"pg\"\nsecret = \"{:032x}\"\n",
+        fastrand::u128(..),
+        fastrand::u128(..)
     );
     std::fs::write(dir.join("pg.toml"), text).unwrap();
     let s = serve(&dir, &["--config", "pg.toml"]).await;
