@@ -53,6 +53,11 @@ fn cron(c: &mut Criterion) {
             "America/New_York",
         ),
         (
+            "fixed hours 2,3 from the second pass, Berlin",
+            "0 0,30 2,3 * * ?",
+            "Europe/Berlin",
+        ),
+        (
             "every second, Apia, into the skipped day",
             "* * * * * ?",
             "Pacific/Apia",
@@ -65,6 +70,7 @@ fn cron(c: &mut Criterion) {
             n if n.contains("fall-back") => Timestamp::from_millis(1_793_512_800_000), // 2026-11-01T06:00:00Z, 01:00 EST (second pass)
             n if n.contains("second pass") => Timestamp::from_millis(1_793_514_600_000), // 2026-11-01T06:30:00Z, 01:30 EST
             n if n.contains("spring gap") => Timestamp::from_millis(1_772_953_200_000), // 2026-03-08T07:00:00Z, 03:00 EDT
+            n if n.contains("fixed hours 2,3") => Timestamp::from_millis(1_792_890_000_000), // 2026-10-25T01:00:00Z, 02:00 CET (second pass)
             n if n.contains("Apia") => Timestamp::from_millis(1_325_239_199_000), // 2011-12-30T09:59:59Z, 23:59:59 on the 29th
             _ => start,
         };

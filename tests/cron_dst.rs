@@ -255,6 +255,104 @@ fn lord_howe_half_hour_gap() {
     );
 }
 
+/// A search that starts in the second pass of a repeated period must not pass over
+/// the wall times just after the period (they exist only in the new offset).
+#[test]
+fn a_fixed_hour_search_from_the_second_pass_finds_the_wall_time_after_the_period() {
+    let cases = [
+        // (expression, zone, after, next fire)
+        (
+            "0 0,30 2,3 * * ?",
+            "Europe/Berlin",
+            "2026-10-25T01:00:00Z",
+            "2026-10-25T02:00:00Z",
+        ),
+        (
+            "0 0,50 1,2 * * ?",
+            "America/New_York",
+            "2026-11-01T06:40:00Z",
+            "2026-11-01T07:00:00Z",
+        ),
+        (
+            "0 45 2,3 * * ?",
+            "Antarctica/Troll",
+            "2026-10-25T02:30:00Z",
+            "2026-10-25T03:45:00Z",
+        ),
+        (
+            "0 0,50 3 * * ?",
+            "Pacific/Chatham",
+            "2026-04-04T14:05:00Z",
+            "2026-04-04T15:05:00Z",
+        ),
+        (
+            "0 0,50 1,2 * * ?",
+            "Australia/Lord_Howe",
+            "2026-04-04T15:10:00Z",
+            "2026-04-04T15:30:00Z",
+        ),
+    ];
+    for (expr, zone, after, want) in cases {
+        assert_eq!(
+            fires(expr, zone, after, 1),
+            [want],
+            "{expr} in {zone} after {after}"
+        );
+        // One second earlier (in the first pass or at the change) agrees.
+        let earlier = Timestamp::from_millis(at(after).as_millis() - 1000);
+        let s = CronSchedule::new(expr, zone).unwrap();
+        assert!(
+            s.next_after(earlier).unwrap() <= at(want),
+            "{expr} in {zone}"
+        );
+    }
+}
+
+/// A real-time expression fires in the second pass of a repeated period seven hours
+/// long (Antarctica/Vostok fell back from +07 to +00 on 1994-01-31 at 17:00Z).
+#[test]
+fn a_seven_hour_repeated_period_fires_in_its_second_pass() {
+    assert_eq!(
+        fires(
+            "0 0 */2 * * ?",
+            "Antarctica/Vostok",
+            "1994-01-31T20:00:00Z",
+            3
+        ),
+        [
+            "1994-01-31T22:00:00Z",
+            "1994-02-01T00:00:00Z",
+            "1994-02-01T02:00:00Z"
+        ]
+    );
+}
+
+/// From chrono's first instant, or any instant before the first year a cron
+/// expression can match, the answer is the first fire of that year, in every zone.
+#[test]
+fn the_first_fire_is_found_from_the_earliest_instants_in_every_zone() {
+    for (zone, want) in [
+        ("UTC", "1970-01-01T00:00:00Z"),
+        ("Asia/Tokyo", "1969-12-31T15:00:00Z"),
+        ("America/New_York", "1970-01-01T05:00:00Z"),
+        ("Europe/London", "1969-12-31T23:00:00Z"),
+        ("America/Santiago", "1970-01-01T03:00:00Z"),
+        ("Etc/GMT+12", "1970-01-01T12:00:00Z"),
+    ] {
+        let s = CronSchedule::new("0 0 0 * * ?", zone).unwrap();
+        let earliest =
+            Timestamp::from_millis(chrono::DateTime::<chrono::Utc>::MIN_UTC.timestamp_millis());
+        for t in [
+            Timestamp::from_millis(i64::MIN),
+            earliest,
+            Timestamp::MIN,
+            at("1969-06-01T00:00:00Z"),
+        ] {
+            assert_eq!(s.next_after(t), Some(at(want)), "{zone} after {t:?}");
+        }
+    }
+}
+
 #[test]
 fn a_whole_year_of_an_every_30_minutes_job_has_no_gap_in_real_time() {
     for zone in [

@@ -26,6 +26,11 @@ const EXPRS: &[&str] = &[
     "0 30 2 * * ?",
     "0 0 1 * * ?",
     "0 45 0-5/2 * * ?",
+    // Fixed hours that match just after a repeated period as well as inside it.
+    "0 0,30 2,3 * * ?",
+    "0 0,50 1,2 * * ?",
+    "0 45 2,3 * * ?",
+    "0 0,50 3 * * ?",
 ];
 
 const ZONES: &[&str] = &[
@@ -36,6 +41,8 @@ const ZONES: &[&str] = &[
     "Pacific/Apia",
     "America/Santiago",
     "Asia/Kolkata",
+    "Antarctica/Troll",
+    "Pacific/Chatham",
     "UTC",
 ];
 
@@ -110,6 +117,26 @@ fn transition_after(tz: Tz, start: i64) -> Option<i64> {
     Some(hi)
 }
 
+/// `next_after` from `t` equals the brute-force search (or, when that finds nothing
+/// within its horizon, answers later than the horizon or not at all).
+fn agrees(e: usize, z: usize, t: Timestamp) -> Result<(), TestCaseError> {
+    let tz: Tz = ZONES[z].parse().unwrap();
+    let expr = CronExpr::parse(EXPRS[e]).unwrap();
+    let got = CronSchedule::new(EXPRS[e], ZONES[z]).unwrap().next_after(t);
+    match oracle(&expr, tz, t) {
+        Some(want) => prop_assert_eq!(got, Some(want), "{} in {} after {}", EXPRS[e], ZONES[z], t),
+        None => prop_assert!(
+            got.is_none_or(|g| g.as_millis() >= t.as_millis() + HORIZON * 1000),
+            "{} in {} after {}: {:?} but nothing within the horizon",
+            EXPRS[e],
+            ZONES[z],
+            t,
+            got
+        ),
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 192,
@@ -126,20 +153,39 @@ proptest! {
         around_ms in -4 * 3_600_000i64..4 * 3_600_000,
     ) {
         let tz: Tz = ZONES[z].parse().unwrap();
-        let expr = CronExpr::parse(EXPRS[e]).unwrap();
-        let sched = CronSchedule::new(EXPRS[e], ZONES[z]).unwrap();
         let start = chrono::NaiveDate::from_ymd_opt(year as i32, 1, 1).unwrap()
             .and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp() + day * 86_400;
         let near = transition_after(tz, start).unwrap_or(start);
         let t = Timestamp::from_millis(near * 1000 + around_ms);
-        let got = sched.next_after(t);
-        match oracle(&expr, tz, t) {
-            Some(want) => prop_assert_eq!(got, Some(want), "{} in {} after {}", EXPRS[e], ZONES[z], t),
-            None => prop_assert!(
-                got.is_none_or(|g| g.as_millis() >= t.as_millis() + HORIZON * 1000),
-                "{} in {} after {}: {:?} but nothing within the horizon", EXPRS[e], ZONES[z], t, got
-            ),
-        }
+        agrees(e, z, t)?;
+    }
+
+    #[test]
+    fn agrees_with_brute_force_from_both_passes_of_a_repeated_period(
+        e in 0..EXPRS.len(),
+        z in 0..ZONES.len(),
+        year in 1995i64..2045,
+        second_pass in any::<bool>(),
+        into in 0.0f64..1.0,
+    ) {
+        let tz: Tz = ZONES[z].parse().unwrap();
+        let start = chrono::NaiveDate::from_ymd_opt(year as i32, 1, 1).unwrap()
+            .and_hms_opt(0, 0, 0).unwrap().and_utc().timestamp();
+        // The year's first fall-back change: the repeated period is the `shift`
+        // seconds before it (first pass) and after it (second pass).
+        let mut from = start;
+        let fall = loop {
+            let Some(c) = transition_after(tz, from) else { break None };
+            if c > start + 370 * 86_400 { break None }
+            if offset(tz, c) < offset(tz, c - 1) { break Some(c) }
+            from = c;
+        };
+        let Some(c) = fall else { return Ok(()) };
+        let shift = offset(tz, c - 1) - offset(tz, c);
+        let inside = ((shift * 1000) as f64 * into) as i64;
+        let ms = if second_pass { c * 1000 + inside } else { (c - shift) * 1000 + inside };
+        let t = Timestamp::from_millis(ms);
+        agrees(e, z, t)?;
     }
 
     #[test]

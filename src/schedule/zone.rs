@@ -9,18 +9,19 @@
 //!   **second** occurrence of each repeated wall time, and nowhere in a gap.
 //!
 //! `next_after(t)` is the least of the first primary instant after `t` and, when a
-//! fall-back transition lies within three hours of `t`, the first second-occurrence
+//! fall-back transition lies within a day of `t`, the first second-occurrence
 //! instant after `t`.
 
-use super::cron::CronExpr;
+use super::cron::{CronExpr, MIN_YEAR};
 use crate::time::Timestamp;
 use chrono::offset::LocalResult;
 use chrono::{DateTime, NaiveDateTime, Offset, TimeDelta, TimeZone, Timelike};
 use chrono_tz::Tz;
 
-/// Widest window in which a transition can change the meaning of a wall time
-/// (real zones shift by at most two hours).
-const WINDOW_SECS: i64 = 3 * 3600;
+/// Widest window in which a transition can change the meaning of a wall time: the
+/// longest repeated period of the tz database is seven hours (Antarctica/Vostok,
+/// 1994), the longest gap a day (Pacific/Apia, 2011).
+const WINDOW_SECS: i64 = 25 * 3600;
 
 fn offset_secs(tz: Tz, utc: &NaiveDateTime) -> i64 {
     i64::from(tz.offset_from_utc_datetime(utc).fix().local_minus_utc())
@@ -108,6 +109,10 @@ fn gap_end(tz: Tz, wall: NaiveDateTime) -> Option<(Timestamp, NaiveDateTime)> {
 /// wall times whose instants are not after `t`, and wall times in a gap, are skipped
 /// as a block rather than one by one.
 pub(crate) fn next_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Timestamp> {
+    // No fire is earlier than the first wall time of `MIN_YEAR` in any offset, so an
+    // earlier start answers as that floor does (and chrono's first instant, whose
+    // wall time in a zone west of UTC is out of chrono's range, has an answer).
+    let t = t.max(floor());
     let t_utc = naive_utc(t);
     let wall_t = plus(t_utc, offset_secs(tz, &t_utc))?;
     let fixed = expr.has_fixed_hour();
@@ -118,9 +123,18 @@ pub(crate) fn next_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Timest
     // one offset whose instants are not after `t`, or one gap. Near `t` that is at
     // most a few turns; it ends at the expression's last year in any case.
     while let Some(wall) = expr.next_local(cursor) {
+        // For a repeated wall time, both of its instants.
+        let mut repeated = None;
         let primary = match tz.from_local_datetime(&wall) {
             LocalResult::Single(dt) => ts(&dt),
-            LocalResult::Ambiguous(a, b) => ts(&a).min(ts(&b)),
+            LocalResult::Ambiguous(a, b) => {
+                let (first, second) = (
+                    a.naive_utc().min(b.naive_utc()),
+                    a.naive_utc().max(b.naive_utc()),
+                );
+                repeated = Some((first, second));
+                instant(first)
+            }
             LocalResult::None => {
                 let (end, end_wall) = gap_end(tz, wall)?;
                 if fixed && end > t {
@@ -137,9 +151,18 @@ pub(crate) fn next_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Timest
             break;
         }
         // Every later wall time of this offset up to `t`'s wall time in it has its
-        // instant at or before `t` too: skip them together.
+        // instant at or before `t` too: skip them together. Inside the second pass of
+        // a repeated period that wall time lies past the period, where wall times
+        // belong to the new offset and may still be ahead: stop at the period's end.
         let offset = (wall - naive_utc(primary)).num_seconds();
-        cursor = plus(t_utc, offset)?.max(wall);
+        let mut skip_to = plus(t_utc, offset)?;
+        if let Some((first, second)) = repeated {
+            // The period's last wall time is one second before the transition's
+            // instant read in the old offset.
+            let last = plus(transition_in(tz, first, second), offset - 1)?;
+            skip_to = skip_to.min(last);
+        }
+        cursor = skip_to.max(wall);
     }
     if fixed {
         return first;
@@ -147,17 +170,53 @@ pub(crate) fn next_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Timest
     second_occurrence_after(expr, tz, t).map_or(first, |s| Some(first.map_or(s, |f| f.min(s))))
 }
 
+/// One day before the first wall time any expression can match ([`MIN_YEAR`]-01-01
+/// 00:00 in every zone lies after it: offsets are well under a day).
+fn floor() -> Timestamp {
+    const DAY_MS: i64 = 86_400_000;
+    let first = chrono::NaiveDate::from_ymd_opt(MIN_YEAR, 1, 1)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map_or(0, |d| d.and_utc().timestamp_millis());
+    Timestamp::from_millis(first - DAY_MS)
+}
+
 /// For real-time expressions: the first second-occurrence instant after `t` of a
 /// repeated wall time, when a fall-back transition lies near `t`.
 fn second_occurrence_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Timestamp> {
     let t_utc = naive_utc(t);
-    let lo = plus(t_utc, -WINDOW_SECS)?;
-    let hi = plus(t_utc, WINDOW_SECS)?;
-    let (before, after) = (offset_secs(tz, &lo), offset_secs(tz, &hi));
+    let now = offset_secs(tz, &t_utc);
+    // A fall-back before `t` matters while its repeated period (as long as the shift)
+    // still holds `t`: it lies in the last `shift` seconds before `t`.
+    let shift = offset_secs(tz, &plus(t_utc, -WINDOW_SECS)?) - now;
+    let before = (shift > 0)
+        .then(|| plus(t_utc, -shift))
+        .flatten()
+        .filter(|from| offset_secs(tz, from) > now)
+        .and_then(|from| second_occurrence_near(expr, tz, t_utc, from, t_utc));
+    // A fall-back after `t` matters for the wall times whose first occurrence is past:
+    // it lies in the next `shift` seconds.
+    let shift = now - offset_secs(tz, &plus(t_utc, WINDOW_SECS)?);
+    let after = (shift > 0)
+        .then(|| plus(t_utc, shift))
+        .flatten()
+        .filter(|to| offset_secs(tz, to) < now)
+        .and_then(|to| second_occurrence_near(expr, tz, t_utc, t_utc, to));
+    before.into_iter().chain(after).min()
+}
+/// The first second-occurrence instant after `t_utc` of the fall-back in `(lo, hi]`
+/// (the offset falls there).
+fn second_occurrence_near(
+    expr: &CronExpr,
+    tz: Tz,
+    t_utc: NaiveDateTime,
+    lo: NaiveDateTime,
+    hi: NaiveDateTime,
+) -> Option<Timestamp> {
+    let trans = transition_in(tz, lo, hi);
+    let (before, after) = (offset_secs(tz, &plus(trans, -1)?), offset_secs(tz, &trans));
     if after >= before {
         return None;
     }
-    let trans = transition_in(tz, lo, hi);
     let end = plus(trans, before - after)?;
     if t_utc >= end {
         return None;
@@ -170,9 +229,8 @@ fn second_occurrence_after(expr: &CronExpr, tz: Tz, t: Timestamp) -> Option<Time
     };
     let wall = expr.next_local(plus(start, after)?)?;
     let at = plus(wall, -after)?;
-    (at < end).then(|| instant(at)).filter(|i| *i > t)
+    (at < end && at > t_utc).then(|| instant(at))
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
