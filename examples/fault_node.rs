@@ -1,4 +1,4 @@
-//! One scheduler node for the multi-process fault tests (`tests/fault_cluster.rs`), and
+//! One scheduler node for the multi-process fault tests (`tests/faults/fault_cluster.rs`), and
 //! a way to try them by hand.
 //!
 //! ```sh
@@ -16,7 +16,7 @@
 //! to 30 s. The node runs until SIGTERM or SIGINT, shuts down gracefully and prints
 //! one line `METRICS {json}` with its counters. `--remote <base URL>` also dispatches
 //! the jobs of executor group `billing` to that instance (secret: `JOBWHEEL_SECRET`;
-//! `tests/remote_faults.rs`). Short lease (3 s) and heartbeat (1 s)
+//! `tests/faults/remote_faults.rs`). Short lease (3 s) and heartbeat (1 s)
 //! make faults show quickly.
 
 use jobwheel::{JobContext, JobStore, LockProvider, Scheduler, SchedulerConfig};

@@ -18,8 +18,9 @@
 //! A [`Scheduler`] wires them together: it polls the store for due fires, claims
 //! them with leases, starts each on a precise timer, runs it on the executor, writes
 //! the outcome fenced by the lease's token, retries failures with backoff, applies
-//! misfire policies and sends alarm events to every [`JobAlarm`]. The
-//! [`conformance`] suites are what every backend must pass.
+//! misfire policies and sends alarm events to every [`JobAlarm`]. The conformance
+//! suites (`jobwheel::conformance`, feature `conformance`) are what every backend
+//! must pass.
 //!
 //! Embedding it takes a backend feature, [`connect()`], a builder, handlers and
 //! [`start`](Scheduler::start):
@@ -74,6 +75,7 @@
 mod setters;
 
 pub mod alarm;
+#[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod connect;
 pub mod engine;

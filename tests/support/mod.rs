@@ -7,12 +7,14 @@ pub mod cluster;
 #[cfg(all(feature = "postgres", feature = "mysql", feature = "redis"))]
 pub mod faults;
 pub mod migrations;
+#[cfg(feature = "conformance")]
 pub mod raw_rows;
 #[cfg(feature = "redis")]
 pub mod redis_keys;
 #[cfg(feature = "remote")]
 pub mod remote;
 pub mod servers;
+pub mod strategies;
 pub mod switch;
 
 use jobwheel::memory::{LocalLocks, MemoryStore};

@@ -1,0 +1,235 @@
+//! The engine against a store that fails: it backs off, keeps firing once the store is
+//! back, and never loses a finished run's result.
+
+use crate::support;
+
+use async_trait::async_trait;
+use jobwheel::memory::MemoryStore;
+use jobwheel::store::*;
+use jobwheel::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+use support::*;
+
+/// A memory store whose scheduling calls fail while `down` is set.
+#[derive(Clone)]
+struct FlakyStore {
+    inner: MemoryStore,
+    down: Arc<AtomicBool>,
+    failed: Arc<AtomicUsize>,
+}
+
+impl FlakyStore {
+    fn check(&self, op: &'static str) -> Result<()> {
+        if self.down.load(Ordering::SeqCst) {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+            return Err(Error::backend("flaky", op, true, "connection refused"));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Jobs for FlakyStore {
+    fn name(&self) -> &'static str {
+        "flaky"
+    }
+    async fn now(&self) -> Result<Timestamp> {
+        self.check("now")?;
+        self.inner.now().await
+    }
+    async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
+        self.inner.upsert(job, next).await
+    }
+    async fn create(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
+        self.inner.create(job, next).await
+    }
+    async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
+        self.inner.get(id).await
+    }
+    async fn list(&self, q: &JobQuery) -> Result<Page<JobRecord>> {
+        self.inner.list(q).await
+    }
+    async fn remove(&self, id: &JobId) -> Result<bool> {
+        self.inner.remove(id).await
+    }
+    async fn set_enabled(&self, id: &JobId, enabled: bool, next: Option<Timestamp>) -> Result<()> {
+        self.inner.set_enabled(id, enabled, next).await
+    }
+    async fn trigger(
+        &self,
+        id: &JobId,
+        at: Timestamp,
+        payload: Option<&serde_json::Value>,
+    ) -> Result<()> {
+        self.inner.trigger(id, at, payload).await
+    }
+    async fn due(&self, q: &DueQuery) -> Result<Page<DueFire>> {
+        self.check("due")?;
+        self.inner.due(q).await
+    }
+    async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+        self.check("start_runs")?;
+        self.inner.start_runs(runs).await
+    }
+    async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+        self.check("finish_runs")?;
+        self.inner.finish_runs(runs).await
+    }
+}
+
+#[async_trait]
+impl RunLog for FlakyStore {
+    async fn runs(&self, q: &RunQuery) -> Result<Vec<RunRecord>> {
+        self.inner.runs(q).await
+    }
+    async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
+        self.inner.purge_runs(before).await
+    }
+}
+
+#[async_trait]
+impl NodeRegistry for FlakyStore {
+    async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
+        self.check("heartbeat")?;
+        self.inner.heartbeat(node).await
+    }
+    async fn nodes(&self) -> Result<Page<NodeRecord>> {
+        self.inner.nodes().await
+    }
+    async fn reap_nodes(&self, silent_for: Duration) -> Result<Vec<String>> {
+        self.check("reap_nodes")?;
+        self.inner.reap_nodes(silent_for).await
+    }
+    async fn deregister(&self, node_id: &str) -> Result<bool> {
+        self.inner.deregister(node_id).await
+    }
+    async fn orphaned_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        self.check("orphaned_runs")?;
+        self.inner.orphaned_runs(limit).await
+    }
+    async fn executor_beat(&self, instance: &ExecutorInfo) -> Result<Timestamp> {
+        self.inner.executor_beat(instance).await
+    }
+    async fn executors(&self, group: Option<&str>) -> Result<Page<ExecutorRecord>> {
+        self.inner.executors(group).await
+    }
+    async fn reap_executors(&self, silent_for: Duration) -> Result<Vec<(String, String)>> {
+        self.inner.reap_executors(silent_for).await
+    }
+    async fn deregister_executor(&self, group: &str, address: &str) -> Result<bool> {
+        self.inner.deregister_executor(group, address).await
+    }
+}
+
+#[async_trait]
+impl AlarmOutbox for FlakyStore {
+    async fn claim_alarms(&self, c: &AlarmClaim) -> Result<Page<AlarmRecord>> {
+        self.check("claim_alarms")?;
+        self.inner.claim_alarms(c).await
+    }
+    async fn complete_alarm(&self, id: AlarmId, owner: &str, d: &AlarmDelivery) -> Result<bool> {
+        self.inner.complete_alarm(id, owner, d).await
+    }
+    async fn alarms(&self, q: &AlarmQuery) -> Result<Vec<AlarmRecord>> {
+        self.inner.alarms(q).await
+    }
+    async fn purge_alarms(&self, before: Timestamp) -> Result<u64> {
+        self.inner.purge_alarms(before).await
+    }
+    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
+        self.inner.retry_alarm(id).await
+    }
+    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
+        self.inner.discard_alarm(id).await
+    }
+}
+
+#[async_trait]
+impl AuditLog for FlakyStore {
+    async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
+        self.inner.append_audit(e).await
+    }
+    async fn audit(&self, q: &AuditQuery) -> Result<Vec<AuditRecord>> {
+        self.inner.audit(q).await
+    }
+    async fn purge_audit(&self, before: Timestamp) -> Result<u64> {
+        self.inner.purge_audit(before).await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let flaky = FlakyStore {
+        inner: store.clone(),
+        down: Arc::default(),
+        failed: Arc::default(),
+    };
+    let down = flaky.down.clone();
+    let s = Scheduler::builder()
+        .store(flaky.clone())
+        .locks(locks)
+        .handler("slow", move |_ctx: JobContext| {
+            let down = down.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                // The database goes away while the handler is finishing.
+                down.store(true, Ordering::SeqCst);
+                Ok::<(), JobError>(())
+            }
+        })
+        .handler("tick", |_ctx: JobContext| async { Ok::<(), JobError>(()) })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder("report", "slow", Schedule::once(at("2026-01-01T00:00:01Z")))
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder(
+                "tick",
+                "tick",
+                Schedule::every(Duration::from_secs(1)).unwrap(),
+            )
+            .build()
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    advance(Duration::from_secs(30)).await;
+    assert!(
+        flaky.failed.load(Ordering::SeqCst) > 10,
+        "the engine kept trying"
+    );
+    assert_eq!(
+        runs_of(&store, "report").await[0].status,
+        RunStatus::Running,
+        "not written while the store is down"
+    );
+    let ticks_during = runs_of(&store, "tick").await.len();
+    flaky.down.store(false, Ordering::SeqCst);
+    advance(Duration::from_secs(10)).await;
+    let report = runs_of(&store, "report").await;
+    assert_eq!(report.len(), 1);
+    assert_eq!(
+        report[0].status,
+        RunStatus::Succeeded,
+        "the result was written once the store came back"
+    );
+    let ticks_after = runs_of(&store, "tick").await.len();
+    assert!(
+        ticks_after >= ticks_during + 9,
+        "firing resumed: {ticks_during} -> {ticks_after}"
+    );
+    assert!(h.scheduler().metrics().backend_errors > 0);
+    h.shutdown().await;
+}

@@ -1,0 +1,211 @@
+//! `jobwheel serve`, the binary: a first start with no configuration at all (an
+//! embedded SQLite file, a generated `admin` password printed once, `jobwheel.toml`
+//! written private), a restart that reads it back, and a server on PostgreSQL named
+//! by `--config`. Each is logged in to over HTTP with what it printed or was given,
+//! and stopped with SIGTERM.
+
+use crate::support;
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// A running `jobwheel serve` and its output so far.
+struct Serving {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    printed: Vec<String>,
+    base: String,
+}
+
+/// Starts `jobwheel serve args…` in `dir` on a free loopback port and waits (30 s at
+/// most) for the line with its address.
+async fn serve(dir: &Path, args: &[&str]) -> Serving {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jobwheel"))
+        .arg("serve")
+        .args(args)
+        .current_dir(dir)
+        .env("JOBWHEEL_LISTEN", "127.0.0.1:0")
+        .env_remove("JOBWHEEL_URL")
+        .env_remove("JOBWHEEL_CONFIG")
+        .env_remove("JOBWHEEL_PREFIX")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = Vec::new();
+    let base = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            printed.push(line.clone());
+            if let Some(rest) = line.strip_prefix("jobwheel serving on ") {
+                return rest.to_string();
+            }
+        }
+        panic!("serve ended before it printed its address: {printed:?}");
+    })
+    .await
+    .expect("serve printed its address within 30 s");
+    Serving {
+        child,
+        lines,
+        printed,
+        base,
+    }
+}
+
+impl Serving {
+    /// Reads output lines until one contains `what` (5 s at most).
+    async fn wait_for(&mut self, what: &str) -> String {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                let line = self.lines.next_line().await.unwrap().expect("more output");
+                self.printed.push(line.clone());
+                if line.contains(what) {
+                    return line;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no line with {what:?}: {:?}", self.printed))
+    }
+
+    /// Logs in; the answer's status and the session cookie.
+    async fn log_in(&self, name: &str, password: &str) -> (u16, Option<String>) {
+        let r = reqwest::Client::new()
+            .post(format!("{}/api/v1/session", self.base))
+            .header("content-type", "application/json")
+            .body(json!({"name": name, "password": password}).to_string())
+            .send()
+            .await
+            .unwrap();
+        let cookie = r
+            .headers()
+            .get("set-cookie")
+            .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string());
+        (r.status().as_u16(), cookie)
+    }
+
+    async fn get(&self, cookie: &str, path: &str) -> (u16, Value) {
+        let r = reqwest::Client::new()
+            .get(format!("{}{path}", self.base))
+            .header("cookie", cookie)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (
+            status,
+            serde_json::from_slice(&r.bytes().await.unwrap()).unwrap(),
+        )
+    }
+
+    /// Sends SIGTERM and waits (30 s at most) for a clean exit.
+    async fn stop(mut self) {
+        let pid = self.child.id().unwrap().to_string();
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        self.wait_for("jobwheel: stopping").await;
+        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("serve stopped within 30 s")
+            .unwrap();
+        assert!(status.success(), "serve exits 0 on SIGTERM: {status}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_start_needs_no_configuration_and_a_restart_reads_it_back() {
+    let dir = std::env::temp_dir().join(format!("jobwheel-serve-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = serve(&dir, &[]).await;
+    let line = s.wait_for("log in as admin with password").await;
+    let password = line.rsplit(' ').next().unwrap().to_string();
+    assert!(password.len() >= 16, "a generated password: {line}");
+    s.wait_for("attach an executor: group default").await;
+    let config = dir.join("jobwheel.toml");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&config).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "the written configuration is private");
+    }
+    assert!(
+        !std::fs::read_to_string(&config)
+            .unwrap()
+            .contains(&password),
+        "only the password's hash is written"
+    );
+    assert_eq!(s.log_in("admin", "not-it").await.0, 401);
+    let (status, cookie) = s.log_in("admin", &password).await;
+    assert_eq!(status, 200);
+    let cookie = cookie.expect("a session cookie");
+    let (status, jobs) = s.get(&cookie, "/api/v1/jobs").await;
+    assert_eq!(
+        (status, jobs["items"].as_array().map(Vec::len)),
+        (200, Some(0))
+    );
+    let (status, groups) = s.get(&cookie, "/api/v1/executors").await;
+    assert_eq!((status, &groups["groups"]), (200, &json!(["default"])));
+    s.stop().await;
+    assert!(dir.join("jobwheel.db").exists(), "the store is a file here");
+
+    // A second start reads the file it wrote: no new password, the old one works.
+    let mut s = serve(&dir, &[]).await;
+    s.wait_for("log in with an account of the configuration")
+        .await;
+    assert_eq!(s.log_in("admin", &password).await.0, 200);
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_runs_on_postgres_from_its_configuration_file() {
+    let Some(url) = support::server_url("JOBWHEEL_POSTGRES_URL") else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("jobwheel-serve-pg-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = format!("serve{}_", fastrand::u32(..));
+    let hash = jobwheel::admin::auth::hash_password("pg-password-1");
+    let text = format!(
+        "listen = \"127.0.0.1:8080\"\nstore = \"{url}\"\nprefix = \"{prefix}\"\nsecret = \"{:032x}\"\n\n[[users]]\nname = \"ops\"\npassword_hash = \"{hash}\"\nrole = \"viewer\"\n\n[[groups]]\nname = \"pg\"\nsecret = \"{:032x}\"\n",
+        fastrand::u128(..),
+        fastrand::u128(..)
+    );
+    std::fs::write(dir.join("pg.toml"), text).unwrap();
+    let s = serve(&dir, &["--config", "pg.toml"]).await;
+    let (status, cookie) = s.log_in("ops", "pg-password-1").await;
+    assert_eq!(status, 200);
+    let cookie = cookie.unwrap();
+    let mut nodes = Value::Null;
+    for _ in 0..50 {
+        let (status, n) = s.get(&cookie, "/api/v1/nodes").await;
+        assert_eq!(status, 200);
+        nodes = n;
+        if nodes["items"].as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        nodes["items"].as_array().map(Vec::len),
+        Some(1),
+        "its scheduler node is registered in the PostgreSQL store: {nodes}"
+    );
+    assert!(
+        !dir.join("jobwheel.toml").exists(),
+        "nothing written beside it"
+    );
+    s.stop().await;
+    support::drop_pg_tables(&url, &prefix).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

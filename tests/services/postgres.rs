@@ -1,0 +1,212 @@
+//! The PostgreSQL backend against the unchanged conformance suites and the engine end
+//! to end. Needs `JOBWHEEL_POSTGRES_URL` (`./scripts/test` sets it); without it the
+//! test is skipped with a message, except under `CI=true`, where that is a failure.
+#![cfg(feature = "postgres")]
+
+use crate::support;
+
+use jobwheel::postgres::{PgLocks, PgStore};
+use jobwheel::{JobStore, LockProvider, conformance};
+use std::sync::Arc;
+
+fn url() -> Option<String> {
+    support::server_url("JOBWHEEL_POSTGRES_URL")
+}
+
+/// A store with tables of its own (a unique prefix), migrated.
+async fn open(url: &str, prefix: &str) -> PgStore {
+    let store = PgStore::builder(url)
+        .prefix(prefix)
+        .build()
+        .await
+        .unwrap_or_else(|e| {
+            panic!("JOBWHEEL_POSTGRES_URL is set but the server is unreachable: {e}")
+        });
+    store.migrate().await.unwrap();
+    store
+}
+
+fn prefix(name: &str) -> String {
+    format!("t{:08x}_{name}_", fastrand::u32(..))
+}
+
+/// Drops the tables of one prefix once a test is done with them.
+async fn drop_tables(url: &str, prefix: &str) {
+    support::drop_pg_tables(url, prefix).await;
+}
+
+#[tokio::test]
+async fn postgres_passes_the_conformance_suites() {
+    let Some(url) = url() else { return };
+    let p = prefix("cf");
+    let store = open(&url, &p).await;
+    store.migrate().await.expect("migrate is idempotent");
+    conformance::store_suite(&store).await;
+    let raw = support::raw_rows::PgRows {
+        pool: store.pool().clone(),
+        prefix: p.clone(),
+    };
+    conformance::raw_rows_suite(Arc::new(store.clone()), &raw).await;
+    conformance::lock_suite(&PgLocks::new(store.pool().clone(), store.tables()).unwrap()).await;
+    drop_tables(&url, &p).await;
+}
+
+#[tokio::test]
+async fn migrations_run_concurrently_and_names_are_validated() {
+    let Some(url) = url() else { return };
+    let p = prefix("mig");
+    let stores =
+        futures::future::join_all((0..4).map(|_| PgStore::builder(&url).prefix(&p).build())).await;
+    let results =
+        futures::future::join_all(stores.iter().map(|s| s.as_ref().unwrap().migrate())).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let bad = PgStore::builder(&url)
+        .schema("public; DROP")
+        .build()
+        .await
+        .unwrap_err();
+    assert_eq!(bad.field(), Some("postgres.schema"));
+    drop_tables(&url, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_schedulers_on_one_database_run_every_fire_once() {
+    let Some(url) = url() else { return };
+    let p = prefix("cluster");
+    support::cluster::two_schedulers_run_every_fire_once(|| {
+        let (url, p) = (url.clone(), p.clone());
+        async move {
+            let store = open(&url, &p).await;
+            let locks = store.locks();
+            (
+                Arc::new(store) as Arc<dyn JobStore>,
+                Arc::new(locks) as Arc<dyn LockProvider>,
+            )
+        }
+    })
+    .await;
+    drop_tables(&url, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_once() {
+    let Some(url) = url() else { return };
+    let p = prefix("fleet");
+    support::cluster::fleet_runs_every_fire_exactly_once(
+        || {
+            let (url, p) = (url.clone(), p.clone());
+            async move {
+                let store = open(&url, &p).await;
+                let locks = store.locks();
+                (
+                    Arc::new(store) as Arc<dyn JobStore>,
+                    Arc::new(locks) as Arc<dyn LockProvider>,
+                )
+            }
+        },
+        support::cluster::Fleet::three_nodes(200),
+    )
+    .await;
+    drop_tables(&url, &p).await;
+}
+
+/// Redis locks, then PostgreSQL locks, then Redis locks again on one store, jobs
+/// running throughout: tokens from every provider are microseconds of the lock
+/// server's clock, so none is fenced out by the tokens the others left in the store.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_job_keeps_firing_when_the_lock_provider_changes() {
+    let Some(url) = url() else { return };
+    let Some(redis_url) = support::server_url("JOBWHEEL_REDIS_URL") else {
+        return;
+    };
+    let p = prefix("switch");
+    let store = open(&url, &p).await;
+    let redis_prefix = format!("{p}:");
+    let redis = jobwheel::redis::RedisStore::connect_with_prefix(&redis_url, &redis_prefix)
+        .await
+        .unwrap();
+    let redis_locks = || -> Arc<dyn LockProvider> {
+        Arc::new(
+            jobwheel::redis::RedisLocks::new(redis.connection().clone(), &redis_prefix).unwrap(),
+        )
+    };
+    let pg_locks: Arc<dyn LockProvider> = Arc::new(store.locks());
+    support::switch::every_job_keeps_firing_across_lock_providers(
+        Arc::new(store.clone()),
+        vec![
+            ("redis", redis_locks()),
+            ("postgres", pg_locks),
+            ("redis", redis_locks()),
+        ],
+    )
+    .await;
+    support::redis_keys::drop_keys(&redis_url, &redis_prefix)
+        .await
+        .unwrap();
+    drop_tables(&url, &p).await;
+}
+
+/// In a database whose default collation is an ICU locale (where `x-B` sorts between
+/// `x-a` and `x-b`), ids still order bytewise: the id columns are `COLLATE "C"`.
+#[tokio::test]
+async fn ids_sort_bytewise_in_a_database_with_a_locale_collation() {
+    let Some(url) = url() else { return };
+    let admin = PgStore::builder(&url).build().await.unwrap();
+    let db = format!("jobwheel_icu_{:08x}", fastrand::u32(..));
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE DATABASE {db} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'"
+    )))
+    .execute(admin.pool())
+    .await
+    .expect("create a database with an ICU default collation");
+    let icu_url = format!("{}/{db}", url.rsplit_once('/').unwrap().0);
+    {
+        let store = open(&icu_url, "icu_").await;
+        let collation: (String,) = sqlx::query_as(
+            "SELECT datlocprovider::text || ':' || daticulocale FROM pg_database
+             WHERE datname = current_database()",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(
+            collation.0, "i:en-US",
+            "the database sorts by an ICU locale"
+        );
+        conformance::ids_sort_bytewise(&store).await;
+        store.pool().close().await;
+    }
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE {db} WITH (FORCE)"
+    )))
+    .execute(admin.pool())
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn migration_records_are_adopted_and_checked() {
+    let Some(url) = url() else { return };
+    let p = prefix("records");
+    let store = open(&url, &p).await;
+    let pool = store.pool().clone();
+    support::migrations::records_are_checked(
+        |sql| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&pool)
+                    .await
+                    .map(|r| r.rows_affected())
+                    .map_err(|e| e.to_string())
+            }
+        },
+        || store.migrate(),
+        &format!("public.{p}"),
+        "'\\x00'::bytea",
+        6,
+    )
+    .await;
+    drop_tables(&url, &p).await;
+}

@@ -1,0 +1,103 @@
+//! The Redis job store against the unchanged conformance suites and the engine end to
+//! end (two schedulers; the three-scheduler fleet). Needs `JOBWHEEL_REDIS_URL`
+//! (`./scripts/test` sets it); without it the test is skipped with a message, except
+//! under `CI=true`, where that is a failure. Each test keeps its keys under a prefix
+//! of its own and deletes them at the end.
+#![cfg(feature = "redis")]
+
+use crate::support;
+
+use jobwheel::redis::{RedisLocks, RedisStore};
+use jobwheel::{JobStore, LockProvider, conformance};
+use std::sync::Arc;
+
+fn url() -> Option<String> {
+    support::server_url("JOBWHEEL_REDIS_URL")
+}
+
+fn prefix(name: &str) -> String {
+    format!("t{:08x}:{name}:", fastrand::u32(..))
+}
+
+async fn open(url: &str, prefix: &str) -> (RedisStore, RedisLocks) {
+    let store = RedisStore::connect_with_prefix(url, prefix)
+        .await
+        .unwrap_or_else(|e| panic!("JOBWHEEL_REDIS_URL is set but Redis is unreachable: {e}"));
+    store.migrate().await.unwrap();
+    let locks = store.locks();
+    (store, locks)
+}
+
+fn pair(open: (RedisStore, RedisLocks)) -> (Arc<dyn JobStore>, Arc<dyn LockProvider>) {
+    (Arc::new(open.0), Arc::new(open.1))
+}
+
+/// Deletes every key under `prefix`.
+async fn drop_keys(url: &str, prefix: &str) {
+    support::redis_keys::drop_keys(url, prefix).await.unwrap();
+}
+
+#[tokio::test]
+async fn redis_store_passes_the_conformance_suites() {
+    let Some(url) = url() else { return };
+    let p = prefix("cf");
+    let (store, locks) = open(&url, &p).await;
+    store.migrate().await.expect("migrate is idempotent");
+    conformance::store_suite(&store).await;
+    let raw = support::raw_rows::RedisRows {
+        conn: store.connection().clone(),
+        prefix: p.clone(),
+    };
+    conformance::raw_rows_suite(Arc::new(store.clone()), &raw).await;
+    conformance::lock_suite(&locks).await;
+    drop_keys(&url, &p).await;
+}
+
+#[tokio::test]
+async fn prefixes_are_validated_and_newer_keyspaces_refused() {
+    let Some(url) = url() else { return };
+    let bad = RedisStore::connect_with_prefix(&url, "has space:")
+        .await
+        .unwrap_err();
+    assert_eq!(bad.field(), Some("redis.prefix"));
+    let p = prefix("schema");
+    let (store, _) = open(&url, &p).await;
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("SET")
+        .arg(format!("{p}schema"))
+        .arg(99)
+        .query_async::<()>(&mut conn)
+        .await
+        .unwrap();
+    let err = store.migrate().await.unwrap_err();
+    assert!(err.to_string().contains("newer"), "{err}");
+    drop_keys(&url, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_schedulers_on_one_redis_run_every_fire_once() {
+    let Some(url) = url() else { return };
+    let p = prefix("cluster");
+    support::cluster::two_schedulers_run_every_fire_once(|| {
+        let (url, p) = (url.clone(), p.clone());
+        async move { pair(open(&url, &p).await) }
+    })
+    .await;
+    drop_keys(&url, &p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_once() {
+    let Some(url) = url() else { return };
+    let p = prefix("fleet");
+    support::cluster::fleet_runs_every_fire_exactly_once(
+        || {
+            let (url, p) = (url.clone(), p.clone());
+            async move { pair(open(&url, &p).await) }
+        },
+        support::cluster::Fleet::three_nodes(200),
+    )
+    .await;
+    drop_keys(&url, &p).await;
+}
