@@ -1,6 +1,6 @@
 //! Cron previews: the next fires of an expression in a zone, and a description in
-//! words from `cron-descriptor`; the console's job form, the admin API and
-//! `jobwheel cron` show the same.
+//! words from `croner`; the console's job form, the admin API and `jobwheel cron`
+//! show the same.
 
 use super::views::{Fire, MAX_FIRES, next_fires};
 use crate::error::{Error, Result};
@@ -52,12 +52,23 @@ pub fn preview(expr: &str, zone: &str, after: Timestamp, n: usize) -> Result<Cro
 }
 
 /// The expression in words, or `None` when the describer cannot read it. Quartz
-/// numbers the days of the week 1-7 from Sunday; Unix 0-7 with 0 and 7 Sunday.
+/// numbers the days of the week 1-7 from Sunday (croner's "alternative weekdays");
+/// Unix 0-7 with 0 and 7 Sunday.
 pub fn describe(expr: &str, form: CronForm) -> Option<String> {
-    use cron_descriptor::cronparser::{Options, cron_expression_descriptor};
-    let options = Options {
-        zero_based_day_of_week: form == CronForm::Unix,
-        ..Options::twenty_four_hour()
-    };
-    cron_expression_descriptor::get_description_cron_options(expr, &options).ok()
+    use croner::parser::{CronParser, Seconds, Year};
+    let quartz = form == CronForm::Quartz;
+    let parser = CronParser::builder()
+        .seconds(if quartz {
+            Seconds::Required
+        } else {
+            Seconds::Disallowed
+        })
+        .year(if quartz {
+            Year::Optional
+        } else {
+            Year::Disallowed
+        })
+        .alternative_weekdays(quartz)
+        .build();
+    parser.parse(expr.trim()).ok().map(|c| c.describe())
 }

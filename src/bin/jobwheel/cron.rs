@@ -1,6 +1,6 @@
 //! `jobwheel cron`: the next fires of an expression in a zone, computed by the same
 //! code the engine fires with (DST rules included), and a description in words
-//! from `cron-descriptor` — the preview the admin API and the console show.
+//! from `croner` — the preview the admin API and the console show.
 
 use super::{Failure, Outcome, print_json, table};
 use chrono::DateTime;
