@@ -1,7 +1,7 @@
 //! How the admin API and the command line show stored things as JSON.
 
 use crate::job::Job;
-use crate::record::JobRecord;
+use crate::record::{JobRecord, TriggerKind};
 use crate::schedule::Schedule;
 use crate::time::Timestamp;
 use chrono::SecondsFormat;
@@ -34,13 +34,14 @@ pub struct JobView {
 
 impl From<&JobRecord> for JobView {
     fn from(r: &JobRecord) -> Self {
+        let next = r.next.as_ref();
         JobView {
             job: r.job.clone(),
             version: r.version,
-            next_fire_at: r.next_fire_at,
-            next_trigger: r.next_trigger.as_str(),
-            attempt: r.attempt,
-            next_payload: r.next_payload.clone(),
+            next_fire_at: next.map(|n| n.at),
+            next_trigger: next.map_or(TriggerKind::Schedule, |n| n.trigger).as_str(),
+            attempt: next.map_or(0, |n| n.attempt),
+            next_payload: next.and_then(|n| n.context.payload.clone()),
             running: r.running.map(|id| id.0),
             created_at: r.created_at,
             updated_at: r.updated_at,

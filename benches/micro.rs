@@ -90,8 +90,9 @@ fn backoff(c: &mut Criterion) {
 /// `start_runs`, `finish_runs` (rescheduling each job to the same instant, so every
 /// iteration finds them due again) and `release`.
 fn memory_claim_path(c: &mut Criterion) {
+    use jobwheel::FireState;
     use jobwheel::memory::{LocalLocks, MemoryStore};
-    use jobwheel::store::{FinishOutcome, FinishRun, Jobs, NextFire, StartOutcome, StartRun};
+    use jobwheel::store::{FinishOutcome, FinishRun, Jobs, StartOutcome, StartRun};
     use jobwheel::{Job, LockProvider, LockRequest, RunStatus, Schedule, TriggerKind};
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -133,14 +134,14 @@ fn memory_claim_path(c: &mut Criterion) {
                     .zip(&leases)
                     .map(|(f, l)| StartRun {
                         job_id: f.job_id.clone(),
-                        fire_at: f.fire_at,
+                        fire_at: f.fire_at(),
                         version: f.version,
                         token: l.token,
                         node: "n".into(),
                         attempt: 1,
                         trigger: TriggerKind::Schedule,
                         covers: None,
-                        payload: None,
+                        context: Default::default(),
                     })
                     .collect();
                 let started = store.start_runs(&starts).await.unwrap();
@@ -157,13 +158,7 @@ fn memory_claim_path(c: &mut Criterion) {
                             error: None,
                             will_retry: false,
                             version: s.version,
-                            next: NextFire {
-                                at: Some(at),
-                                trigger: TriggerKind::Schedule,
-                                attempt: 0,
-                                resume_after: None,
-                                payload: None,
-                            },
+                            next: Some(FireState::scheduled(at)),
                             alarms: Vec::new(),
                         }),
                         StartOutcome::Refused(_) => None,

@@ -227,12 +227,6 @@ impl Job {
     }
 }
 
-/// Reads a payload a store kept apart from a job's definition (a manual trigger's
-/// override). Errors: [`Error::Invalid`] naming `payload` when the text is not JSON.
-pub(crate) fn stored_payload(text: &str) -> Result<Value> {
-    serde_json::from_str(text).map_err(|e| Error::invalid("payload", text, e.to_string()))
-}
-
 /// Checks a payload given apart from a job (a manual trigger's override) as a job's
 /// payload is checked: at most [`MAX_PAYLOAD_DEPTH`](limits::MAX_PAYLOAD_DEPTH)
 /// levels and `max_bytes` bytes of JSON. Errors: [`Error::Invalid`] naming `field`.

@@ -165,8 +165,8 @@ pub use lock::{Lease, LockProvider, LockRequest};
 pub use policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
 pub use record::{
     AlarmEvent, AlarmId, AlarmRecord, AlarmStatus, AuditEntry, AuditRecord, DailyStats,
-    ExecutorInfo, ExecutorRecord, FireSpan, JobRecord, NodeInfo, NodeRecord, RunId, RunRecord,
-    RunStatus, TriggerKind, UpsertOutcome,
+    ExecutorInfo, ExecutorRecord, FireContext, FireSpan, FireState, JobRecord, NodeInfo,
+    NodeRecord, RunId, RunRecord, RunStatus, TriggerKind, UpsertOutcome,
 };
 pub use schedule::{CronExpr, CronSchedule, Schedule};
 pub use store::{AlarmQuery, AuditQuery, CorruptRow, JobQuery, JobStore, Page, RunQuery};

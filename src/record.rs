@@ -10,11 +10,13 @@ mod alarm;
 mod audit;
 mod due;
 mod executor;
+mod fire;
 mod run;
 pub use alarm::*;
 pub use audit::{AuditEntry, AuditRecord};
 pub use due::{DueFire, DueKey};
 pub use executor::{ExecutorInfo, ExecutorRecord};
+pub use fire::{FireContext, FireState};
 pub use run::*;
 
 /// A stored job: its definition plus the scheduling state the engine keeps in it.
@@ -24,19 +26,8 @@ pub struct JobRecord {
     pub job: Arc<Job>,
     /// Bumped by the store on every change of definition (upsert, pause, resume).
     pub version: u64,
-    /// When the job is next due; `None` when nothing is left to fire.
-    pub next_fire_at: Option<Timestamp>,
-    /// Kind of the next fire.
-    pub next_trigger: TriggerKind,
-    /// Failed attempts of the current fire so far (0 when fresh).
-    pub attempt: u32,
-    /// While a retry is pending: where the schedule resumes once the retries end
-    /// (see [`NextFire::resume_after`]).
-    pub resume_after: Option<Timestamp>,
-    /// The payload of the next fire when it is not the job's own: set by a manual
-    /// trigger with a payload, kept through that fire's retries, cleared once the
-    /// fire is done, by a change of definition and by resume.
-    pub next_payload: Option<serde_json::Value>,
+    /// Its next fire; `None` when nothing is left to fire.
+    pub next: Option<FireState>,
     /// Newest fencing token the store has accepted for this job.
     pub last_token: u64,
     /// The run in progress, if any. A job with a running run is never due.
@@ -45,6 +36,35 @@ pub struct JobRecord {
     pub created_at: Timestamp,
     /// When its definition last changed (store clock).
     pub updated_at: Timestamp,
+}
+
+impl JobRecord {
+    /// When the job is next due; `None` when nothing is left to fire.
+    pub fn next_fire_at(&self) -> Option<Timestamp> {
+        self.next.as_ref().map(|f| f.at)
+    }
+
+    /// Why the next fire happens (`Schedule` when there is none).
+    pub fn next_trigger(&self) -> TriggerKind {
+        self.next
+            .as_ref()
+            .map_or(TriggerKind::Schedule, |f| f.trigger)
+    }
+
+    /// Failed attempts at the next fire so far (0 when there is none).
+    pub fn attempt(&self) -> u32 {
+        self.next.as_ref().map_or(0, |f| f.attempt)
+    }
+
+    /// Where the schedule resumes once the next fire's retries end, if it is a retry.
+    pub fn resume_after(&self) -> Option<Timestamp> {
+        self.next.as_ref().and_then(|f| f.resume_after)
+    }
+
+    /// The next fire's payload override, if any.
+    pub fn next_payload(&self) -> Option<&serde_json::Value> {
+        self.next.as_ref().and_then(FireState::payload)
+    }
 }
 
 /// What `upsert` or `create` did.

@@ -259,9 +259,9 @@ async fn act(s: &AdminState, p: &Principal, id: &str, action: Action) -> ApiResu
     let state = |r: &JobRecord| {
         serde_json::json!({
             "enabled": r.job.enabled(),
-            "next_fire_at": r.next_fire_at,
-            "next_trigger": r.next_trigger.as_str(),
-            "next_payload": r.next_payload,
+            "next_fire_at": r.next_fire_at(),
+            "next_trigger": r.next_trigger().as_str(),
+            "next_payload": r.next_payload(),
         })
     };
     s.audit(

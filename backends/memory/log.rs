@@ -4,7 +4,8 @@ use super::store::MemoryStore;
 use crate::error::Result;
 use crate::record::*;
 use crate::store::{
-    AlarmClaim, AlarmOutbox, AlarmQuery, AuditLog, AuditQuery, NodeRegistry, Page, RunLog, RunQuery,
+    AlarmChange, AlarmClaim, AlarmOutbox, AlarmQuery, AuditLog, AuditQuery, NodeRegistry, Page,
+    RunLog, RunQuery,
 };
 use crate::time::Timestamp;
 use async_trait::async_trait;
@@ -233,32 +234,31 @@ impl AlarmOutbox for MemoryStore {
         Ok((n - inner.alarms.len()) as u64)
     }
 
-    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
+    async fn apply_alarm(&self, change: AlarmChange, audit: Option<&AuditEntry>) -> Result<bool> {
         let now = self.clock.now();
         let mut inner = self.inner();
+        let id = change.id();
         let Some(rec) = inner.alarms.get_mut(&id) else {
             return Ok(false);
         };
         if !matches!(rec.status, AlarmStatus::Pending | AlarmStatus::Failed) {
             return Ok(false);
         }
-        rec.status = AlarmStatus::Pending;
-        rec.next_attempt_at = Some(now);
-        inner.claimable.insert(id);
-        Ok(true)
-    }
-
-    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
-        let mut inner = self.inner();
-        let Some(rec) = inner.alarms.get_mut(&id) else {
-            return Ok(false);
-        };
-        if !matches!(rec.status, AlarmStatus::Pending | AlarmStatus::Failed) {
-            return Ok(false);
+        match change {
+            AlarmChange::Retry(_) => {
+                rec.status = AlarmStatus::Pending;
+                rec.next_attempt_at = Some(now);
+                inner.claimable.insert(id);
+            }
+            AlarmChange::Discard(_) => {
+                rec.status = AlarmStatus::Failed;
+                rec.next_attempt_at = None;
+                inner.claimable.remove(&id);
+            }
         }
-        rec.status = AlarmStatus::Failed;
-        rec.next_attempt_at = None;
-        inner.claimable.remove(&id);
+        if let Some(entry) = audit {
+            inner.append_audit(entry, now);
+        }
         Ok(true)
     }
 }
@@ -267,14 +267,7 @@ impl AlarmOutbox for MemoryStore {
 impl AuditLog for MemoryStore {
     async fn append_audit(&self, entry: &AuditEntry) -> Result<()> {
         let at = self.clock.now();
-        let mut inner = self.inner();
-        inner.next_audit += 1;
-        let id = inner.next_audit;
-        inner.audit.push(AuditRecord {
-            id,
-            at,
-            entry: entry.clone(),
-        });
+        self.inner().append_audit(entry, at);
         Ok(())
     }
 

@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
 use crate::store::rules::{self, JobState, RunState};
-use crate::store::{DueQuery, JobQuery, Jobs, Page};
+use crate::store::{Applied, DueQuery, JobChange, JobQuery, Jobs, Page};
 use crate::time::{Clock, SystemClock, Timestamp};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, BTreeSet};
@@ -15,10 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 struct DueEntry {
     job: Arc<Job>,
     version: u64,
-    trigger: TriggerKind,
-    attempt: u32,
-    resume_after: Option<Timestamp>,
-    payload: Option<serde_json::Value>,
+    fire: FireState,
 }
 
 #[derive(Debug, Default)]
@@ -45,23 +42,31 @@ pub(super) struct Inner {
 
 impl Inner {
     fn unindex(&mut self, rec: &JobRecord) {
-        if let Some(at) = rec.next_fire_at {
+        if let Some(at) = rec.next_fire_at() {
             self.due.remove(&(at, rec.job.id().clone()));
         }
     }
 
     fn index(&mut self, rec: &JobRecord) {
-        if let (Some(at), true, None) = (rec.next_fire_at, rec.job.enabled(), rec.running) {
-            let fire = DueEntry {
+        if let (Some(fire), true, None) = (&rec.next, rec.job.enabled(), rec.running) {
+            let entry = DueEntry {
                 job: rec.job.clone(),
                 version: rec.version,
-                trigger: rec.next_trigger,
-                attempt: rec.attempt,
-                resume_after: rec.resume_after,
-                payload: rec.next_payload.clone(),
+                fire: fire.clone(),
             };
-            self.due.insert((at, rec.job.id().clone()), fire);
+            self.due.insert((fire.at, rec.job.id().clone()), entry);
         }
+    }
+
+    /// Appends an audit entry stamped `at`.
+    pub(super) fn append_audit(&mut self, entry: &AuditEntry, at: Timestamp) {
+        self.next_audit += 1;
+        let id = self.next_audit;
+        self.audit.push(AuditRecord {
+            id,
+            at,
+            entry: entry.clone(),
+        });
     }
 
     /// Applies `f` to a job, keeping the due index in step.
@@ -124,7 +129,7 @@ impl Inner {
                 error: None,
                 will_retry: false,
                 covers: r.covers,
-                payload: r.payload.clone(),
+                context: r.context.clone(),
             },
         );
         StartOutcome::Started {
@@ -146,11 +151,7 @@ impl Inner {
                 j.running = None;
             }
             if rescheduled {
-                j.next_fire_at = f.next.at;
-                j.next_trigger = f.next.trigger;
-                j.attempt = f.next.attempt;
-                j.resume_after = f.next.resume_after;
-                j.next_payload = f.next.payload.clone();
+                j.next = f.next.clone();
             }
         });
         self.running.remove(&f.run_id);
@@ -189,14 +190,14 @@ impl MemoryStore {
     /// Writes `job` as `upsert` does, or, with `only_if_absent`, only when no job has
     /// its id.
     fn store_job(
-        &self,
+        inner: &mut Inner,
         job: &Job,
         next_fire_at: Option<Timestamp>,
         only_if_absent: bool,
-    ) -> Result<UpsertOutcome> {
-        let now = self.clock.now();
-        let mut inner = self.inner();
+        now: Timestamp,
+    ) -> UpsertOutcome {
         let id = job.id().clone();
+        let next = next_fire_at.map(FireState::scheduled);
         let outcome = inner.with_job(&id, |j| {
             if only_if_absent {
                 return UpsertOutcome::Kept;
@@ -206,25 +207,17 @@ impl MemoryStore {
             }
             j.job = Arc::new(job.clone());
             j.version += 1;
-            j.next_fire_at = next_fire_at;
-            j.next_trigger = TriggerKind::Schedule;
-            j.attempt = 0;
-            j.resume_after = None;
-            j.next_payload = None;
+            j.next = next.clone();
             j.updated_at = now;
             UpsertOutcome::Updated
         });
         if let Some(outcome) = outcome {
-            return Ok(outcome);
+            return outcome;
         }
         let rec = JobRecord {
             job: Arc::new(job.clone()),
             version: 1,
-            next_fire_at,
-            next_trigger: TriggerKind::Schedule,
-            attempt: 0,
-            resume_after: None,
-            next_payload: None,
+            next,
             last_token: 0,
             running: None,
             created_at: now,
@@ -232,7 +225,54 @@ impl MemoryStore {
         };
         inner.index(&rec);
         inner.jobs.insert(id, rec);
-        Ok(UpsertOutcome::Created)
+        UpsertOutcome::Created
+    }
+
+    /// Applies `change` to `inner` (see [`Jobs::apply`]).
+    fn change(inner: &mut Inner, change: &JobChange, now: Timestamp) -> Result<Applied> {
+        let missing = |id: &JobId| Error::not_found("job", id);
+        Ok(match change {
+            JobChange::Upsert { job, next } => {
+                Applied::Upsert(Self::store_job(inner, job, *next, false, now))
+            }
+            JobChange::Create { job, next } => {
+                Applied::Upsert(Self::store_job(inner, job, *next, true, now))
+            }
+            JobChange::Remove { id } => match inner.jobs.remove(id) {
+                Some(rec) => {
+                    inner.unindex(&rec);
+                    Applied::Removed(true)
+                }
+                None => Applied::Removed(false),
+            },
+            JobChange::Pause { id } => inner
+                .with_job(id, |j| {
+                    if j.job.enabled() {
+                        j.job = Arc::new(j.job.with_enabled(false));
+                        j.version += 1;
+                        j.updated_at = now;
+                    }
+                    Applied::Done
+                })
+                .ok_or_else(|| missing(id))?,
+            JobChange::Resume { id, next } => inner
+                .with_job(id, |j| {
+                    if !j.job.enabled() {
+                        j.job = Arc::new(j.job.with_enabled(true));
+                        j.version += 1;
+                        j.updated_at = now;
+                        j.next = next.clone();
+                    }
+                    Applied::Done
+                })
+                .ok_or_else(|| missing(id))?,
+            JobChange::Trigger { id, fire } => inner
+                .with_job(id, |j| {
+                    j.next = Some(fire.clone());
+                    Applied::Done
+                })
+                .ok_or_else(|| missing(id))?,
+        })
     }
 
     /// An empty store on the system clock.
@@ -268,18 +308,23 @@ impl Jobs for MemoryStore {
         Ok(self.clock.now())
     }
 
-    async fn create(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
-        self.store_job(job, next_fire_at, true)
-    }
-
-    async fn upsert(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
-        self.store_job(job, next_fire_at, false)
+    async fn apply(&self, change: &JobChange, audit: Option<&AuditEntry>) -> Result<Applied> {
+        let now = self.clock.now();
+        let mut inner = self.inner();
+        let applied = Self::change(&mut inner, change, now)?;
+        if let Some(entry) = audit.filter(|_| applied.changed()) {
+            inner.append_audit(entry, now);
+        }
+        Ok(applied)
     }
 
     async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
-        jobs.iter()
-            .map(|(job, next)| self.store_job(job, *next, false))
-            .collect()
+        let now = self.clock.now();
+        let mut inner = self.inner();
+        Ok(jobs
+            .iter()
+            .map(|(job, next)| Self::store_job(&mut inner, job, *next, false, now))
+            .collect())
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
@@ -303,60 +348,6 @@ impl Jobs for MemoryStore {
         ))
     }
 
-    async fn remove(&self, id: &JobId) -> Result<bool> {
-        let mut inner = self.inner();
-        match inner.jobs.remove(id) {
-            Some(rec) => {
-                inner.unindex(&rec);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    async fn set_enabled(
-        &self,
-        id: &JobId,
-        enabled: bool,
-        next_fire_at: Option<Timestamp>,
-    ) -> Result<()> {
-        let now = self.clock.now();
-        self.inner()
-            .with_job(id, |j| {
-                if j.job.enabled() == enabled {
-                    return;
-                }
-                j.job = Arc::new(j.job.with_enabled(enabled));
-                j.version += 1;
-                j.updated_at = now;
-                if enabled {
-                    j.next_fire_at = next_fire_at;
-                    j.next_trigger = TriggerKind::Schedule;
-                    j.attempt = 0;
-                    j.resume_after = None;
-                    j.next_payload = None;
-                }
-            })
-            .ok_or_else(|| Error::not_found("job", id))
-    }
-
-    async fn trigger(
-        &self,
-        id: &JobId,
-        at: Timestamp,
-        payload: Option<&serde_json::Value>,
-    ) -> Result<()> {
-        self.inner()
-            .with_job(id, |j| {
-                j.next_fire_at = Some(at);
-                j.next_trigger = TriggerKind::Manual;
-                j.attempt = 0;
-                j.resume_after = None;
-                j.next_payload = payload.cloned();
-            })
-            .ok_or_else(|| Error::not_found("job", id))
-    }
-
     async fn due(&self, query: &DueQuery) -> Result<Page<DueFire>> {
         use std::ops::Bound;
         let inner = self.inner();
@@ -370,15 +361,11 @@ impl Jobs for MemoryStore {
                 .range((from, Bound::Unbounded))
                 .take_while(|((at, _), _)| *at <= query.until)
                 .take(query.limit)
-                .map(|((at, id), e)| DueFire {
+                .map(|((_, id), e)| DueFire {
                     job_id: id.clone(),
                     job: e.job.clone(),
-                    fire_at: *at,
                     version: e.version,
-                    trigger: e.trigger,
-                    attempt: e.attempt,
-                    resume_after: e.resume_after,
-                    payload: e.payload.clone(),
+                    fire: e.fire.clone(),
                 })
                 .collect(),
         ))

@@ -17,20 +17,12 @@ impl PgDialect {
     pub(super) async fn start_batch(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
         let (jobs, runs_t) = (self.t("jobs"), self.t("runs"));
         let col = |f: fn(&StartRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
-        let payloads = runs
-            .iter()
-            .map(|r| {
-                r.payload
-                    .as_ref()
-                    .map(|p| crate::sql::decode::encode(super::NAME, p))
-                    .transpose()
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let contexts: Vec<Option<String>> = runs.iter().map(|r| r.context.to_stored()).collect();
         let rows = sqlx::query(AssertSqlSafe(format!(
             "WITH req AS (
                  SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::int8[], $7::text[],
                                       $8::int8[], $9::int8[], $10::text[])
-                     WITH ORDINALITY AS r(job_id, fire_at, version, token, node, attempt, trig, cfires, cthrough, payload, ord)
+                     WITH ORDINALITY AS r(job_id, fire_at, version, token, node, attempt, trig, cfires, cthrough, context, ord)
              ), locked AS (
                  SELECT j.id, r.ord FROM {jobs} j JOIN req r ON j.id = r.job_id
                  WHERE j.enabled AND j.version = r.version AND j.running_run IS NULL
@@ -40,8 +32,8 @@ impl PgDialect {
                  SELECT DISTINCT ON (r.job_id) r.* FROM req r JOIN locked l ON l.ord = r.ord ORDER BY r.job_id, r.ord
              ), ins AS (
                  INSERT INTO {runs_t} (job_id, fire_at, trigger, node, attempt, token, status, started_at, will_retry,
-                     covered_fires, covered_through, payload)
-                 SELECT job_id, fire_at, trig, node, attempt::int4, token, 'running', {NOW_MS}, false, cfires, cthrough, payload
+                     covered_fires, covered_through, context)
+                 SELECT job_id, fire_at, trig, node, attempt::int4, token, 'running', {NOW_MS}, false, cfires, cthrough, context
                  FROM ok
                  RETURNING id, job_id, token, started_at
              ), upd AS (
@@ -64,7 +56,7 @@ impl PgDialect {
         .bind(runs.iter().map(|r| r.trigger.as_str().to_string()).collect::<Vec<_>>())
         .bind(runs.iter().map(|r| crate::sql::decode::span_columns(r.covers).0).collect::<Vec<_>>())
         .bind(runs.iter().map(|r| crate::sql::decode::span_columns(r.covers).1).collect::<Vec<_>>())
-        .bind(payloads)
+        .bind(contexts)
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("start_runs"))?;
@@ -115,16 +107,13 @@ impl PgDialect {
     pub(super) async fn finish_batch(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
         let (jobs, runs_t, alarms) = (self.t("jobs"), self.t("runs"), self.t("alarms"));
         let i64s = |f: fn(&FinishRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
-        let next_payloads = runs
+        fn next(f: &FinishRun) -> Option<&FireState> {
+            f.next.as_ref()
+        }
+        let next_contexts: Vec<Option<String>> = runs
             .iter()
-            .map(|f| {
-                f.next
-                    .payload
-                    .as_ref()
-                    .map(|p| crate::sql::decode::encode(super::NAME, p))
-                    .transpose()
-            })
-            .collect::<Result<Vec<_>>>()?;
+            .map(|f| next(f).and_then(|n| n.context.to_stored()))
+            .collect();
         let mut alarm_runs = Vec::new();
         let mut alarm_events = Vec::new();
         for f in runs {
@@ -138,7 +127,7 @@ impl PgDialect {
                  SELECT * FROM UNNEST($1::int8[], $2::text[], $3::int8[], $4::bool[], $5::text[], $6::text[], $7::bool[],
                                       $8::int8[], $9::int8[], $10::text[], $11::int8[], $14::int8[], $15::text[])
                      AS r(run_id, job_id, token, takeover, status, error, will_retry, version, next_at, next_trigger, next_attempt,
-                          next_resume, next_payload)
+                          next_resume, next_context)
              ), jl AS (
                  SELECT id, last_token, version, next_fire_at FROM {jobs}
                  WHERE id IN (SELECT job_id FROM req) ORDER BY id FOR UPDATE
@@ -160,7 +149,7 @@ impl PgDialect {
                      next_trigger = CASE WHEN ok.resched THEN ok.next_trigger ELSE j.next_trigger END,
                      attempt = CASE WHEN ok.resched THEN ok.next_attempt::int4 ELSE j.attempt END,
                      resume_after = CASE WHEN ok.resched THEN ok.next_resume ELSE j.resume_after END,
-                     next_payload = CASE WHEN ok.resched THEN ok.next_payload ELSE j.next_payload END
+                     next_context = CASE WHEN ok.resched THEN ok.next_context ELSE j.next_context END
                  FROM ok WHERE j.id = ok.job_id
              ), ur AS (
                  UPDATE {runs_t} ru SET status = ok.status, ended_at = {NOW_MS}, error = ok.error, will_retry = ok.will_retry
@@ -186,13 +175,21 @@ impl PgDialect {
         )
         .bind(runs.iter().map(|f| f.will_retry).collect::<Vec<_>>())
         .bind(i64s(|f| f.version as i64))
-        .bind(runs.iter().map(|f| f.next.at.map(Timestamp::as_millis)).collect::<Vec<_>>())
-        .bind(runs.iter().map(|f| f.next.trigger.as_str().to_string()).collect::<Vec<_>>())
-        .bind(i64s(|f| i64::from(f.next.attempt)))
+        .bind(runs.iter().map(|f| next(f).map(|n| n.at.as_millis())).collect::<Vec<_>>())
+        .bind(
+            runs.iter()
+                .map(|f| next(f).map_or(TriggerKind::Schedule, |n| n.trigger).as_str().to_string())
+                .collect::<Vec<_>>(),
+        )
+        .bind(i64s(|f| f.next.as_ref().map_or(0, |n| i64::from(n.attempt))))
         .bind(alarm_runs)
         .bind(alarm_events)
-        .bind(runs.iter().map(|f| f.next.resume_after.map(Timestamp::as_millis)).collect::<Vec<_>>())
-        .bind(next_payloads)
+        .bind(
+            runs.iter()
+                .map(|f| next(f).and_then(|n| n.resume_after).map(Timestamp::as_millis))
+                .collect::<Vec<_>>(),
+        )
+        .bind(next_contexts)
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("finish_runs"))?;

@@ -58,6 +58,11 @@ const MIGRATIONS: &[Embedded] = &[
         "payload overrides",
         include_str!("migrations/0006_fire_payload.sql"),
     ),
+    (
+        7,
+        "fire contexts",
+        include_str!("migrations/0007_fire_context.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).

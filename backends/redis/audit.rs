@@ -33,20 +33,10 @@ fn decode_audit(id: &str, h: &Fields) -> Result<AuditRecord> {
     })
 }
 
-fn json_text(v: &Option<serde_json::Value>) -> String {
-    v.as_ref()
-        .map_or_else(String::new, serde_json::Value::to_string)
-}
-
 #[async_trait]
 impl AuditLog for RedisStore {
     async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
-        let mut call = self.call(&self.scripts.append_audit);
-        call.arg(&e.actor)
-            .arg(&e.action)
-            .arg(&e.target)
-            .arg(json_text(&e.before))
-            .arg(json_text(&e.after));
+        let call = self.audited_call(&self.scripts.append_audit, Some(e));
         let _: i64 = self.invoke(call, "append_audit").await?;
         Ok(())
     }

@@ -50,11 +50,19 @@ pub(super) fn encode<T: serde::Serialize>(v: &T) -> Result<String> {
     serde_json::to_string(v).map_err(|e| Error::backend(NAME, "encode", false, e))
 }
 
-/// A stored payload override: JSON, or empty for none.
-pub(super) fn payload(text: &str) -> Result<Option<serde_json::Value>> {
-    (!text.is_empty())
-        .then(|| crate::job::stored_payload(text))
-        .transpose()
+/// A fire context kept under `field` (JSON, or empty for none); a hash written
+/// before contexts existed keeps the payload override alone under `legacy`.
+fn context(h: &Fields, field: &str, legacy: &str) -> Result<FireContext> {
+    match h.get(field) {
+        Some(text) => FireContext::from_stored(Some(text)),
+        None => match h.get(legacy).filter(|t| !t.is_empty()) {
+            Some(payload) => Ok(FireContext::with_payload(Some(decode(
+                payload,
+                "decode payload",
+            )?))),
+            None => Ok(FireContext::default()),
+        },
+    }
 }
 
 /// A job hash. A definition that cannot be read, or a field of the wrong shape, is
@@ -72,12 +80,17 @@ pub(super) fn job_record(id: &str, h: &Fields) -> Result<JobRecord> {
     Ok(JobRecord {
         job: Arc::new(job),
         version: int("version")? as u64,
-        next_fire_at: opt("next")?.map(Timestamp::from_millis),
-        next_trigger: TriggerKind::parse(field(h, "trigger", w).map_err(|e| bad(&e))?)
-            .unwrap_or_default(),
-        attempt: int("attempt")?.max(0) as u32,
-        resume_after: opt("resume")?.map(Timestamp::from_millis),
-        next_payload: payload(h.get("npayload").map_or("", String::as_str)).map_err(|e| bad(&e))?,
+        next: match opt("next")? {
+            None => None,
+            Some(at) => Some(FireState {
+                at: Timestamp::from_millis(at),
+                trigger: TriggerKind::parse(field(h, "trigger", w).map_err(|e| bad(&e))?)
+                    .unwrap_or_default(),
+                attempt: int("attempt")?.max(0) as u32,
+                resume_after: opt("resume")?.map(Timestamp::from_millis),
+                context: context(h, "nctx", "npayload").map_err(|e| bad(&e))?,
+            }),
+        },
         last_token: int("token")? as u64,
         running: opt("running")?.map(RunId),
         created_at: Timestamp::from_millis(int("created")?),
@@ -110,7 +123,7 @@ pub(super) fn run_record(id: &str, h: &Fields) -> Result<RunRecord> {
             .then(|| h.get("error").cloned().unwrap_or_default()),
         will_retry: h.get("retry").map(String::as_str) == Some("1"),
         covers,
-        payload: payload(h.get("payload").map_or("", String::as_str))?,
+        context: context(h, "ctx", "payload")?,
     })
 }
 

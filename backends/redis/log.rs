@@ -9,7 +9,8 @@ use super::store::{PURGE_CHUNK, RedisStore, flag_ms};
 use crate::error::Result;
 use crate::record::*;
 use crate::store::{
-    AlarmClaim, AlarmOutbox, AlarmQuery, CorruptRow, NodeRegistry, Page, RunLog, RunQuery,
+    AlarmChange, AlarmClaim, AlarmOutbox, AlarmQuery, CorruptRow, NodeRegistry, Page, RunLog,
+    RunQuery,
 };
 use crate::time::{Timestamp, duration_ms};
 use async_trait::async_trait;
@@ -375,17 +376,13 @@ impl AlarmOutbox for RedisStore {
         }
     }
 
-    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
-        let mut call = self.call(&self.scripts.retry_alarm);
-        call.arg(id.0);
-        let n: i64 = self.invoke(call, "retry_alarm").await?;
-        Ok(n > 0)
-    }
-
-    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
-        let mut call = self.call(&self.scripts.discard_alarm);
-        call.arg(id.0);
-        let n: i64 = self.invoke(call, "discard_alarm").await?;
+    async fn apply_alarm(&self, change: AlarmChange, audit: Option<&AuditEntry>) -> Result<bool> {
+        let mut call = self.audited_call(&self.scripts.apply_alarm, audit);
+        call.arg(change.id().0).arg(match change {
+            AlarmChange::Retry(_) => "retry",
+            AlarmChange::Discard(_) => "discard",
+        });
+        let n: i64 = self.invoke(call, "apply_alarm").await?;
         Ok(n > 0)
     }
 }

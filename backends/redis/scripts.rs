@@ -11,10 +11,10 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `P job:<id>` | hash | `def` (JSON), `enabled`, `version`, `next`, `trigger`, `attempt`, `resume` (where the schedule resumes after a retry, or empty), `npayload` (the next fire's payload override as JSON, or empty), `token`, `running`, `created`, `updated` |
+//! | `P job:<id>` | hash | `def` (JSON), `enabled`, `version`, `next`, `trigger`, `attempt`, `resume` (where the schedule resumes after a retry, or empty), `nctx` (the next fire's context as JSON, or empty; a hash written before it had `npayload`, the payload override alone), `token`, `running`, `created`, `updated` |
 //! | `P jobs` | sorted set | every job id (score 0, lexical order) |
 //! | `P due` | sorted set | enabled, idle jobs with a next fire; score `next` |
-//! | `P run:<id>` | hash | `job`, `fire`, `trigger`, `node`, `attempt`, `token`, `status`, `started`, `ended`, `error`, `retry`, `cfires` and `cthrough` (a misfire record's span, or empty), `payload` (the payload override it ran with, or empty) |
+//! | `P run:<id>` | hash | `job`, `fire`, `trigger`, `node`, `attempt`, `token`, `status`, `started`, `ended`, `error`, `retry`, `cfires` and `cthrough` (a misfire record's span, or empty), `ctx` (the context it ran with as JSON, or empty; before it, `payload`) |
 //! | `P runs`, `P runs:job:<id>` | sorted sets | run ids (score = id), for the run log |
 //! | `P running` | sorted set | runs in `running` state |
 //! | `P ended` | sorted set | finished runs, score `ended` (for purges) |
@@ -51,6 +51,15 @@ local function bulk(cmd, key, items)
   end
 end
 local function day_of(ms) return fmt(math.floor(tonumber(ms) / 86400000)) end
+-- The audit entry in ARGV[2..6] (actor, action, target, before JSON, after JSON; an
+-- empty actor: none), appended with the change it records.
+local function audit(nows)
+  if ARGV[2] == '' then return end
+  local id = redis.call('INCR', P .. 'seq:audit')
+  redis.call('HSET', P .. 'audit:' .. id, 'at', nows, 'actor', ARGV[2], 'action', ARGV[3],
+    'target', ARGV[4], 'before', ARGV[5], 'after', ARGV[6])
+  redis.call('ZADD', P .. 'audit', id, id)
+end
 local function enqueue(ev, nows)
   local aid = redis.call('INCR', P .. 'seq:alarm')
   redis.call('HSET', P .. 'alarm:' .. aid, 'event', ev, 'status', 'pending', 'attempts', '0',
@@ -66,14 +75,17 @@ pub(super) fn source(body: &str) -> String {
     format!("{PRELUDE}\n{body}")
 }
 
-/// ARGV: P, only if absent (`1`/`0`), then per job: id, def, enabled (`1`/`0`),
-/// next. Returns per job, in order, `created`, `updated`, `unchanged` or (only if
-/// absent, for an existing job) `kept`. One call stores a whole batch atomically.
+/// ARGV: P, the audit entry (ARGV 2-6, see the prelude; empty for a batch), only if
+/// absent (`1`/`0`), then per job: id, def, enabled (`1`/`0`), next. Returns per job,
+/// in order, `created`, `updated`, `unchanged` or (only if absent, for an existing
+/// job) `kept`. One call stores a whole batch atomically; the audit entry is appended
+/// when a job was created or updated.
 pub(super) const UPSERT: &str = r"
-local absent_only = ARGV[2]
+local absent_only = ARGV[7]
 local nows = fmt(now_ms())
 local out = {}
-for i = 3, #ARGV, 4 do
+local changed = false
+for i = 8, #ARGV, 4 do
   local id, def, en, nxt = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local jk = P .. 'job:' .. id
   local cur = redis.call('HGET', jk, 'def')
@@ -84,62 +96,75 @@ for i = 3, #ARGV, 4 do
   elseif cur then
     redis.call('HINCRBY', jk, 'version', 1)
     redis.call('HSET', jk, 'def', def, 'enabled', en, 'next', nxt, 'trigger', 'schedule',
-      'attempt', '0', 'resume', '', 'npayload', '', 'updated', nows)
+      'attempt', '0', 'resume', '', 'nctx', '', 'updated', nows)
     reindex(id)
     out[#out + 1] = 'updated'
+    changed = true
   else
     redis.call('HSET', jk, 'def', def, 'enabled', en, 'version', '1', 'next', nxt,
-      'trigger', 'schedule', 'attempt', '0', 'resume', '', 'token', '0', 'running', '', 'created', nows,
-      'updated', nows)
+      'trigger', 'schedule', 'attempt', '0', 'resume', '', 'nctx', '', 'token', '0',
+      'running', '', 'created', nows, 'updated', nows)
     redis.call('ZADD', P .. 'jobs', 0, id)
     reindex(id)
     out[#out + 1] = 'created'
+    changed = true
   end
 end
+if changed then audit(nows) end
 return out
 ";
 
-/// ARGV: P, id. Returns 1 when the job existed.
+/// ARGV: P, the audit entry (2-6), id. Returns 1 when the job existed (and then
+/// appends the audit entry).
 pub(super) const REMOVE: &str = r"
-local id = ARGV[2]
+local id = ARGV[7]
 redis.call('ZREM', P .. 'due', id)
 redis.call('ZREM', P .. 'jobs', id)
-return redis.call('DEL', P .. 'job:' .. id)
+local n = redis.call('DEL', P .. 'job:' .. id)
+if n > 0 then audit(fmt(now_ms())) end
+return n
 ";
 
-/// ARGV: P, id, enabled, def, next, expected version.
-/// Returns -1 (no such job), 0 (version moved: read again) or 1 (done).
+/// ARGV: P, the audit entry (2-6), id, enabled, def, expected version, then on
+/// resume the next fire: at, trigger, attempt, resume, context.
+/// Returns -1 (no such job), 0 (version moved: read again) or 1 (done, audited).
 pub(super) const SET_ENABLED: &str = r"
-local id, en, def, nxt, ver = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local id, en, def, ver = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local jk = P .. 'job:' .. id
 local f = redis.call('HMGET', jk, 'version', 'enabled')
 if not f[1] then return -1 end
 if f[1] ~= ver then return 0 end
-if f[2] == en then return 1 end
-redis.call('HINCRBY', jk, 'version', 1)
-redis.call('HSET', jk, 'def', def, 'enabled', en, 'updated', fmt(now_ms()))
-if en == '1' then
-  redis.call('HSET', jk, 'next', nxt, 'trigger', 'schedule', 'attempt', '0', 'resume', '',
-    'npayload', '')
+local nows = fmt(now_ms())
+if f[2] ~= en then
+  redis.call('HINCRBY', jk, 'version', 1)
+  redis.call('HSET', jk, 'def', def, 'enabled', en, 'updated', nows)
+  if en == '1' then
+    redis.call('HSET', jk, 'next', ARGV[11], 'trigger', ARGV[12], 'attempt', ARGV[13],
+      'resume', ARGV[14], 'nctx', ARGV[15])
+  end
+  reindex(id)
 end
-reindex(id)
+audit(nows)
 return 1
 ";
 
-/// ARGV: P, id, at, payload (JSON, or empty for the job's own). Returns 0 when the
-/// job does not exist.
+/// ARGV: P, the audit entry (2-6), id, then the fire: at, trigger, attempt, resume,
+/// context (JSON, or empty). Returns 0 when the job does not exist (nothing written).
 pub(super) const TRIGGER: &str = r"
-local id = ARGV[2]
+local id = ARGV[7]
 local jk = P .. 'job:' .. id
 if redis.call('EXISTS', jk) == 0 then return 0 end
-redis.call('HSET', jk, 'next', ARGV[3], 'trigger', 'manual', 'attempt', '0', 'resume', '',
-  'npayload', ARGV[4])
+redis.call('HSET', jk, 'next', ARGV[8], 'trigger', ARGV[9], 'attempt', ARGV[10],
+  'resume', ARGV[11], 'nctx', ARGV[12])
 reindex(id)
+audit(fmt(now_ms()))
 return 1
 ";
 
 /// ARGV: P, until, limit[, after at, after id]. Returns id, next, def, version,
-/// trigger, attempt, resume, payload override per fire, in due order; with the `after` key only fires after it.
+/// trigger, attempt, resume, context per fire, in due order; with the `after` key
+/// only fires after it. A job hash written before `nctx` existed gives its `npayload`
+/// as a context.
 /// The key's place is its rank in the due index: the member's own when it is still
 /// there at that score, else that of the key added for a moment and taken out again
 /// (or put back at its own score) within the script, so no one sees it.
@@ -168,19 +193,25 @@ end
 local out = {}
 for _, id in ipairs(ids) do
   local f = redis.call('HMGET', P .. 'job:' .. id, 'next', 'def', 'version', 'trigger', 'attempt',
-    'resume', 'npayload')
+    'resume', 'nctx', 'npayload')
   if f[1] and f[2] then
     out[#out + 1] = id
     for j = 1, 5 do out[#out + 1] = f[j] end
     out[#out + 1] = f[6] or ''
-    out[#out + 1] = f[7] or ''
+    local ctx = f[7]
+    if not ctx then
+      ctx = ''
+      -- the legacy payload as a context object (\034 is the double quote)
+      if f[8] and f[8] ~= '' then ctx = '{\034payload\034:' .. f[8] .. '}' end
+    end
+    out[#out + 1] = ctx
   end
 end
 return out
 ";
 
 /// ARGV: P, n, then per item: job, fire, version, token, node, attempt, trigger, covered
-/// fires, covered through (both empty without a span), payload override (or empty).
+/// fires, covered through (both empty without a span), context (JSON, or empty).
 /// Returns per item a triple: (`ok`, run id, started) or (refusal, current token, '').
 /// Per started run it writes the run hash, its job's run index and the job; the global
 /// indexes, the run-id sequence and the day's counter are written once per batch.
@@ -192,7 +223,7 @@ local seq = tonumber(redis.call('GET', P .. 'seq:run') or '0')
 local runs, running, undue = {}, {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
-  local id, fire, ver, tok, node, att, trig, cfires, cthrough, pay =
+  local id, fire, ver, tok, node, att, trig, cfires, cthrough, ctx =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
     ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
   i = i + 10
@@ -214,7 +245,7 @@ for _ = 1, tonumber(ARGV[2]) do
     redis.call('HSET', P .. 'run:' .. rid, 'job', id, 'fire', fire, 'trigger', trig,
       'node', node, 'attempt', att, 'token', tok, 'status', 'running', 'started', nows,
       'ended', '', 'error', '', 'retry', '0', 'cfires', cfires, 'cthrough', cthrough,
-      'payload', pay)
+      'ctx', ctx)
     redis.call('ZADD', P .. 'runs:job:' .. id, rid, rid)
     redis.call('HSET', jk, 'token', tok, 'running', rid)
     runs[#runs + 1] = rid; runs[#runs + 1] = rid
@@ -234,7 +265,7 @@ return out
 ";
 
 /// ARGV: P, n, then per item: run, job, token, takeover, status, has error, error,
-/// will retry, version, next at, next trigger, next attempt, next resume, next payload
+/// will retry, version, next at, next trigger, next attempt, next resume, next context
 /// (or empty), alarm count, alarm JSON….
 /// Returns per item a triple: (`ok`, rescheduled, ended) or (refusal, current token, '').
 /// Per finished run it reads the run and its job and writes each once; the due index,
@@ -247,7 +278,7 @@ local out = {}
 local ended, unrunning, due_of, counts = {}, {}, {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
-  local rid, jid, tok, takeover, st, has_err, err, retry, ver, nat, ntrig, natt, nres, npay, na =
+  local rid, jid, tok, takeover, st, has_err, err, retry, ver, nat, ntrig, natt, nres, nctx, na =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
     ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11], ARGV[i + 12],
     ARGV[i + 13], tonumber(ARGV[i + 14])
@@ -278,7 +309,7 @@ for _ = 1, tonumber(ARGV[2]) do
           nxt = nat
           resched = '1'
           redis.call('HSET', jk, 'token', tok, 'running', running, 'next', nat, 'trigger', ntrig,
-            'attempt', natt, 'resume', nres, 'npayload', npay)
+            'attempt', natt, 'resume', nres, 'nctx', nctx)
         else
           redis.call('HSET', jk, 'token', tok, 'running', running)
         end
@@ -472,39 +503,32 @@ if #ids < tonumber(ARGV[3]) then last = '' end
 return {deleted, last}
 ";
 
-/// ARGV: P, id. An operator's retry: a pending or failed event becomes pending,
-/// claimable now. Returns 1 when it was one.
-pub(super) const RETRY_ALARM: &str = r"
-local id = ARGV[2]
+/// ARGV: P, the audit entry (2-6), id, `retry` or `discard`. An operator's change to
+/// an event: a pending or failed one becomes pending, claimable now (retry), or
+/// failed with no retry (discard). Returns 1 when it was one (and appends the audit
+/// entry).
+pub(super) const APPLY_ALARM: &str = r"
+local id = ARGV[7]
 local ak = P .. 'alarm:' .. id
 local st = redis.call('HGET', ak, 'status')
 if st ~= 'pending' and st ~= 'failed' then return 0 end
 local now = fmt(now_ms())
-redis.call('HSET', ak, 'status', 'pending', 'next', now)
-redis.call('ZADD', P .. 'alarms:ready', now, id)
-return 1
-";
-
-/// ARGV: P, id. An operator's discard: a pending or failed event becomes failed with
-/// no retry. Returns 1 when it was one.
-pub(super) const DISCARD_ALARM: &str = r"
-local id = ARGV[2]
-local ak = P .. 'alarm:' .. id
-local st = redis.call('HGET', ak, 'status')
-if st ~= 'pending' and st ~= 'failed' then return 0 end
-redis.call('HSET', ak, 'status', 'failed', 'next', '')
-redis.call('ZREM', P .. 'alarms:ready', id)
+if ARGV[8] == 'retry' then
+  redis.call('HSET', ak, 'status', 'pending', 'next', now)
+  redis.call('ZADD', P .. 'alarms:ready', now, id)
+else
+  redis.call('HSET', ak, 'status', 'failed', 'next', '')
+  redis.call('ZREM', P .. 'alarms:ready', id)
+end
+audit(now)
 return 1
 ";
 
 /// ARGV: P, actor, action, target, before JSON, after JSON (empty when absent).
-/// Appends an audit entry stamped with the server's clock; returns its id.
+/// Appends an audit entry stamped with the server's clock.
 pub(super) const APPEND_AUDIT: &str = r"
-local id = redis.call('INCR', P .. 'seq:audit')
-redis.call('HSET', P .. 'audit:' .. id, 'at', fmt(now_ms()), 'actor', ARGV[2], 'action', ARGV[3],
-  'target', ARGV[4], 'before', ARGV[5], 'after', ARGV[6])
-redis.call('ZADD', P .. 'audit', id, id)
-return id
+audit(fmt(now_ms()))
+return 1
 ";
 
 /// ARGV: P, chunk, before ms. Deletes up to `chunk` of the oldest entries appended

@@ -4,7 +4,7 @@ use super::{NAME, redis_err};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
-use crate::store::{CorruptRow, DueQuery, JobQuery, Jobs, Page};
+use crate::store::{Applied, CorruptRow, DueQuery, JobChange, JobQuery, Jobs, Page};
 use crate::time::Timestamp;
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
@@ -38,8 +38,7 @@ pub(super) struct Scripts {
     pub(super) purge_alarms: Script,
     pub(super) claim_alarms: Script,
     pub(super) complete_alarm: Script,
-    pub(super) retry_alarm: Script,
-    pub(super) discard_alarm: Script,
+    pub(super) apply_alarm: Script,
     pub(super) append_audit: Script,
     pub(super) purge_audit: Script,
 }
@@ -66,8 +65,7 @@ impl Scripts {
             purge_alarms: s(scripts::PURGE_ALARMS),
             claim_alarms: s(scripts::CLAIM_ALARMS),
             complete_alarm: s(scripts::COMPLETE_ALARM),
-            retry_alarm: s(scripts::RETRY_ALARM),
-            discard_alarm: s(scripts::DISCARD_ALARM),
+            apply_alarm: s(scripts::APPLY_ALARM),
             append_audit: s(scripts::APPEND_AUDIT),
             purge_audit: s(scripts::PURGE_AUDIT),
         }
@@ -256,16 +254,42 @@ fn flag(b: bool) -> &'static str {
 }
 
 impl RedisStore {
+    /// An invocation of `script` with the prefix and the audit entry (empty fields
+    /// for none) as `ARGV[1..6]`.
+    pub(super) fn audited_call<'a>(
+        &self,
+        script: &'a Script,
+        audit: Option<&AuditEntry>,
+    ) -> ScriptInvocation<'a> {
+        let mut call = self.call(script);
+        let json = |v: &Option<serde_json::Value>| {
+            v.as_ref()
+                .map_or_else(String::new, serde_json::Value::to_string)
+        };
+        match audit {
+            Some(e) => call
+                .arg(&e.actor)
+                .arg(&e.action)
+                .arg(&e.target)
+                .arg(json(&e.before))
+                .arg(json(&e.after)),
+            None => call.arg("").arg("").arg("").arg("").arg(""),
+        };
+        call
+    }
+
     /// The upsert script over a batch; with `only_if_absent` it leaves existing jobs
-    /// alone. Batches of 500 jobs, each one script call.
+    /// alone. Batches of 500 jobs, each one script call; `audit` (for a single job)
+    /// is appended by the script that changed it.
     async fn store_jobs<J: std::borrow::Borrow<Job>>(
         &self,
         jobs: &[(J, Option<Timestamp>)],
         only_if_absent: bool,
+        audit: Option<&AuditEntry>,
     ) -> Result<Vec<UpsertOutcome>> {
         let mut outcomes = Vec::with_capacity(jobs.len());
         for chunk in jobs.chunks(500) {
-            let mut call = self.call(&self.scripts.upsert);
+            let mut call = self.audited_call(&self.scripts.upsert, audit);
             call.arg(flag(only_if_absent));
             for (job, next) in chunk {
                 let job = job.borrow();
@@ -290,13 +314,55 @@ impl RedisStore {
         job: &Job,
         next_fire_at: Option<Timestamp>,
         only_if_absent: bool,
+        audit: Option<&AuditEntry>,
     ) -> Result<UpsertOutcome> {
         let one = [(job, next_fire_at)];
-        let out = self.store_jobs(&one, only_if_absent).await?;
+        let out = self.store_jobs(&one, only_if_absent, audit).await?;
         out.into_iter()
             .next()
             .ok_or_else(|| Error::backend(NAME, "upsert", false, "the script returned no outcome"))
     }
+
+    async fn set_enabled_job(
+        &self,
+        id: &JobId,
+        enabled: bool,
+        next: Option<&FireState>,
+        audit: Option<&AuditEntry>,
+    ) -> Result<()> {
+        // Optimistic: the definition is rewritten in Rust, and the script applies it
+        // only if the version read is still current.
+        loop {
+            let Some(rec) = self.get(id).await? else {
+                return Err(Error::not_found("job", id));
+            };
+            let mut call = self.audited_call(&self.scripts.set_enabled, audit);
+            call.arg(id.as_str())
+                .arg(flag(enabled))
+                .arg(encode(&rec.job.with_enabled(enabled))?)
+                .arg(rec.version);
+            push_fire(&mut call, next);
+            match self.invoke::<i64>(call, "set_enabled").await? {
+                -1 => return Err(Error::not_found("job", id)),
+                0 => continue,
+                _ => return Ok(()),
+            }
+        }
+    }
+}
+
+/// The fields of a job's next fire as script arguments (`None`: nothing to fire):
+/// at, trigger, attempt, resume, context.
+fn push_fire(call: &mut ScriptInvocation<'_>, fire: Option<&FireState>) {
+    match fire {
+        Some(f) => call
+            .arg(f.at.as_millis())
+            .arg(f.trigger.as_str())
+            .arg(f.attempt)
+            .arg(ms(f.resume_after))
+            .arg(f.context.to_stored().unwrap_or_default()),
+        None => call.arg("").arg("schedule").arg(0).arg("").arg(""),
+    };
 }
 
 #[async_trait]
@@ -325,16 +391,44 @@ impl Jobs for RedisStore {
         Ok(Timestamp::from_millis(secs * 1000 + micros / 1000))
     }
 
-    async fn upsert(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
-        self.store_job(job, next_fire_at, false).await
-    }
-
-    async fn create(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
-        self.store_job(job, next_fire_at, true).await
+    async fn apply(&self, change: &JobChange, audit: Option<&AuditEntry>) -> Result<Applied> {
+        match change {
+            JobChange::Upsert { job, next } => self
+                .store_job(job, *next, false, audit)
+                .await
+                .map(Applied::Upsert),
+            JobChange::Create { job, next } => self
+                .store_job(job, *next, true, audit)
+                .await
+                .map(Applied::Upsert),
+            JobChange::Remove { id } => {
+                let mut call = self.audited_call(&self.scripts.remove, audit);
+                call.arg(id.as_str());
+                let n: i64 = self.invoke(call, "remove").await?;
+                Ok(Applied::Removed(n > 0))
+            }
+            JobChange::Pause { id } => self
+                .set_enabled_job(id, false, None, audit)
+                .await
+                .map(|()| Applied::Done),
+            JobChange::Resume { id, next } => self
+                .set_enabled_job(id, true, next.as_ref(), audit)
+                .await
+                .map(|()| Applied::Done),
+            JobChange::Trigger { id, fire } => {
+                let mut call = self.audited_call(&self.scripts.trigger, audit);
+                call.arg(id.as_str());
+                push_fire(&mut call, Some(fire));
+                match self.invoke::<i64>(call, "trigger").await? {
+                    0 => Err(Error::not_found("job", id)),
+                    _ => Ok(Applied::Done),
+                }
+            }
+        }
     }
 
     async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
-        self.store_jobs(jobs, false).await
+        self.store_jobs(jobs, false, None).await
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
@@ -385,58 +479,6 @@ impl Jobs for RedisStore {
         Ok(page)
     }
 
-    async fn remove(&self, id: &JobId) -> Result<bool> {
-        let mut call = self.call(&self.scripts.remove);
-        call.arg(id.as_str());
-        let n: i64 = self.invoke(call, "remove").await?;
-        Ok(n > 0)
-    }
-
-    async fn set_enabled(
-        &self,
-        id: &JobId,
-        enabled: bool,
-        next_fire_at: Option<Timestamp>,
-    ) -> Result<()> {
-        // Optimistic: the definition is rewritten in Rust, and the script applies it
-        // only if the version read is still current.
-        loop {
-            let Some(rec) = self.get(id).await? else {
-                return Err(Error::not_found("job", id));
-            };
-            if rec.job.enabled() == enabled {
-                return Ok(());
-            }
-            let mut call = self.call(&self.scripts.set_enabled);
-            call.arg(id.as_str())
-                .arg(flag(enabled))
-                .arg(encode(&rec.job.with_enabled(enabled))?)
-                .arg(ms(next_fire_at))
-                .arg(rec.version);
-            match self.invoke::<i64>(call, "set_enabled").await? {
-                -1 => return Err(Error::not_found("job", id)),
-                0 => continue,
-                _ => return Ok(()),
-            }
-        }
-    }
-
-    async fn trigger(
-        &self,
-        id: &JobId,
-        at: Timestamp,
-        payload: Option<&serde_json::Value>,
-    ) -> Result<()> {
-        let mut call = self.call(&self.scripts.trigger);
-        call.arg(id.as_str())
-            .arg(at.as_millis())
-            .arg(payload.map(encode).transpose()?.unwrap_or_default());
-        match self.invoke::<i64>(call, "trigger").await? {
-            0 => Err(Error::not_found("job", id)),
-            _ => Ok(()),
-        }
-    }
-
     async fn due(&self, query: &DueQuery) -> Result<Page<DueFire>> {
         if query.limit == 0 {
             return Ok(Page::default());
@@ -457,19 +499,21 @@ impl Jobs for RedisStore {
                 s => Some(Timestamp::from_millis(parse_int(s, w)?)),
             };
             let job = Job::from_stored(&f[2]).and_then(|job| {
-                let payload = super::decode::payload(&f[7])?;
-                Ok((job, payload))
+                let context = FireContext::from_stored(Some(&f[7]))?;
+                Ok((job, context))
             });
             match (job, JobId::new(&f[0])) {
-                (Ok((job, payload)), Ok(job_id)) => page.items.push(DueFire {
+                (Ok((job, context)), Ok(job_id)) => page.items.push(DueFire {
                     job_id,
-                    fire_at,
                     job: Arc::new(job),
                     version: parse_int(&f[3], w)? as u64,
-                    trigger: TriggerKind::parse(&f[4]).unwrap_or_default(),
-                    attempt: parse_int(&f[5], w)?.max(0) as u32,
-                    resume_after,
-                    payload,
+                    fire: FireState {
+                        at: fire_at,
+                        trigger: TriggerKind::parse(&f[4]).unwrap_or_default(),
+                        attempt: parse_int(&f[5], w)?.max(0) as u32,
+                        resume_after,
+                        context,
+                    },
                 }),
                 (Err(e), id) => page.corrupt.push(CorruptRow {
                     kind: "job",
@@ -507,13 +551,7 @@ impl Jobs for RedisStore {
                     r.covers
                         .map_or(String::new(), |c| c.through.as_millis().to_string()),
                 )
-                .arg(
-                    r.payload
-                        .as_ref()
-                        .map(encode)
-                        .transpose()?
-                        .unwrap_or_default(),
-                );
+                .arg(r.context.to_stored().unwrap_or_default());
         }
         let out: Vec<String> = self.invoke(call, "start_runs").await?;
         let w = "decode start";
@@ -554,20 +592,9 @@ impl Jobs for RedisStore {
                 .arg(flag(f.error.is_some()))
                 .arg(f.error.as_deref().unwrap_or(""))
                 .arg(flag(f.will_retry))
-                .arg(f.version)
-                .arg(ms(f.next.at))
-                .arg(f.next.trigger.as_str())
-                .arg(f.next.attempt)
-                .arg(ms(f.next.resume_after))
-                .arg(
-                    f.next
-                        .payload
-                        .as_ref()
-                        .map(encode)
-                        .transpose()?
-                        .unwrap_or_default(),
-                )
-                .arg(f.alarms.len());
+                .arg(f.version);
+            push_fire(&mut call, f.next.as_ref());
+            call.arg(f.alarms.len());
             for a in &f.alarms {
                 call.arg(encode(a)?);
             }

@@ -1,33 +1,59 @@
-//! [`AuditLog`] for [`SqlStore`], and the operator's alarm retry and discard.
+//! [`AuditLog`] for [`SqlStore`], and the operator's alarm retry and discard (audited
+//! in the same transaction).
 
 use super::decode::{self, SqlRow};
 use super::{Dialect, Sql, SqlStore};
 use crate::error::Result;
-use crate::record::{AlarmId, AuditEntry, AuditRecord};
-use crate::store::{AuditLog, AuditQuery};
+use crate::record::{AuditEntry, AuditRecord};
+use crate::store::{AlarmChange, AuditLog, AuditQuery};
 use crate::time::Timestamp;
 use async_trait::async_trait;
 
 impl<D: Dialect> SqlStore<D> {
-    /// `retry_alarm`: a pending or failed event becomes pending, claimable now.
-    pub(super) async fn retry_alarm_row(&self, id: AlarmId) -> Result<bool> {
-        let q = Sql::new(format!(
-            "UPDATE {} SET status = 'pending', next_attempt_at = {} WHERE id = ? AND status IN ('pending', 'failed')",
-            self.d.t("alarms"),
+    /// The insert of an audit entry stamped with the database's clock.
+    pub(super) fn audit_insert(&self, e: &AuditEntry) -> Sql {
+        Sql::new(format!(
+            "INSERT INTO {} (at, actor, action, target, before_json, after_json) VALUES ({}, ?, ?, ?, ?, ?)",
+            self.d.t("audit"),
             D::NOW_MS
         ))
-        .bind(id.0);
-        Ok(self.d.exec("retry_alarm", q).await? > 0)
+        .bind(e.actor.as_str())
+        .bind(e.action.as_str())
+        .bind(e.target.as_str())
+        .bind(json_text(&e.before))
+        .bind(json_text(&e.after))
     }
 
-    /// `discard_alarm`: a pending or failed event becomes failed with no retry.
-    pub(super) async fn discard_alarm_row(&self, id: AlarmId) -> Result<bool> {
+    /// `apply_alarm`: a pending or failed event becomes pending, claimable now
+    /// (retry), or failed with no retry (discard); with `audit` appended in the same
+    /// transaction when it was one.
+    pub(super) async fn apply_alarm_row(
+        &self,
+        change: AlarmChange,
+        audit: Option<&AuditEntry>,
+    ) -> Result<bool> {
+        let op = "apply_alarm";
+        let set = match change {
+            AlarmChange::Retry(_) => format!("status = 'pending', next_attempt_at = {}", D::NOW_MS),
+            AlarmChange::Discard(_) => "status = 'failed', next_attempt_at = NULL".to_string(),
+        };
         let q = Sql::new(format!(
-            "UPDATE {} SET status = 'failed', next_attempt_at = NULL WHERE id = ? AND status IN ('pending', 'failed')",
-            self.d.t("alarms")
+            "UPDATE {} SET {set} WHERE id = ? AND status IN ('pending', 'failed')",
+            self.d.t("alarms"),
         ))
-        .bind(id.0);
-        Ok(self.d.exec("discard_alarm", q).await? > 0)
+        .bind(change.id().0);
+        let Some(entry) = audit else {
+            return Ok(self.d.exec(op, q).await? > 0);
+        };
+        let mut tx = self.d.begin(op).await?;
+        let done = self.d.exec_in(&mut tx, op, q).await? > 0;
+        if done {
+            self.d
+                .exec_in(&mut tx, op, self.audit_insert(entry))
+                .await?;
+        }
+        self.d.commit(tx, op).await?;
+        Ok(done)
     }
 }
 
@@ -59,17 +85,10 @@ fn audit_record(backend: &'static str, row: &impl SqlRow) -> Result<AuditRecord>
 #[async_trait]
 impl<D: Dialect> AuditLog for SqlStore<D> {
     async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
-        let q = Sql::new(format!(
-            "INSERT INTO {} (at, actor, action, target, before_json, after_json) VALUES ({}, ?, ?, ?, ?, ?)",
-            self.d.t("audit"),
-            D::NOW_MS
-        ))
-        .bind(e.actor.as_str())
-        .bind(e.action.as_str())
-        .bind(e.target.as_str())
-        .bind(json_text(&e.before))
-        .bind(json_text(&e.after));
-        self.d.exec("append_audit", q).await.map(|_| ())
+        self.d
+            .exec("append_audit", self.audit_insert(e))
+            .await
+            .map(|_| ())
     }
 
     async fn audit(&self, query: &AuditQuery) -> Result<Vec<AuditRecord>> {

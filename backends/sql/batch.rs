@@ -76,18 +76,9 @@ async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOut
         }
     }
     if !accepted.is_empty() {
-        let payloads = runs
-            .iter()
-            .map(|r| {
-                r.payload
-                    .as_ref()
-                    .map(|p| decode::encode(D::NAME, p))
-                    .transpose()
-            })
-            .collect::<Result<Vec<_>>>()?;
         let mut insert = Sql::new(format!(
             "INSERT INTO {} (job_id, fire_at, {}, node, attempt, token, status, started_at, will_retry,
-             covered_fires, covered_through, payload) VALUES {}",
+             covered_fires, covered_through, context) VALUES {}",
             d.t("runs"),
             D::TRIGGER,
             vec!["(?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)"; accepted.len()].join(", ")
@@ -106,7 +97,7 @@ async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOut
                 .bind(false)
                 .bind(fires)
                 .bind(through)
-                .bind(payloads[i].clone());
+                .bind(r.context.to_stored());
         }
         d.exec_in(&mut tx, op, insert).await?;
         // Each job has one running run now, so (job, token) finds it.
@@ -152,13 +143,11 @@ async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOut
 }
 
 /// What a finish writes into its job: the final token, running run and, when the
-/// rules said so, the next state.
+/// rules said so (`Some`), the next fire.
 struct JobWrite<'a> {
     token: i64,
     running: Option<i64>,
-    next: Option<&'a NextFire>,
-    /// `next.payload`, encoded.
-    payload: Option<String>,
+    next: Option<Option<&'a FireState>>,
 }
 
 /// Records finishes: lock the jobs and runs, decide in request order, then one joined
@@ -216,24 +205,17 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
                 j.running = None;
             }
             if rescheduled {
-                j.next_fire_at = f.next.at;
+                j.next_fire_at = f.next.as_ref().map(|n| n.at);
             }
             let write = writes.entry(f.job_id.as_str()).or_insert(JobWrite {
                 token: 0,
                 running: None,
                 next: None,
-                payload: None,
             });
             write.token = f.token as i64;
             write.running = j.running.map(|r| r.0);
             if rescheduled {
-                write.next = Some(&f.next);
-                write.payload = f
-                    .next
-                    .payload
-                    .as_ref()
-                    .map(|p| decode::encode(D::NAME, p))
-                    .transpose()?;
+                write.next = Some(f.next.as_ref());
             }
         }
         done.push(f);
@@ -269,9 +251,9 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
              next_trigger = CASE WHEN v.n THEN v.ntr ELSE next_trigger END,
              attempt = CASE WHEN v.n THEN v.na ELSE attempt END,
              resume_after = CASE WHEN v.n THEN v.nra ELSE resume_after END,
-             next_payload = CASE WHEN v.n THEN v.np ELSE next_payload END",
+             next_context = CASE WHEN v.n THEN v.nc ELSE next_context END",
             &d.values(
-                &["id", "t", "r", "n", "nat", "ntr", "na", "nra", "np"],
+                &["id", "t", "r", "n", "nat", "ntr", "na", "nra", "nc"],
                 writes.len(),
             ),
         ));
@@ -280,15 +262,8 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
                 .bind(*id)
                 .bind(w.token)
                 .bind(w.running)
-                .bind(w.next.is_some())
-                .bind(w.next.and_then(|n| n.at.map(Timestamp::as_millis)))
-                .bind(w.next.map_or("schedule", |n| n.trigger.as_str()))
-                .bind(w.next.map_or(0, |n| i64::from(n.attempt)))
-                .bind(
-                    w.next
-                        .and_then(|n| n.resume_after.map(Timestamp::as_millis)),
-                )
-                .bind(w.payload.clone());
+                .bind(w.next.is_some());
+            update.args.extend(decode::fire_args(w.next.flatten()));
         }
         d.exec_in(&mut tx, op, update).await?;
     }

@@ -61,9 +61,46 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(
     serde_json::from_str(text).map_err(|e| Error::backend(backend, what, false, e))
 }
 
-/// Reads a payload override column: JSON, or NULL for none.
-pub(crate) fn payload(text: Option<String>) -> Result<Option<serde_json::Value>> {
-    text.as_deref().map(crate::job::stored_payload).transpose()
+/// The bind arguments of a job's next fire (`None`: nothing to fire), in the order
+/// `next_fire_at, next_trigger, attempt, resume_after, next_context`.
+pub(crate) fn fire_args(fire: Option<&FireState>) -> [super::Arg; 5] {
+    match fire {
+        Some(f) => [
+            f.at.as_millis().into(),
+            f.trigger.as_str().into(),
+            i64::from(f.attempt).into(),
+            f.resume_after.map(Timestamp::as_millis).into(),
+            f.context.to_stored().into(),
+        ],
+        None => [
+            None::<i64>.into(),
+            TriggerKind::Schedule.as_str().into(),
+            0i64.into(),
+            None::<i64>.into(),
+            None::<String>.into(),
+        ],
+    }
+}
+
+/// The next fire of a job row: its columns `next_fire_at`, `next_trigger`,
+/// `attempt`, `resume_after` and `next_context`.
+fn next_fire(row: &impl SqlRow) -> Result<Option<FireState>, String> {
+    let e = |e: sqlx::Error| e.to_string();
+    let Some(at) = row.opt_int("next_fire_at").map_err(e)? else {
+        return Ok(None);
+    };
+    let trigger = row.text("next_trigger").map_err(e)?;
+    Ok(Some(FireState {
+        at: Timestamp::from_millis(at),
+        trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
+        attempt: row.int32("attempt").map_err(e)?.max(0) as u32,
+        resume_after: row
+            .opt_int("resume_after")
+            .map_err(e)?
+            .map(Timestamp::from_millis),
+        context: FireContext::from_stored(row.opt_text("next_context").map_err(e)?.as_deref())
+            .map_err(|e| e.to_string())?,
+    }))
 }
 
 /// Writes a JSON column.
@@ -103,18 +140,12 @@ pub(crate) fn job_record(backend: &'static str, row: &impl SqlRow) -> Result<Job
             job.id().as_str()
         )));
     }
-    let trigger = row.text("next_trigger").map_err(|e| bad(&e))?;
     let int = |c: &str| row.int(c).map_err(|e| bad(&e));
     let opt = |c: &str| row.opt_int(c).map_err(|e| bad(&e));
     Ok(JobRecord {
         job: Arc::new(job),
         version: int("version")? as u64,
-        next_fire_at: opt("next_fire_at")?.map(Timestamp::from_millis),
-        next_trigger: TriggerKind::parse(&trigger).unwrap_or_default(),
-        attempt: row.int32("attempt").map_err(|e| bad(&e))?.max(0) as u32,
-        resume_after: opt("resume_after")?.map(Timestamp::from_millis),
-        next_payload: payload(row.opt_text("next_payload").map_err(|e| bad(&e))?)
-            .map_err(|e| bad(&e))?,
+        next: next_fire(row).map_err(|e| bad(&e))?,
         last_token: int("last_token")? as u64,
         running: opt("running_run")?.map(RunId),
         created_at: Timestamp::from_millis(int("created_at")?),
@@ -150,18 +181,14 @@ pub(crate) fn job_page<R: SqlRow>(backend: &'static str, rows: &[R]) -> Result<P
     Ok(page)
 }
 
-/// A job record as a due fire.
-pub(crate) fn due_fire(r: JobRecord) -> DueFire {
-    DueFire {
+/// A job record as a due fire (`None` when it has no next fire).
+pub(crate) fn due_fire(r: JobRecord) -> Option<DueFire> {
+    Some(DueFire {
         job_id: r.job.id().clone(),
-        fire_at: r.next_fire_at.unwrap_or_default(),
         version: r.version,
-        trigger: r.next_trigger,
-        attempt: r.attempt,
-        resume_after: r.resume_after,
-        payload: r.next_payload,
+        fire: r.next?,
         job: r.job,
-    }
+    })
 }
 
 /// A row of the runs table.
@@ -191,7 +218,7 @@ pub(crate) fn run_record(backend: &'static str, row: &impl SqlRow) -> Result<Run
         error: col(backend, w, row.opt_text("error"))?,
         will_retry: col(backend, w, row.flag("will_retry"))?,
         covers,
-        payload: payload(col(backend, w, row.opt_text("payload"))?)?,
+        context: FireContext::from_stored(col(backend, w, row.opt_text("context"))?.as_deref())?,
     })
 }
 

@@ -6,7 +6,7 @@ use super::{Dialect, Sql, SqlStore, now_in};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
-use crate::store::{DueQuery, JobQuery, Jobs, Page};
+use crate::store::{Applied, DueQuery, JobChange, JobQuery, Jobs, Page};
 use crate::time::Timestamp;
 use async_trait::async_trait;
 
@@ -18,6 +18,7 @@ impl<D: Dialect> SqlStore<D> {
         job: &Job,
         next: Option<Timestamp>,
         only_if_absent: bool,
+        audit: Option<&AuditEntry>,
     ) -> Result<UpsertOutcome> {
         let op = "upsert";
         let (d, jobs) = (&self.d, self.d.t("jobs"));
@@ -61,8 +62,95 @@ impl<D: Dialect> SqlStore<D> {
                 UpsertOutcome::Updated
             }
         };
+        if matches!(outcome, UpsertOutcome::Created | UpsertOutcome::Updated) {
+            self.audit_in(&mut tx, op, audit).await?;
+        }
         d.commit(tx, op).await?;
         Ok(outcome)
+    }
+
+    /// Appends `audit`, when given, in `tx`.
+    async fn audit_in(
+        &self,
+        tx: &mut D::Tx,
+        op: &'static str,
+        audit: Option<&AuditEntry>,
+    ) -> Result<()> {
+        if let Some(entry) = audit {
+            self.d.exec_in(tx, op, self.audit_insert(entry)).await?;
+        }
+        Ok(())
+    }
+
+    /// `remove` in one transaction with its audit entry.
+    async fn remove_job(&self, id: &JobId, audit: Option<&AuditEntry>) -> Result<bool> {
+        let op = "remove";
+        let q =
+            Sql::new(format!("DELETE FROM {} WHERE id = ?", self.d.t("jobs"))).bind(id.as_str());
+        let mut tx = self.d.begin(op).await?;
+        let existed = self.d.exec_in(&mut tx, op, q).await? > 0;
+        if existed {
+            self.audit_in(&mut tx, op, audit).await?;
+        }
+        self.d.commit(tx, op).await?;
+        Ok(existed)
+    }
+
+    /// Pause (`next` unused) or resume from `next`, with the audit entry.
+    async fn set_enabled_job(
+        &self,
+        id: &JobId,
+        enabled: bool,
+        next: Option<&FireState>,
+        audit: Option<&AuditEntry>,
+    ) -> Result<()> {
+        let op = "set_enabled";
+        let d = &self.d;
+        let mut tx = d.begin(op).await?;
+        let now = now_in(d, &mut tx, op).await?;
+        let job = Job::from_stored(&self.lock_job(&mut tx, op, id).await?).map_err(|e| {
+            Error::Corrupt {
+                what: "job",
+                id: id.to_string(),
+                reason: e.to_string(),
+            }
+        })?;
+        if job.enabled() != enabled {
+            let mut q = Sql::new(format!(
+                "UPDATE {} SET definition = ?, enabled = ?, version = version + 1, updated_at = ?",
+                d.t("jobs")
+            ))
+            .bind(encode(D::NAME, &job.with_enabled(enabled))?)
+            .bind(enabled)
+            .bind(now);
+            if enabled {
+                q.push(", ", []);
+                push_fire(&mut q, next);
+            }
+            q.push(" WHERE id = ?", [id.as_str().into()]);
+            d.exec_in(&mut tx, op, q).await?;
+        }
+        self.audit_in(&mut tx, op, audit).await?;
+        d.commit(tx, op).await
+    }
+
+    /// `trigger`: the job's next fire becomes `fire`, with the audit entry.
+    async fn trigger_job(
+        &self,
+        id: &JobId,
+        fire: &FireState,
+        audit: Option<&AuditEntry>,
+    ) -> Result<()> {
+        let op = "trigger";
+        let d = &self.d;
+        let mut tx = d.begin(op).await?;
+        self.lock_job(&mut tx, op, id).await?;
+        let mut q = Sql::new(format!("UPDATE {} SET ", d.t("jobs")));
+        push_fire(&mut q, Some(fire));
+        q.push(" WHERE id = ?", [id.as_str().into()]);
+        d.exec_in(&mut tx, op, q).await?;
+        self.audit_in(&mut tx, op, audit).await?;
+        d.commit(tx, op).await
     }
 
     /// The update that replaces a stored job's definition (`def`, encoded) and resets
@@ -70,7 +158,7 @@ impl<D: Dialect> SqlStore<D> {
     fn replace_sql(&self, job: &Job, def: &str, next: Option<i64>, now: i64) -> Sql {
         Sql::new(format!(
             "UPDATE {} SET definition = ?, enabled = ?, version = version + 1, next_fire_at = ?,
-             next_trigger = 'schedule', attempt = 0, resume_after = NULL, next_payload = NULL,
+             next_trigger = 'schedule', attempt = 0, resume_after = NULL, next_context = NULL,
              updated_at = ? WHERE id = ?",
             self.d.t("jobs")
         ))
@@ -209,12 +297,32 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         Ok(Some(crate::store::SchemaVersion { found, known }))
     }
 
-    async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
-        super::retrying(|| self.upsert_job(job, next, false)).await
-    }
-
-    async fn create(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
-        super::retrying(|| self.upsert_job(job, next, true)).await
+    async fn apply(&self, change: &JobChange, audit: Option<&AuditEntry>) -> Result<Applied> {
+        match change {
+            JobChange::Upsert { job, next } => {
+                super::retrying(|| self.upsert_job(job, *next, false, audit))
+                    .await
+                    .map(Applied::Upsert)
+            }
+            JobChange::Create { job, next } => {
+                super::retrying(|| self.upsert_job(job, *next, true, audit))
+                    .await
+                    .map(Applied::Upsert)
+            }
+            JobChange::Remove { id } => self.remove_job(id, audit).await.map(Applied::Removed),
+            JobChange::Pause { id } => self
+                .set_enabled_job(id, false, None, audit)
+                .await
+                .map(|()| Applied::Done),
+            JobChange::Resume { id, next } => self
+                .set_enabled_job(id, true, next.as_ref(), audit)
+                .await
+                .map(|()| Applied::Done),
+            JobChange::Trigger { id, fire } => self
+                .trigger_job(id, fire, audit)
+                .await
+                .map(|()| Applied::Done),
+        }
     }
 
     async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
@@ -257,68 +365,6 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         decode::job_page(D::NAME, &rows)
     }
 
-    async fn remove(&self, id: &JobId) -> Result<bool> {
-        let q =
-            Sql::new(format!("DELETE FROM {} WHERE id = ?", self.d.t("jobs"))).bind(id.as_str());
-        Ok(self.d.exec("remove", q).await? > 0)
-    }
-
-    async fn set_enabled(&self, id: &JobId, enabled: bool, next: Option<Timestamp>) -> Result<()> {
-        let op = "set_enabled";
-        let d = &self.d;
-        let mut tx = d.begin(op).await?;
-        let now = now_in(d, &mut tx, op).await?;
-        let job = Job::from_stored(&self.lock_job(&mut tx, op, id).await?).map_err(|e| {
-            Error::Corrupt {
-                what: "job",
-                id: id.to_string(),
-                reason: e.to_string(),
-            }
-        })?;
-        if job.enabled() != enabled {
-            let mut q = Sql::new(format!(
-                "UPDATE {} SET definition = ?, enabled = ?, version = version + 1, updated_at = ?",
-                d.t("jobs")
-            ))
-            .bind(encode(D::NAME, &job.with_enabled(enabled))?)
-            .bind(enabled)
-            .bind(now);
-            if enabled {
-                q.push(
-                    ", next_fire_at = ?, next_trigger = 'schedule', attempt = 0, resume_after = NULL,
-                     next_payload = NULL",
-                    [next.map(Timestamp::as_millis).into()],
-                );
-            }
-            q.push(" WHERE id = ?", [id.as_str().into()]);
-            d.exec_in(&mut tx, op, q).await?;
-        }
-        d.commit(tx, op).await
-    }
-
-    async fn trigger(
-        &self,
-        id: &JobId,
-        at: Timestamp,
-        payload: Option<&serde_json::Value>,
-    ) -> Result<()> {
-        let op = "trigger";
-        let d = &self.d;
-        let payload = payload.map(|p| encode(D::NAME, p)).transpose()?;
-        let mut tx = d.begin(op).await?;
-        self.lock_job(&mut tx, op, id).await?;
-        let q = Sql::new(format!(
-            "UPDATE {} SET next_fire_at = ?, next_trigger = 'manual', attempt = 0, resume_after = NULL,
-             next_payload = ? WHERE id = ?",
-            d.t("jobs")
-        ))
-        .bind(at.as_millis())
-        .bind(payload)
-        .bind(id.as_str());
-        d.exec_in(&mut tx, op, q).await?;
-        d.commit(tx, op).await
-    }
-
     async fn due(&self, query: &DueQuery) -> Result<Page<DueFire>> {
         let mut q = Sql::new(format!(
             "SELECT * FROM {} WHERE {} AND next_fire_at <= ?",
@@ -336,7 +382,7 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         let rows = self.d.fetch("due", q).await?;
         let page = decode::job_page(D::NAME, &rows)?;
         Ok(Page {
-            items: page.items.into_iter().map(due_fire).collect(),
+            items: page.items.into_iter().filter_map(due_fire).collect(),
             corrupt: page.corrupt,
         })
     }
@@ -354,4 +400,13 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         }
         self.d.finish_runs(runs).await
     }
+}
+
+/// Appends the columns of a job's next fire (`None`: nothing to fire) to an
+/// `UPDATE … SET`: instant, trigger, attempt, resume point and context.
+pub(super) fn push_fire(q: &mut Sql, fire: Option<&FireState>) {
+    q.push(
+        "next_fire_at = ?, next_trigger = ?, attempt = ?, resume_after = ?, next_context = ?",
+        decode::fire_args(fire),
+    );
 }

@@ -150,11 +150,11 @@ impl<D: Dialect> AlarmOutbox for SqlStore<D> {
         self.d.exec("purge_alarms", q).await
     }
 
-    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
-        self.retry_alarm_row(id).await
-    }
-
-    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
-        self.discard_alarm_row(id).await
+    async fn apply_alarm(
+        &self,
+        change: crate::store::AlarmChange,
+        audit: Option<&crate::record::AuditEntry>,
+    ) -> Result<bool> {
+        self.apply_alarm_row(change, audit).await
     }
 }

@@ -55,6 +55,11 @@ const MIGRATIONS: &[Embedded] = &[
         "payload overrides",
         include_str!("migrations/0005_fire_payload.sql"),
     ),
+    (
+        6,
+        "fire contexts",
+        include_str!("migrations/0006_fire_context.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";

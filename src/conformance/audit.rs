@@ -191,3 +191,184 @@ pub async fn alarm_outbox_operator_retry_and_discard(store: &dyn JobStore) {
             .unwrap();
     }
 }
+
+/// Every change [`Jobs::apply`](crate::store::Jobs::apply) and
+/// [`AlarmOutbox::apply_alarm`](crate::store::AlarmOutbox::apply_alarm) make with an
+/// audit entry appends that entry exactly once, in the same step; a change that
+/// changes nothing (an unchanged upsert, a create that keeps, the removal of a
+/// missing job, an alarm that is not pending or failed) and a refused one (a pause,
+/// resume or trigger of a missing job) append none.
+pub async fn changes_and_their_audit_entries(store: &dyn JobStore) {
+    use super::store::{DAY, cleanup, job, long_ago};
+    use crate::store::{AlarmChange, Applied, JobChange};
+    let actor = unique("changer");
+    let id = unique("audited");
+    let jid = crate::job::JobId::new(&id).unwrap();
+    let t0 = long_ago(store).await;
+    let entry = |action: &str| AuditEntry {
+        actor: actor.clone(),
+        action: action.into(),
+        target: id.clone(),
+        before: Some(serde_json::json!({"n": 1})),
+        after: Some(serde_json::json!({"text": "<b>é</b>"})),
+    };
+    let logged = || async {
+        store
+            .audit(&AuditQuery::new(1000).actor(Some(actor.clone())))
+            .await
+            .unwrap()
+            .into_iter()
+            .rev()
+            .map(|r| r.entry.action)
+            .collect::<Vec<_>>()
+    };
+    let apply = |change: JobChange, action: &'static str| {
+        let e = entry(action);
+        async move { store.apply(&change, Some(&e)).await }
+    };
+    let def = job(&id);
+    let changed = def
+        .to_builder()
+        .payload(serde_json::json!({"v": 2}))
+        .build()
+        .unwrap();
+    let steps: Vec<(JobChange, &str, Applied)> = vec![
+        (
+            JobChange::Create {
+                job: def.clone(),
+                next: Some(t0 + DAY),
+            },
+            "create",
+            Applied::Upsert(UpsertOutcome::Created),
+        ),
+        (
+            JobChange::Create {
+                job: changed.clone(),
+                next: Some(t0),
+            },
+            "create-kept",
+            Applied::Upsert(UpsertOutcome::Kept),
+        ),
+        (
+            JobChange::Upsert {
+                job: def.clone(),
+                next: Some(t0),
+            },
+            "upsert-same",
+            Applied::Upsert(UpsertOutcome::Unchanged),
+        ),
+        (
+            JobChange::Upsert {
+                job: changed.clone(),
+                next: Some(t0 + DAY),
+            },
+            "upsert",
+            Applied::Upsert(UpsertOutcome::Updated),
+        ),
+        (JobChange::Pause { id: jid.clone() }, "pause", Applied::Done),
+        (
+            JobChange::Resume {
+                id: jid.clone(),
+                next: Some(FireState::scheduled(t0 + DAY)),
+            },
+            "resume",
+            Applied::Done,
+        ),
+        (
+            JobChange::Trigger {
+                id: jid.clone(),
+                fire: FireState::fresh(
+                    t0,
+                    TriggerKind::Manual,
+                    FireContext::with_payload(Some(serde_json::json!("x"))),
+                ),
+            },
+            "trigger",
+            Applied::Done,
+        ),
+        (
+            JobChange::Remove { id: jid.clone() },
+            "remove",
+            Applied::Removed(true),
+        ),
+        (
+            JobChange::Remove { id: jid.clone() },
+            "remove-missing",
+            Applied::Removed(false),
+        ),
+    ];
+    for (change, action, want) in steps {
+        assert_eq!(
+            apply(change, action).await.unwrap(),
+            want,
+            "{action} applies as documented"
+        );
+    }
+    for change in [
+        JobChange::Pause { id: jid.clone() },
+        JobChange::Resume {
+            id: jid.clone(),
+            next: None,
+        },
+        JobChange::Trigger {
+            id: jid.clone(),
+            fire: FireState::fresh(t0, TriggerKind::Manual, FireContext::default()),
+        },
+    ] {
+        assert!(
+            matches!(
+                apply(change, "missing").await,
+                Err(crate::Error::NotFound { .. })
+            ),
+            "a change to a missing job is refused NotFound"
+        );
+    }
+    assert_eq!(
+        logged().await,
+        ["create", "upsert", "pause", "resume", "trigger", "remove"],
+        "one entry per applied change, none for a change that changed nothing or was refused"
+    );
+    // The entry is the one given, stamped with the store's clock.
+    let last = store
+        .audit(&AuditQuery::new(1).actor(Some(actor.clone())))
+        .await
+        .unwrap();
+    assert_eq!(last[0].entry, entry("remove"));
+
+    // Alarm events: applied (and audited) only while pending or failed.
+    let alarm_job = unique("audited-alarm");
+    let ids = super::store_log::enqueue(
+        store,
+        &alarm_job,
+        vec![super::store_log::alarm(&alarm_job, 1)],
+    )
+    .await;
+    let e = entry("alarm.discard");
+    assert!(
+        store
+            .apply_alarm(AlarmChange::Discard(ids[0]), Some(&e))
+            .await
+            .unwrap()
+    );
+    let e = entry("alarm.retry");
+    assert!(
+        store
+            .apply_alarm(AlarmChange::Retry(ids[0]), Some(&e))
+            .await
+            .unwrap()
+    );
+    let missing = AlarmId(i64::MAX - 7);
+    let e = entry("alarm.missing");
+    assert!(
+        !store
+            .apply_alarm(AlarmChange::Retry(missing), Some(&e))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        logged().await[6..],
+        ["alarm.discard", "alarm.retry"],
+        "alarm changes are audited when applied"
+    );
+    cleanup(store, &[id]).await;
+}

@@ -26,7 +26,7 @@ pub async fn due_ordering_and_limits(store: &dyn JobStore) {
         fires
             .into_iter()
             .filter(|f| f.job_id.as_str().starts_with(&p))
-            .map(|f| (f.job_id.to_string(), f.fire_at))
+            .map(|f| (f.job_id.to_string(), f.fire_at()))
             .collect()
     };
     let want = |os: &[u64]| -> Vec<(String, Timestamp)> {
@@ -67,7 +67,7 @@ pub async fn due_ordering_and_limits(store: &dyn JobStore) {
         .find(|f| f.job_id.as_str() == format!("{p}-10"))
         .expect("due fire");
     assert_eq!(
-        (f.version, f.attempt, f.trigger),
+        (f.version, f.attempt(), f.trigger()),
         (1, 0, TriggerKind::Schedule)
     );
 

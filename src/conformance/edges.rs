@@ -148,7 +148,7 @@ pub async fn create_never_rearms(store: &dyn JobStore) {
     let after = store.get(&jid(&id)).await.unwrap().unwrap();
     assert_eq!(*after.job, first, "the definition is untouched");
     assert_eq!(after.version, before.version, "the version is untouched");
-    assert_eq!(after.next_fire_at, Some(t0), "the next fire is untouched");
+    assert_eq!(after.next_fire_at(), Some(t0), "the next fire is untouched");
     store.remove(&jid(&id)).await.unwrap();
     assert_eq!(
         store.create(&other, Some(t0)).await.unwrap(),
@@ -192,12 +192,12 @@ pub async fn upsert_many_matches_upsert(store: &dyn JobStore) {
     );
     let rec = store.get(&jid(&ids[3])).await.unwrap().unwrap();
     assert_eq!(*rec.job, changed);
-    assert_eq!((rec.version, rec.next_fire_at), (2, Some(t0 + DAY)));
+    assert_eq!((rec.version, rec.next_fire_at()), (2, Some(t0 + DAY)));
     let rec = store.get(&jid(&new_id)).await.unwrap().unwrap();
-    assert_eq!((rec.version, rec.next_fire_at), (1, Some(t0 + DAY)));
+    assert_eq!((rec.version, rec.next_fire_at()), (1, Some(t0 + DAY)));
     let last = store.get(&jid(&ids[1200])).await.unwrap().unwrap();
     assert_eq!(
-        last.next_fire_at,
+        last.next_fire_at(),
         Some(t0),
         "the last batch was written too"
     );

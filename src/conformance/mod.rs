@@ -33,7 +33,9 @@ mod spans;
 mod store;
 mod store_log;
 
-pub use audit::{alarm_outbox_operator_retry_and_discard, audit_log_reads_back};
+pub use audit::{
+    alarm_outbox_operator_retry_and_discard, audit_log_reads_back, changes_and_their_audit_entries,
+};
 pub use due::{due_ordering_and_limits, due_pages};
 pub use edges::{
     any_text_is_stored, create_never_rearms, huge_limits_are_lowered, upsert_many_matches_upsert,
@@ -122,9 +124,11 @@ pub async fn alarm_outbox_suite(store: &dyn JobStore) {
 }
 
 /// The checks of [`AuditLog`](crate::store::AuditLog): entries read back exactly,
-/// newest first, filtered, paged and purged by age.
+/// newest first, filtered, paged and purged by age; and every audited change
+/// appends its entry in the same step as the change, and only then.
 pub async fn audit_log_suite(store: &dyn JobStore) {
     audit_log_reads_back(store).await;
+    changes_and_their_audit_entries(store).await;
 }
 
 /// Runs the checks that need rows written as they are ([`RawRows`]): unreadable rows

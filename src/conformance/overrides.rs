@@ -44,11 +44,7 @@ pub async fn trigger_payload_override(store: &dyn JobStore) {
     store.trigger(&jid(&id), t1, Some(&over)).await.unwrap();
     let rec = record(store, &id).await;
     assert_eq!(
-        (
-            rec.next_fire_at,
-            rec.next_trigger,
-            rec.next_payload.as_ref()
-        ),
+        (rec.next_fire_at(), rec.next_trigger(), rec.next_payload()),
         (Some(t1), TriggerKind::Manual, Some(&over)),
         "trigger stores the override with the manual fire"
     );
@@ -60,29 +56,25 @@ pub async fn trigger_payload_override(store: &dyn JobStore) {
     let fire = due_fire(store, &id, t1)
         .await
         .expect("the triggered fire is due");
-    assert_eq!(
-        fire.payload.as_ref(),
-        Some(&over),
-        "due returns the override"
-    );
+    assert_eq!(fire.payload(), Some(&over), "due returns the override");
 
     // The run records it; a retry keeps it.
     let mut req = start_req(&id, t1, 1, 1);
-    (req.trigger, req.payload) = (TriggerKind::Manual, Some(over.clone()));
-    let first = started(store, req).await;
-    assert_eq!(
-        run_of(store, &id, first).await.payload.as_ref(),
-        Some(&over)
+    (req.trigger, req.context) = (
+        TriggerKind::Manual,
+        FireContext::with_payload(Some(over.clone())),
     );
+    let first = started(store, req).await;
+    assert_eq!(run_of(store, &id, first).await.payload(), Some(&over));
     let t2 = t1 + Duration::from_secs(30);
     let mut retry = finish_req(first, &id, 1, RunStatus::Failed, Some(t2));
-    retry.next = NextFire {
-        at: Some(t2),
+    retry.next = Some(FireState {
+        at: t2,
         trigger: TriggerKind::Retry,
         attempt: 1,
         resume_after: Some(t1),
-        payload: Some(over.clone()),
-    };
+        context: FireContext::with_payload(Some(over.clone())),
+    });
     assert!(matches!(
         finish_one(store, retry).await,
         FinishOutcome::Finished {
@@ -90,17 +82,21 @@ pub async fn trigger_payload_override(store: &dyn JobStore) {
             ..
         }
     ));
-    assert_eq!(record(store, &id).await.next_payload.as_ref(), Some(&over));
+    assert_eq!(record(store, &id).await.next_payload(), Some(&over));
     let fire = due_fire(store, &id, t2).await.expect("the retry is due");
     assert_eq!(
-        (fire.trigger, fire.payload.as_ref()),
+        (fire.trigger(), fire.payload()),
         (TriggerKind::Retry, Some(&over)),
         "the retry carries the override"
     );
 
     // The fire done: a finish whose next has no override clears it.
     let mut req = start_req(&id, t2, 1, 2);
-    (req.trigger, req.attempt, req.payload) = (TriggerKind::Retry, 2, Some(over.clone()));
+    (req.trigger, req.attempt, req.context) = (
+        TriggerKind::Retry,
+        2,
+        FireContext::with_payload(Some(over.clone())),
+    );
     let second = started(store, req).await;
     let t3 = t0 + DAY;
     let done = finish_req(second, &id, 2, RunStatus::Succeeded, Some(t3));
@@ -112,22 +108,19 @@ pub async fn trigger_payload_override(store: &dyn JobStore) {
         }
     ));
     let rec = record(store, &id).await;
-    assert_eq!((rec.next_fire_at, rec.next_payload), (Some(t3), None));
+    assert_eq!((rec.next_fire_at(), rec.next_payload()), (Some(t3), None));
     assert_eq!(
         due_fire(store, &id, t3)
             .await
             .expect("scheduled fire")
-            .payload,
+            .payload(),
         None,
         "the next scheduled fire runs the job's payload"
     );
-    assert_eq!(
-        run_of(store, &id, first).await.payload.as_ref(),
-        Some(&over)
-    );
+    assert_eq!(run_of(store, &id, first).await.payload(), Some(&over));
     let plain = started(store, start_req(&id, t3, 1, 3)).await;
     assert_eq!(
-        run_of(store, &id, plain).await.payload,
+        run_of(store, &id, plain).await.payload(),
         None,
         "a plain run has none"
     );
@@ -143,12 +136,12 @@ pub async fn trigger_payload_override(store: &dyn JobStore) {
             ..
         }
     ));
-    assert_eq!(record(store, &id).await.next_payload, Some(other.clone()));
+    assert_eq!(record(store, &id).await.next_payload(), Some(&other));
 
     // A later trigger without one, a change of definition and a resume clear it.
     store.trigger(&jid(&id), t1, None).await.unwrap();
     assert_eq!(
-        record(store, &id).await.next_payload,
+        record(store, &id).await.next_payload(),
         None,
         "trigger without a payload"
     );
@@ -157,20 +150,20 @@ pub async fn trigger_payload_override(store: &dyn JobStore) {
     store.upsert(&changed, Some(t3)).await.unwrap();
     let rec = record(store, &id).await;
     assert_eq!(
-        (rec.next_trigger, rec.next_payload),
+        (rec.next_trigger(), rec.next_payload()),
         (TriggerKind::Schedule, None),
         "upsert"
     );
     store.trigger(&jid(&id), t1, Some(&other)).await.unwrap();
     store.set_enabled(&jid(&id), false, None).await.unwrap();
     assert_eq!(
-        record(store, &id).await.next_payload,
-        Some(other),
+        record(store, &id).await.next_payload(),
+        Some(&other),
         "pause keeps it"
     );
     store.set_enabled(&jid(&id), true, Some(t3)).await.unwrap();
     assert_eq!(
-        record(store, &id).await.next_payload,
+        record(store, &id).await.next_payload(),
         None,
         "resume clears it"
     );

@@ -58,16 +58,16 @@ pub async fn jobs_keep_where_their_schedule_resumes(store: &dyn JobStore) {
     let retry = |run, resume| {
         let mut req = finish_req(run, &id, 1, RunStatus::Failed, Some(retry_at));
         req.will_retry = true;
-        req.next.trigger = TriggerKind::Retry;
-        req.next.attempt = 1;
-        req.next.resume_after = resume;
+        req.next.as_mut().expect("a next fire").trigger = TriggerKind::Retry;
+        req.next.as_mut().expect("a next fire").attempt = 1;
+        req.next.as_mut().expect("a next fire").resume_after = resume;
         req
     };
     let run = started(store, start_req(&id, t0, 1, 1)).await;
     finish_one(store, retry(run, Some(t0))).await;
     let r = record(store, &id).await;
     assert_eq!(
-        (r.next_fire_at, r.next_trigger, r.resume_after),
+        (r.next_fire_at(), r.next_trigger(), r.resume_after()),
         (Some(retry_at), TriggerKind::Retry, Some(t0)),
         "a retry keeps where the schedule resumes"
     );
@@ -80,7 +80,7 @@ pub async fn jobs_keep_where_their_schedule_resumes(store: &dyn JobStore) {
         .iter()
         .find(|f| f.job_id == jid(&id))
         .expect("the retry is due");
-    assert_eq!(fire.resume_after, Some(t0), "due returns it");
+    assert_eq!(fire.resume_after(), Some(t0), "due returns it");
 
     // A finish that returns to the schedule clears it.
     let mut req = start_req(&id, retry_at, 1, 1);
@@ -97,18 +97,18 @@ pub async fn jobs_keep_where_their_schedule_resumes(store: &dyn JobStore) {
         ),
     )
     .await;
-    assert_eq!(record(store, &id).await.resume_after, None);
+    assert_eq!(record(store, &id).await.resume_after(), None);
 
     // Set again, then cleared by each operation that resets the scheduling state.
     for reset in ["trigger", "pause-resume", "upsert"] {
         let r = record(store, &id).await;
-        let at = r.next_fire_at.expect("a next fire");
+        let at = r.next_fire_at().expect("a next fire");
         let run = started(store, start_req(&id, at, r.version, 1)).await;
         let mut req = retry(run, Some(at));
         req.version = r.version;
-        req.next.at = Some(at + Duration::from_secs(30));
+        req.next.as_mut().expect("a next fire").at = at + Duration::from_secs(30);
         finish_one(store, req).await;
-        assert_eq!(record(store, &id).await.resume_after, Some(at));
+        assert_eq!(record(store, &id).await.resume_after(), Some(at));
         match reset {
             "trigger" => store.trigger(&jid(&id), at, None).await.unwrap(),
             "pause-resume" => {
@@ -127,8 +127,12 @@ pub async fn jobs_keep_where_their_schedule_resumes(store: &dyn JobStore) {
             }
         }
         let r = record(store, &id).await;
-        assert_eq!(r.resume_after, None, "{reset} clears where a retry resumes");
-        assert_eq!(r.attempt, 0, "{reset} resets the attempt count");
+        assert_eq!(
+            r.resume_after(),
+            None,
+            "{reset} clears where a retry resumes"
+        );
+        assert_eq!(r.attempt(), 0, "{reset} resets the attempt count");
     }
     cleanup(store, &[id]).await;
 }

@@ -39,7 +39,7 @@ pub(super) fn start_req(id: &str, fire_at: Timestamp, version: u64, token: u64) 
         attempt: 1,
         trigger: TriggerKind::Schedule,
         covers: None,
-        payload: None,
+        context: FireContext::default(),
     }
 }
 
@@ -82,13 +82,7 @@ pub(super) fn finish_req(
         error: status.is_failure().then(|| "boom".to_string()),
         will_retry: false,
         version: 1,
-        next: NextFire {
-            at: next,
-            trigger: TriggerKind::Schedule,
-            attempt: 0,
-            resume_after: None,
-            payload: None,
-        },
+        next: next.map(FireState::scheduled),
         alarms: Vec::new(),
     }
 }
@@ -147,10 +141,10 @@ pub async fn upsert_get_list_remove(store: &dyn JobStore) {
     let r = record(store, &ids[0]).await;
     assert_eq!(*r.job, job(&ids[0]), "get returns the stored definition");
     assert_eq!(
-        (r.version, r.next_fire_at, r.attempt, r.running),
+        (r.version, r.next_fire_at(), r.attempt(), r.running),
         (1, Some(t0), 0, None)
     );
-    assert_eq!(r.next_trigger, TriggerKind::Schedule);
+    assert_eq!(r.next_trigger(), TriggerKind::Schedule);
     let same = store.upsert(&job(&ids[0]), Some(t0 + DAY)).await.unwrap();
     assert_eq!(
         same,
@@ -158,7 +152,7 @@ pub async fn upsert_get_list_remove(store: &dyn JobStore) {
         "an identical upsert changes nothing"
     );
     assert_eq!(
-        record(store, &ids[0]).await.next_fire_at,
+        record(store, &ids[0]).await.next_fire_at(),
         Some(t0),
         "unchanged keeps state"
     );
@@ -173,7 +167,7 @@ pub async fn upsert_get_list_remove(store: &dyn JobStore) {
     );
     let r = record(store, &ids[0]).await;
     assert_eq!(
-        (r.version, r.next_fire_at),
+        (r.version, r.next_fire_at()),
         (2, Some(t0 + DAY)),
         "a change bumps version and state"
     );
@@ -321,8 +315,8 @@ pub async fn finish_writes_state_run_and_alarms(store: &dyn JobStore) {
         Some(t0 + Duration::from_secs(60)),
     );
     req.will_retry = true;
-    req.next.trigger = TriggerKind::Retry;
-    req.next.attempt = 1;
+    req.next.as_mut().expect("a next fire").trigger = TriggerKind::Retry;
+    req.next.as_mut().expect("a next fire").attempt = 1;
     req.alarms = vec![event.clone()];
     let out = finish_one(store, req.clone()).await;
     let FinishOutcome::Finished {
@@ -338,8 +332,8 @@ pub async fn finish_writes_state_run_and_alarms(store: &dyn JobStore) {
     );
     let r = record(store, &id).await;
     assert_eq!(r.running, None, "finish clears the running run");
-    assert_eq!(r.next_fire_at, Some(t0 + Duration::from_secs(60)));
-    assert_eq!((r.next_trigger, r.attempt), (TriggerKind::Retry, 1));
+    assert_eq!(r.next_fire_at(), Some(t0 + Duration::from_secs(60)));
+    assert_eq!((r.next_trigger(), r.attempt()), (TriggerKind::Retry, 1));
     let rec = run_of(store, &id, run).await;
     assert_eq!(rec.status, RunStatus::Failed);
     assert_eq!((rec.error.as_deref(), rec.will_retry), (Some("boom"), true));
@@ -440,12 +434,12 @@ pub async fn finish_yields_to_changes_during_the_run(store: &dyn JobStore) {
     }
     let ra_rec = record(store, &a).await;
     assert_eq!(
-        (ra_rec.next_fire_at, ra_rec.version, ra_rec.running),
+        (ra_rec.next_fire_at(), ra_rec.version, ra_rec.running),
         (Some(t0 + DAY), 2, None)
     );
     let rb_rec = record(store, &b).await;
-    assert_eq!(rb_rec.next_fire_at, Some(t0 + Duration::from_secs(5)));
-    assert_eq!(rb_rec.next_trigger, TriggerKind::Manual);
+    assert_eq!(rb_rec.next_fire_at(), Some(t0 + Duration::from_secs(5)));
+    assert_eq!(rb_rec.next_trigger(), TriggerKind::Manual);
     assert_eq!(
         run_of(store, &c, rc).await.status,
         RunStatus::Succeeded,

@@ -35,7 +35,7 @@ pub(super) async fn fire_task(core: Arc<Core>, claim: Claim, slot: Option<SlotRe
     let mut next = Some((claim, slot));
     while let Some((claim, slot)) = next.take() {
         let f = &claim.fire;
-        let span = info_span!("run", job = %f.job_id, fire_at = %f.fire_at, attempt = f.attempt + 1, node = %core.node_id);
+        let span = info_span!("run", job = %f.job_id, fire_at = %f.fire.at, attempt = f.fire.attempt + 1, node = %core.node_id);
         next = run_fire(&core, claim, slot)
             .instrument(span)
             .await
@@ -81,7 +81,7 @@ async fn sleep_precisely(deadline: Instant) {
 /// fire will not run here: the node is stopping, or no slot freed up while enough of
 /// the lease was left to start under it.
 async fn wait_for_slot(core: &Core, claim: &Claim) -> Option<SlotGrant> {
-    let at = core.clock.local_instant(claim.fire.fire_at);
+    let at = core.clock.local_instant(claim.fire.fire.at);
     let arrived = tokio::select! {
         _ = sleep_precisely(at) => true,
         _ = core.life.stop.cancelled() => false,
@@ -90,7 +90,7 @@ async fn wait_for_slot(core: &Core, claim: &Claim) -> Option<SlotGrant> {
     if !arrived {
         return None;
     }
-    let slot = core.load.slots.request(claim.fire.fire_at);
+    let slot = core.load.slots.request(claim.fire.fire.at);
     until_given_up(core, claim, slot.granted()).await
 }
 
@@ -218,7 +218,7 @@ async fn give_back(core: &Core, run: Run, waited: Duration) -> Option<Claim> {
     info!(waited = ?waited, "no executor slot freed up: started fire given back");
     let p = plan::plan_return(&run.fire, waited, &core.node_id);
     finish(core, &run, p, None, false).await;
-    core.poll.rescan_before(run.fire.fire_at);
+    core.poll.rescan_before(run.fire.fire.at);
     release(core, run.lease).await;
     None
 }
@@ -258,14 +258,14 @@ async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> 
     };
     let req = StartRun {
         job_id: fire.job_id.clone(),
-        fire_at: fire.fire_at,
+        fire_at: fire.fire.at,
         version: fire.version,
         token: lease.token,
         node: core.node_id.to_string(),
         attempt: attempt.attempt,
         trigger: attempt.trigger,
         covers: attempt.covers,
-        payload: attempt.payload.clone(),
+        context: attempt.context.clone(),
     };
     let run_id = match core.batch().start.call(req).await {
         Ok(StartOutcome::Started { run_id, .. }) => run_id,
@@ -348,12 +348,12 @@ async fn execute(
         }
     };
     let ctx = JobContext {
-        job: match &run.attempt.payload {
+        job: match &run.attempt.context.payload {
             Some(p) => Arc::new(job.with_payload(p.clone())),
             None => job.clone(),
         },
         run_id: run.run_id,
-        fire_at: run.fire.fire_at,
+        fire_at: run.fire.fire.at,
         attempt: run.attempt.attempt,
         trigger: run.attempt.trigger,
         token: run.lease.token,
@@ -399,7 +399,7 @@ async fn finish_and_continue(
         })
         .unwrap_or_else(|m| plan::FinishPlan::after_panic(&run.fire.job, now, &m));
     if p.will_retry {
-        info!(status = p.status.as_str(), next = ?p.next.at, "retry scheduled");
+        info!(status = p.status.as_str(), next = ?p.next.as_ref().map(|n| n.at), "retry scheduled");
     }
     let next = p.next.clone();
     let written = finish(core, &run, p, Some(took), false).await;
@@ -410,7 +410,8 @@ async fn finish_and_continue(
             ..
         })
     );
-    if let (true, Some(at)) = (rescheduled, next.at) {
+    if let (true, Some(next)) = (rescheduled, next) {
+        let at = next.at;
         if !core.life.stop.is_cancelled()
             && !core.load.backlog.load(Ordering::SeqCst)
             && at.duration_since(core.clock.now()) <= core.config.lookahead
@@ -420,11 +421,7 @@ async fn finish_and_continue(
                 core.load.ahead.fetch_add(1, Ordering::SeqCst);
                 let ttl = core.config.lookahead + core.config.lease_ttl;
                 let fire = DueFire {
-                    fire_at: at,
-                    trigger: next.trigger,
-                    attempt: next.attempt,
-                    resume_after: next.resume_after,
-                    payload: next.payload,
+                    fire: next,
                     ..run.fire
                 };
                 return Some(Claim {

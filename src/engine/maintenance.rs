@@ -177,13 +177,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
             error,
             will_retry: false,
             version: 0,
-            next: NextFire {
-                at: None,
-                trigger: TriggerKind::Schedule,
-                attempt: 0,
-                resume_after: None,
-                payload: None,
-            },
+            next: None,
             alarms: Vec::new(),
         };
         let out = core.store.finish_runs(&[close]).await?;
@@ -192,22 +186,28 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
         return Ok(());
     };
     // The job still describes the fire the run belonged to unless it changed since.
-    let same_fire = rec.next_fire_at == Some(run.fire_at);
+    let same_fire = rec.next_fire_at() == Some(run.fire_at);
     let fire = DueFire {
         job_id: run.job_id.clone(),
         job: rec.job.clone(),
-        fire_at: run.fire_at,
         version: rec.version,
-        trigger: run.trigger,
-        attempt: run.attempt.saturating_sub(1),
-        resume_after: rec.resume_after.filter(|_| same_fire),
-        payload: run.payload.clone(),
+        fire: FireState {
+            at: run.fire_at,
+            trigger: run.trigger,
+            attempt: run.attempt.saturating_sub(1),
+            resume_after: rec
+                .next
+                .as_ref()
+                .and_then(|n| n.resume_after)
+                .filter(|_| same_fire),
+            context: run.context.clone(),
+        },
     };
     // A coalescing run stood for fires up to the end of its span; a retry continues
     // its fire's base.
     let base = match run.covers {
         Some(c) if run.trigger == TriggerKind::Misfire => c.through,
-        _ => fire.resume_after.unwrap_or(run.fire_at),
+        _ => fire.fire.resume_after.unwrap_or(run.fire_at),
     };
     let attempt = plan::Attempt {
         fire_at: run.fire_at,
@@ -215,7 +215,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
         trigger: run.trigger,
         base,
         covers: run.covers,
-        payload: run.payload.clone(),
+        context: run.context.clone(),
     };
     let p = plan::plan_finish(
         &rec.job,

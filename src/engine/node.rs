@@ -158,13 +158,13 @@ impl Core {
             .job
             .misfire_threshold()
             .unwrap_or(self.config.misfire_threshold);
-        if now.duration_since(fire.fire_at) <= threshold {
+        if now.duration_since(fire.fire.at) <= threshold {
             return;
         }
         let mut seen = lock(&self.poll.unserved);
         if seen.len() < 10_000 && seen.insert(fire.job_id.clone()) {
             bump(&self.counters.unserved_jobs);
-            tracing::warn!(job = %fire.job_id, handler = fire.job.handler(), fire_at = %fire.fire_at, "a due job's handler is not registered on this node; it waits for a node that has it");
+            tracing::warn!(job = %fire.job_id, handler = fire.job.handler(), fire_at = %fire.fire.at, "a due job's handler is not registered on this node; it waits for a node that has it");
         }
     }
 

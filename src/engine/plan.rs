@@ -5,7 +5,9 @@ use crate::executor::Outcome;
 use crate::handler::RetryAdvice;
 use crate::job::Job;
 use crate::policy::{AlarmKind, MisfirePolicy};
-use crate::record::{AlarmEvent, DueFire, FireSpan, NextFire, RunId, RunStatus, TriggerKind};
+use crate::record::{
+    AlarmEvent, DueFire, FireContext, FireSpan, FireState, RunId, RunStatus, TriggerKind,
+};
 use crate::schedule::Schedule;
 use crate::time::Timestamp;
 use std::time::Duration;
@@ -42,8 +44,9 @@ pub(crate) struct Attempt {
     pub(crate) base: Timestamp,
     /// The scheduled fires a misfire record stands for.
     pub(crate) covers: Option<FireSpan>,
-    /// The fire's payload override (a manual trigger's), kept by its retries.
-    pub(crate) payload: Option<serde_json::Value>,
+    /// What the fire carries (a manual trigger's payload override among it), kept by
+    /// its retries and by a fire given back.
+    pub(crate) context: FireContext,
 }
 
 /// Counts the scheduled fires in `[first, through]`, `first` being one of them.
@@ -59,13 +62,14 @@ impl Attempt {
     /// The next attempt of the fire, as claimed, before the misfire policy looks at
     /// it (and as it runs when planning its start panicked).
     pub(crate) fn as_claimed(fire: &DueFire) -> Self {
+        let f = &fire.fire;
         Attempt {
-            fire_at: fire.fire_at,
-            attempt: fire.attempt.saturating_add(1),
-            trigger: fire.trigger,
-            base: fire.resume_after.unwrap_or(fire.fire_at),
+            fire_at: f.at,
+            attempt: f.attempt.saturating_add(1),
+            trigger: f.trigger,
+            base: f.resume_after.unwrap_or(f.at),
             covers: None,
-            payload: fire.payload.clone(),
+            context: f.context.clone(),
         }
     }
 }
@@ -78,14 +82,15 @@ pub(crate) fn plan_start(
     default_threshold: Duration,
 ) -> StartPlan {
     let threshold = job.misfire_threshold().unwrap_or(default_threshold);
-    let late = now.duration_since(fire.fire_at);
+    let fire_at = fire.fire_at();
+    let late = now.duration_since(fire_at);
     let mut attempt = Attempt::as_claimed(fire);
-    if fire.trigger != TriggerKind::Schedule || late <= threshold {
+    if fire.fire.trigger != TriggerKind::Schedule || late <= threshold {
         return StartPlan::Run(attempt);
     }
     attempt.trigger = TriggerKind::Misfire;
     let schedule = job.schedule();
-    let missed = span(schedule, fire.fire_at, now);
+    let missed = span(schedule, fire_at, now);
     match job.misfire() {
         MisfirePolicy::FireOnce => {
             attempt.base = now;
@@ -107,18 +112,16 @@ pub(crate) fn plan_start(
         MisfirePolicy::CatchUp { max } => {
             let max = u64::from(max);
             if missed.fires <= max {
-                attempt.covers = Some(span(schedule, fire.fire_at, fire.fire_at));
+                attempt.covers = Some(span(schedule, fire_at, fire_at));
                 return StartPlan::Run(attempt);
             }
             // Skip the oldest: the record stands for them, the last `max` run in order.
             let skipped = missed.fires - max;
-            let last_skipped = schedule
-                .nth_after(fire.fire_at, skipped - 1)
-                .unwrap_or(fire.fire_at);
+            let last_skipped = schedule.nth_after(fire_at, skipped - 1).unwrap_or(fire_at);
             attempt.base = last_skipped;
             attempt.covers = Some(FireSpan {
                 fires: skipped,
-                first: fire.fire_at,
+                first: fire_at,
                 through: last_skipped,
             });
             StartPlan::Skip {
@@ -136,7 +139,8 @@ pub(crate) struct FinishPlan {
     pub(crate) status: RunStatus,
     pub(crate) error: Option<String>,
     pub(crate) will_retry: bool,
-    pub(crate) next: NextFire,
+    /// The job's next fire; `None` when nothing is left to fire.
+    pub(crate) next: Option<FireState>,
     pub(crate) alarms: Vec<AlarmKind>,
 }
 
@@ -145,14 +149,7 @@ impl FinishPlan {
     /// message, no retry, and the job's next scheduled fire after `now` when that can
     /// be computed (none otherwise: the job then waits for an operator).
     pub(crate) fn after_panic(job: &Job, now: Timestamp, message: &str) -> Self {
-        let next =
-            std::panic::catch_unwind(|| next_scheduled(job.schedule(), now)).unwrap_or(NextFire {
-                at: None,
-                trigger: TriggerKind::Schedule,
-                attempt: 0,
-                resume_after: None,
-                payload: None,
-            });
+        let next = std::panic::catch_unwind(|| next_scheduled(job.schedule(), now)).unwrap_or(None);
         FinishPlan {
             status: RunStatus::Failed,
             error: Some(format!(
@@ -165,14 +162,8 @@ impl FinishPlan {
     }
 }
 
-fn next_scheduled(schedule: &Schedule, after: Timestamp) -> NextFire {
-    NextFire {
-        at: schedule.next_after(after),
-        trigger: TriggerKind::Schedule,
-        attempt: 0,
-        resume_after: None,
-        payload: None,
-    }
+fn next_scheduled(schedule: &Schedule, after: Timestamp) -> Option<FireState> {
+    schedule.next_after(after).map(FireState::scheduled)
 }
 
 /// How a run ended, as its finish records it.
@@ -231,13 +222,7 @@ pub(crate) fn plan_skip(
         status: RunStatus::Misfired,
         error: Some(message),
         will_retry: false,
-        next: NextFire {
-            at: next,
-            trigger: TriggerKind::Schedule,
-            attempt: 0,
-            resume_after: None,
-            payload: None,
-        },
+        next: next.map(FireState::scheduled),
         alarms: misfire_alarm(job, a).into_iter().collect(),
     }
 }
@@ -252,13 +237,7 @@ pub(crate) fn plan_return(fire: &DueFire, waited: Duration, node: &str) -> Finis
             "not executed: waited {waited:?} for an executor slot on node {node}; given back to run on any node"
         )),
         will_retry: false,
-        next: NextFire {
-            at: Some(fire.fire_at),
-            trigger: fire.trigger,
-            attempt: fire.attempt,
-            resume_after: fire.resume_after,
-            payload: fire.payload.clone(),
-        },
+        next: Some(fire.fire.clone()),
         alarms: Vec::new(),
     }
 }
@@ -315,13 +294,13 @@ pub(crate) fn plan_finish(
             status,
             error,
             will_retry: true,
-            next: NextFire {
-                at: Some(at),
+            next: Some(FireState {
+                at,
                 trigger: TriggerKind::Retry,
                 attempt: a.attempt,
                 resume_after: Some(a.base),
-                payload: a.payload.clone(),
-            },
+                context: a.context.clone(),
+            }),
             alarms,
         }
     } else {
@@ -369,7 +348,7 @@ pub(crate) fn events(
             job_id: fire.job_id.clone(),
             handler: job.handler().to_string(),
             run_id: Some(by.run_id),
-            fire_at: fire.fire_at,
+            fire_at: fire.fire_at(),
             zone: zone_of(job),
             attempt: a.attempt,
             max_attempts: job.retry().max_attempts(),
@@ -377,7 +356,7 @@ pub(crate) fn events(
             duration_ms: by.duration.map(|d| d.as_millis() as u64),
             error: plan.error.clone(),
             will_retry: plan.will_retry,
-            next_fire_at: plan.next.at,
+            next_fire_at: plan.next.as_ref().map(|n| n.at),
             recipients: job.alarm().recipients.clone(),
             occurred_at: by.now,
             suppressed: 0,

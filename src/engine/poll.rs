@@ -186,7 +186,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
                 skipped = Some(f);
                 continue;
             }
-            if f.fire_at <= now {
+            if f.fire.at <= now {
                 if due_room == 0 {
                     stop = Some(Stop::Due);
                     break;
@@ -197,7 +197,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
                 if ahead_room == 0 {
                     stop = Some(Stop::Ahead);
                     // Claimable with a free slot once due: poll again by then.
-                    unarmed = (due_room > 0).then_some(f.fire_at);
+                    unarmed = (due_room > 0).then_some(f.fire.at);
                     break;
                 }
                 ahead_room -= 1;
@@ -272,7 +272,7 @@ async fn claim(
         .iter()
         .map(|f| LockRequest {
             key: f.job_id.to_string(),
-            ttl: f.fire_at.duration_since(now) + core.config.lease_ttl,
+            ttl: f.fire.at.duration_since(now) + core.config.lease_ttl,
         })
         .collect();
     let asked = Instant::now();
@@ -286,11 +286,11 @@ async fn claim(
             continue;
         }
         bump(&core.counters.claimed);
-        debug!(job = %fire.job_id, fire_at = %fire.fire_at, token = lease.token, "claimed");
+        debug!(job = %fire.job_id, fire_at = %fire.fire.at, token = lease.token, "claimed");
         // A fire already due takes its place in line for a slot now, so the next
         // poll counts it; one due later holds no slot until its instant.
-        let slot = if fire.fire_at <= now {
-            Some(core.load.slots.request(fire.fire_at))
+        let slot = if fire.fire.at <= now {
+            Some(core.load.slots.request(fire.fire.at))
         } else {
             core.load.ahead.fetch_add(1, Ordering::SeqCst);
             None

@@ -1,6 +1,6 @@
 //! What `JobStore::due` returns, and the key that pages through it.
 
-use super::TriggerKind;
+use super::FireState;
 use crate::job::{Job, JobId};
 use crate::time::Timestamp;
 use std::sync::Arc;
@@ -13,30 +13,44 @@ pub struct DueFire {
     /// Its definition (read in the same step as the fire, so the engine needs no
     /// further round trip).
     pub job: Arc<Job>,
-    /// The fire's instant (the job's `next_fire_at`).
-    pub fire_at: Timestamp,
     /// Definition version the fire belongs to.
     pub version: u64,
-    /// Kind of fire.
-    pub trigger: TriggerKind,
-    /// Failed attempts so far; this run will be attempt `attempt + 1`.
-    pub attempt: u32,
-    /// For a retry, where the schedule resumes once the retries end (the job's
-    /// [`resume_after`](super::JobRecord::resume_after)).
-    pub resume_after: Option<Timestamp>,
-    /// The payload of this fire when it is not the job's own (the job's
-    /// [`next_payload`](super::JobRecord::next_payload): a manual trigger's override);
-    /// `None` runs the job's payload.
-    pub payload: Option<serde_json::Value>,
+    /// The fire: the job's [`next`](super::JobRecord::next).
+    pub fire: FireState,
 }
 
 impl DueFire {
+    /// The fire's instant.
+    pub fn fire_at(&self) -> Timestamp {
+        self.fire.at
+    }
+
+    /// Why it fires.
+    pub fn trigger(&self) -> super::TriggerKind {
+        self.fire.trigger
+    }
+
+    /// Failed attempts at it so far.
+    pub fn attempt(&self) -> u32 {
+        self.fire.attempt
+    }
+
+    /// For a retry, where the schedule resumes once the retries end.
+    pub fn resume_after(&self) -> Option<Timestamp> {
+        self.fire.resume_after
+    }
+
+    /// Its payload override, if any.
+    pub fn payload(&self) -> Option<&serde_json::Value> {
+        self.fire.payload()
+    }
+
     /// This fire's position in the due order, for [`Jobs::due`]'s `after`.
     ///
     /// [`Jobs::due`]: crate::store::Jobs::due
     pub fn key(&self) -> DueKey {
         DueKey {
-            fire_at: self.fire_at,
+            fire_at: self.fire.at,
             job_id: self.job_id.clone(),
         }
     }

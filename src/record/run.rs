@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
-use super::AlarmEvent;
+use super::{AlarmEvent, FireContext, FireState};
 
 /// Id of a run, unique within one store.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -147,10 +147,9 @@ pub struct StartRun {
     /// For a run the misfire policy decided on, the scheduled fires it stands for;
     /// stored with the run ([`RunRecord::covers`]).
     pub covers: Option<FireSpan>,
-    /// The fire's payload when it is not the job's own (a manual trigger's
-    /// override, [`DueFire::payload`](super::DueFire::payload)); stored with the run
-    /// ([`RunRecord::payload`]).
-    pub payload: Option<serde_json::Value>,
+    /// What the fire carries ([`FireState::context`]); stored with the run
+    /// ([`RunRecord::context`]).
+    pub context: FireContext,
 }
 
 /// Why a start was refused.
@@ -188,26 +187,6 @@ pub enum StartOutcome {
     Refused(StartRefusal),
 }
 
-/// The scheduling state a finish writes into its job.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NextFire {
-    /// New `next_fire_at`.
-    pub at: Option<Timestamp>,
-    /// Kind of that fire.
-    pub trigger: TriggerKind,
-    /// New failed-attempt count.
-    pub attempt: u32,
-    /// For a retry: the instant after which the job's schedule resumes once the
-    /// retries end (the retried fire, or the end of the span a coalesced fire stood
-    /// for), so the fires that come due during the backoff are handled by the misfire
-    /// policy instead of disappearing. `None` for a scheduled or manual fire.
-    pub resume_after: Option<Timestamp>,
-    /// The payload of that fire when it is not the job's own: a manual trigger's
-    /// override, kept by the retries of the fire it was given for and by a fire
-    /// given back unexecuted; `None` (the job's payload) otherwise.
-    pub payload: Option<serde_json::Value>,
-}
-
 /// A request to record the end of a run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FinishRun {
@@ -229,9 +208,10 @@ pub struct FinishRun {
     pub will_retry: bool,
     /// Definition version the run belonged to.
     pub version: u64,
-    /// Written into the job only when its version and `next_fire_at` are unchanged
-    /// since the start (an upsert or `trigger_now` during the run wins).
-    pub next: NextFire,
+    /// The job's next fire (`None`: nothing is left to fire), written into the job
+    /// only when its version and next fire are unchanged since the start (an upsert
+    /// or `trigger_now` during the run wins).
+    pub next: Option<FireState>,
     /// Alarm events to put in the outbox in the same atomic step.
     pub alarms: Vec<AlarmEvent>,
 }
@@ -297,13 +277,18 @@ pub struct RunRecord {
     /// or a `misfired` record), the scheduled fires it stands for.
     #[serde(default)]
     pub covers: Option<FireSpan>,
-    /// The payload the run was given when it was not the job's own (a manual
-    /// trigger's override); `None` when it ran with the job's payload.
-    #[serde(default)]
-    pub payload: Option<serde_json::Value>,
+    /// What its fire carried (a manual trigger's payload override among it); its
+    /// fields are inlined in the record's JSON (`payload`).
+    #[serde(default, flatten)]
+    pub context: FireContext,
 }
 
 impl RunRecord {
+    /// The payload override it ran with, if any.
+    pub fn payload(&self) -> Option<&serde_json::Value> {
+        self.context.payload.as_ref()
+    }
+
     /// `ended_at - started_at`, once finished.
     pub fn duration(&self) -> Option<Duration> {
         self.ended_at.map(|e| e.duration_since(self.started_at))

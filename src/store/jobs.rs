@@ -9,6 +9,95 @@ use async_trait::async_trait;
 use serde_json::Value;
 use std::sync::Arc;
 
+/// A change to a job, applied by [`Jobs::apply`] (with its audit entry, when the
+/// operations layer makes it).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum JobChange {
+    /// Creates or replaces `job`, its first fire at `next`.
+    Upsert {
+        /// The definition.
+        job: Job,
+        /// Its first fire (`None`: nothing to fire).
+        next: Option<Timestamp>,
+    },
+    /// Creates `job` unless one with its id exists.
+    Create {
+        /// The definition.
+        job: Job,
+        /// Its first fire (`None`: nothing to fire).
+        next: Option<Timestamp>,
+    },
+    /// Removes a job.
+    Remove {
+        /// The job.
+        id: JobId,
+    },
+    /// Pauses a job.
+    Pause {
+        /// The job.
+        id: JobId,
+    },
+    /// Resumes a paused job from `next`.
+    Resume {
+        /// The job.
+        id: JobId,
+        /// Its next fire (`None`: nothing left to fire).
+        next: Option<FireState>,
+    },
+    /// Makes a job due with `fire`.
+    Trigger {
+        /// The job.
+        id: JobId,
+        /// The manual fire: its instant, trigger, attempt 0 and context.
+        fire: FireState,
+    },
+}
+
+impl JobChange {
+    /// The job it changes.
+    pub fn job_id(&self) -> &JobId {
+        match self {
+            JobChange::Upsert { job, .. } | JobChange::Create { job, .. } => job.id(),
+            JobChange::Remove { id }
+            | JobChange::Pause { id }
+            | JobChange::Resume { id, .. }
+            | JobChange::Trigger { id, .. } => id,
+        }
+    }
+}
+
+/// What [`Jobs::apply`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Applied {
+    /// An upsert or create, and what it did.
+    Upsert(UpsertOutcome),
+    /// A removal, and whether the job existed.
+    Removed(bool),
+    /// A pause, resume or trigger was written.
+    Done,
+}
+
+impl Applied {
+    /// Whether the change was written (and its audit entry with it).
+    pub fn changed(self) -> bool {
+        match self {
+            Applied::Upsert(o) => matches!(o, UpsertOutcome::Created | UpsertOutcome::Updated),
+            Applied::Removed(existed) => existed,
+            Applied::Done => true,
+        }
+    }
+
+    /// The outcome of an upsert or create (`Unchanged` for any other change).
+    pub fn upsert_outcome(self) -> UpsertOutcome {
+        match self {
+            Applied::Upsert(o) => o,
+            _ => UpsertOutcome::Unchanged,
+        }
+    }
+}
+
 /// A store's schema version ([`Jobs::schema`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct SchemaVersion {
@@ -41,19 +130,54 @@ pub trait Jobs: Send + Sync + 'static {
         Ok(None)
     }
 
-    /// Creates or replaces a job. Idempotent: when the stored definition is equal to
-    /// `job`, nothing changes and the result is [`UpsertOutcome::Unchanged`].
-    /// Otherwise the definition is written, `version` is bumped, `next_fire_at` is set
-    /// to `next_fire_at`, the trigger to `Schedule`, the attempt count to 0 and
-    /// `resume_after` and `next_payload` cleared; a run in progress keeps running, and
-    /// its finish will not overwrite this state.
-    async fn upsert(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome>;
+    /// Applies one change to a job and, when `audit` is given, appends that audit
+    /// entry (stamped with the store's clock) in the same atomic step: the same
+    /// transaction on the SQL stores, the same script on Redis, the same lock on
+    /// the memory store. Either both are written or neither is.
+    ///
+    /// The entry is appended only when the change is applied: not for an upsert that
+    /// found the definition unchanged, a create that kept an existing job, or the
+    /// removal of a job that did not exist. What each change writes:
+    ///
+    /// * [`JobChange::Upsert`]: when the stored definition equals `job`, nothing
+    ///   ([`UpsertOutcome::Unchanged`]). Otherwise the definition is written,
+    ///   `version` bumped, the next fire set to a scheduled fire at `next` (attempt 0,
+    ///   no resume point, empty context); a run in progress keeps running, and its
+    ///   finish will not overwrite this state.
+    /// * [`JobChange::Create`]: as an upsert when no job has the id
+    ///   ([`UpsertOutcome::Created`]); otherwise [`UpsertOutcome::Kept`] and the
+    ///   existing job is left exactly as it was (its schedule, next fire and pending
+    ///   retries included).
+    /// * [`JobChange::Remove`]: the job goes (its runs stay in the log);
+    ///   [`Applied::Removed`] says whether it existed.
+    /// * [`JobChange::Pause`] / [`JobChange::Resume`]: `enabled` set (no change when
+    ///   it already is), `version` bumped; on resume the next fire becomes `next`.
+    /// * [`JobChange::Trigger`]: the next fire becomes `fire` (a manual fire: attempt
+    ///   0, its context); when a run is in progress the job becomes due once it
+    ///   finishes.
+    ///
+    /// Errors: [`Error::NotFound`](crate::Error::NotFound) for a pause, resume or
+    /// trigger of a job that does not exist (nothing is written).
+    async fn apply(&self, change: &JobChange, audit: Option<&AuditEntry>) -> Result<Applied>;
 
-    /// Creates a job unless one with its id exists, atomically: the result is
-    /// [`UpsertOutcome::Created`] (stored as `upsert` would) or
-    /// [`UpsertOutcome::Kept`] (the existing job is left exactly as it was, its
-    /// definition, schedule and pending retries included).
-    async fn create(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome>;
+    /// Creates or replaces a job ([`JobChange::Upsert`], unaudited).
+    async fn upsert(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
+        let change = JobChange::Upsert {
+            job: job.clone(),
+            next: next_fire_at,
+        };
+        Ok(self.apply(&change, None).await?.upsert_outcome())
+    }
+
+    /// Creates a job unless one with its id exists ([`JobChange::Create`],
+    /// unaudited).
+    async fn create(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
+        let change = JobChange::Create {
+            job: job.clone(),
+            next: next_fire_at,
+        };
+        Ok(self.apply(&change, None).await?.upsert_outcome())
+    }
 
     /// [`upsert`](Self::upsert) for each `(job, next_fire_at)`, outcomes in order.
     /// Ids are distinct (the scheduler refuses a batch that repeats one). Each job is
@@ -76,24 +200,49 @@ pub trait Jobs: Send + Sync + 'static {
     /// skipped into [`Page::corrupt`].
     async fn list(&self, query: &JobQuery) -> Result<Page<JobRecord>>;
 
-    /// Removes a job (its runs stay in the log). Returns whether it existed.
-    async fn remove(&self, id: &JobId) -> Result<bool>;
+    /// Removes a job ([`JobChange::Remove`], unaudited). Returns whether it existed.
+    async fn remove(&self, id: &JobId) -> Result<bool> {
+        let change = JobChange::Remove { id: id.clone() };
+        Ok(matches!(
+            self.apply(&change, None).await?,
+            Applied::Removed(true)
+        ))
+    }
 
-    /// Pauses (`enabled = false`) or resumes a job, bumping its version; on resume
-    /// `next_fire_at` becomes the given value, the attempt count 0, `resume_after`
-    /// and `next_payload` empty. Errors: [`Error::NotFound`](crate::Error::NotFound).
+    /// Pauses or resumes a job ([`JobChange::Pause`], [`JobChange::Resume`] with a
+    /// scheduled fire at `next_fire_at`; unaudited). Errors: `NotFound`.
     async fn set_enabled(
         &self,
         id: &JobId,
         enabled: bool,
         next_fire_at: Option<Timestamp>,
-    ) -> Result<()>;
+    ) -> Result<()> {
+        let id = id.clone();
+        let change = if enabled {
+            JobChange::Resume {
+                id,
+                next: next_fire_at.map(FireState::scheduled),
+            }
+        } else {
+            JobChange::Pause { id }
+        };
+        self.apply(&change, None).await.map(drop)
+    }
 
-    /// Makes a job due at `at` with trigger `Manual`, attempt count 0, no
-    /// `resume_after` and `next_payload` set to `payload` (`None`: the fire runs the
-    /// job's own payload). When a run is in progress the job becomes due once it
-    /// finishes. Errors: `NotFound`.
-    async fn trigger(&self, id: &JobId, at: Timestamp, payload: Option<&Value>) -> Result<()>;
+    /// Makes a job due at `at` with trigger `Manual`, carrying `payload` in place of
+    /// the job's own when given ([`JobChange::Trigger`], unaudited). Errors:
+    /// `NotFound`.
+    async fn trigger(&self, id: &JobId, at: Timestamp, payload: Option<&Value>) -> Result<()> {
+        let change = JobChange::Trigger {
+            id: id.clone(),
+            fire: FireState::fresh(
+                at,
+                TriggerKind::Manual,
+                FireContext::with_payload(payload.cloned()),
+            ),
+        };
+        self.apply(&change, None).await.map(drop)
+    }
 
     /// Fires with `next_fire_at <= query.until` of enabled jobs that have no run in
     /// progress, in due order (`fire_at`, then job id bytewise), only those after
@@ -122,14 +271,10 @@ macro_rules! forward {
             fn name(&self) -> &'static str { (**self).name() }
             async fn now(&self) -> Result<Timestamp> { (**self).now().await }
             async fn schema(&self) -> Result<Option<SchemaVersion>> { (**self).schema().await }
-            async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> { (**self).upsert(job, next).await }
-            async fn create(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> { (**self).create(job, next).await }
+            async fn apply(&self, change: &JobChange, audit: Option<&AuditEntry>) -> Result<Applied> { (**self).apply(change, audit).await }
             async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> { (**self).upsert_many(jobs).await }
             async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> { (**self).get(id).await }
             async fn list(&self, q: &JobQuery) -> Result<Page<JobRecord>> { (**self).list(q).await }
-            async fn remove(&self, id: &JobId) -> Result<bool> { (**self).remove(id).await }
-            async fn set_enabled(&self, id: &JobId, enabled: bool, next: Option<Timestamp>) -> Result<()> { (**self).set_enabled(id, enabled, next).await }
-            async fn trigger(&self, id: &JobId, at: Timestamp, payload: Option<&Value>) -> Result<()> { (**self).trigger(id, at, payload).await }
             async fn due(&self, q: &DueQuery) -> Result<Page<DueFire>> { (**self).due(q).await }
             async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> { (**self).start_runs(runs).await }
             async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> { (**self).finish_runs(runs).await }

@@ -45,9 +45,9 @@ mod registry;
 pub mod rules;
 
 pub use audit::AuditLog;
-pub use jobs::{Jobs, SchemaVersion};
+pub use jobs::{Applied, JobChange, Jobs, SchemaVersion};
 pub use log::RunLog;
-pub use outbox::AlarmOutbox;
+pub use outbox::{AlarmChange, AlarmOutbox};
 pub use page::{CorruptRow, Page};
 pub use query::{AlarmClaim, AlarmQuery, AuditQuery, DueQuery, JobQuery, RunQuery};
 pub use registry::NodeRegistry;
@@ -55,8 +55,8 @@ pub use registry::NodeRegistry;
 /// The requests a store answers and the outcomes it reports: what a backend
 /// implements against, not what an application embedding a scheduler uses.
 pub use crate::record::{
-    AlarmDelivery, DueFire, DueKey, FinishOutcome, FinishRefusal, FinishRun, NextFire,
-    StartOutcome, StartRefusal, StartRun,
+    AlarmDelivery, DueFire, DueKey, FinishOutcome, FinishRefusal, FinishRun, StartOutcome,
+    StartRefusal, StartRun,
 };
 
 /// A whole store: the four parts together. Implemented for every type that
@@ -80,19 +80,12 @@ macro_rules! delegate_store {
             async fn schema(&self) -> $crate::Result<Option<$crate::store::SchemaVersion>> {
                 $crate::store::Jobs::schema(&self.$field).await
             }
-            async fn upsert(
+            async fn apply(
                 &self,
-                job: &$crate::Job,
-                next: Option<$crate::Timestamp>,
-            ) -> $crate::Result<$crate::UpsertOutcome> {
-                self.$field.upsert(job, next).await
-            }
-            async fn create(
-                &self,
-                job: &$crate::Job,
-                next: Option<$crate::Timestamp>,
-            ) -> $crate::Result<$crate::UpsertOutcome> {
-                self.$field.create(job, next).await
+                change: &$crate::store::JobChange,
+                audit: Option<&$crate::AuditEntry>,
+            ) -> $crate::Result<$crate::store::Applied> {
+                self.$field.apply(change, audit).await
             }
             async fn upsert_many(
                 &self,
@@ -108,25 +101,6 @@ macro_rules! delegate_store {
                 q: &$crate::store::JobQuery,
             ) -> $crate::Result<$crate::store::Page<$crate::JobRecord>> {
                 self.$field.list(q).await
-            }
-            async fn remove(&self, id: &$crate::JobId) -> $crate::Result<bool> {
-                self.$field.remove(id).await
-            }
-            async fn set_enabled(
-                &self,
-                id: &$crate::JobId,
-                enabled: bool,
-                next: Option<$crate::Timestamp>,
-            ) -> $crate::Result<()> {
-                self.$field.set_enabled(id, enabled, next).await
-            }
-            async fn trigger(
-                &self,
-                id: &$crate::JobId,
-                at: $crate::Timestamp,
-                payload: Option<&serde_json::Value>,
-            ) -> $crate::Result<()> {
-                self.$field.trigger(id, at, payload).await
             }
             async fn due(
                 &self,
@@ -240,11 +214,12 @@ macro_rules! delegate_store {
             async fn purge_alarms(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
                 self.$field.purge_alarms(before).await
             }
-            async fn retry_alarm(&self, id: $crate::AlarmId) -> $crate::Result<bool> {
-                self.$field.retry_alarm(id).await
-            }
-            async fn discard_alarm(&self, id: $crate::AlarmId) -> $crate::Result<bool> {
-                self.$field.discard_alarm(id).await
+            async fn apply_alarm(
+                &self,
+                change: $crate::store::AlarmChange,
+                audit: Option<&$crate::AuditEntry>,
+            ) -> $crate::Result<bool> {
+                self.$field.apply_alarm(change, audit).await
             }
         }
         #[async_trait::async_trait]

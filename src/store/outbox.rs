@@ -2,7 +2,7 @@
 
 use super::{AlarmClaim, AlarmQuery, Page};
 use crate::error::Result;
-use crate::record::{AlarmDelivery, AlarmId, AlarmRecord};
+use crate::record::{AlarmDelivery, AlarmId, AlarmRecord, AuditEntry};
 use crate::time::Timestamp;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -36,16 +36,48 @@ pub trait AlarmOutbox: Send + Sync + 'static {
     /// left — and were created before `before`. Returns how many.
     async fn purge_alarms(&self, before: Timestamp) -> Result<u64>;
 
-    /// An operator's retry: a `Pending` or `Failed` event (with or without a retry
-    /// left) becomes `Pending`, claimable at the store's now; its attempts and last
-    /// error are kept. Returns whether it was one (a `Sending`, `Sent` or `NotNeeded`
-    /// event, or none with `id`, is left as it is).
-    async fn retry_alarm(&self, id: AlarmId) -> Result<bool>;
+    /// An operator's change to an event and, when `audit` is given, that audit entry
+    /// appended in the same atomic step (only when the change is applied). Returns
+    /// whether it was applied:
+    ///
+    /// * [`AlarmChange::Retry`]: a `Pending` or `Failed` event (with or without a
+    ///   retry left) becomes `Pending`, claimable at the store's now; its attempts and
+    ///   last error are kept.
+    /// * [`AlarmChange::Discard`]: a `Pending` or `Failed` event becomes `Failed` with
+    ///   no retry left, so it is never delivered and retention purges it.
+    ///
+    /// Any other event (`Sending`, `Sent`, `NotNeeded`), or none with the id, is left
+    /// as it is: `false`, nothing written.
+    async fn apply_alarm(&self, change: AlarmChange, audit: Option<&AuditEntry>) -> Result<bool>;
 
-    /// An operator's discard: a `Pending` or `Failed` event becomes `Failed` with no
-    /// retry left, so it is never delivered and retention purges it. Returns whether
-    /// it was one (any other event is left as it is).
-    async fn discard_alarm(&self, id: AlarmId) -> Result<bool>;
+    /// [`AlarmChange::Retry`], unaudited.
+    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
+        self.apply_alarm(AlarmChange::Retry(id), None).await
+    }
+
+    /// [`AlarmChange::Discard`], unaudited.
+    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
+        self.apply_alarm(AlarmChange::Discard(id), None).await
+    }
+}
+
+/// An operator's change to an alarm event ([`AlarmOutbox::apply_alarm`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AlarmChange {
+    /// Deliver it again now.
+    Retry(AlarmId),
+    /// Never deliver it.
+    Discard(AlarmId),
+}
+
+impl AlarmChange {
+    /// The event it changes.
+    pub fn id(self) -> AlarmId {
+        match self {
+            AlarmChange::Retry(id) | AlarmChange::Discard(id) => id,
+        }
+    }
 }
 
 macro_rules! forward {
@@ -56,8 +88,7 @@ macro_rules! forward {
             async fn complete_alarm(&self, id: AlarmId, owner: &str, d: &AlarmDelivery) -> Result<bool> { (**self).complete_alarm(id, owner, d).await }
             async fn alarms(&self, q: &AlarmQuery) -> Result<Vec<AlarmRecord>> { (**self).alarms(q).await }
             async fn purge_alarms(&self, before: Timestamp) -> Result<u64> { (**self).purge_alarms(before).await }
-            async fn retry_alarm(&self, id: AlarmId) -> Result<bool> { (**self).retry_alarm(id).await }
-            async fn discard_alarm(&self, id: AlarmId) -> Result<bool> { (**self).discard_alarm(id).await }
+            async fn apply_alarm(&self, c: AlarmChange, audit: Option<&AuditEntry>) -> Result<bool> { (**self).apply_alarm(c, audit).await }
         }
     )*};
 }

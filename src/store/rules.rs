@@ -34,7 +34,7 @@ impl From<&JobRecord> for JobState {
         JobState {
             enabled: r.job.enabled(),
             version: r.version,
-            next_fire_at: r.next_fire_at,
+            next_fire_at: r.next_fire_at(),
             running: r.running,
             last_token: r.last_token,
         }
@@ -128,7 +128,7 @@ pub fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{NextFire, TriggerKind};
+    use crate::record::TriggerKind;
 
     fn t(ms: i64) -> Timestamp {
         Timestamp::from_millis(ms)
@@ -154,7 +154,7 @@ mod tests {
             attempt: 1,
             trigger: TriggerKind::Schedule,
             covers: None,
-            payload: None,
+            context: Default::default(),
         }
     }
 
@@ -168,13 +168,7 @@ mod tests {
             error: None,
             will_retry: false,
             version,
-            next: NextFire {
-                at: None,
-                trigger: TriggerKind::Schedule,
-                attempt: 0,
-                resume_after: None,
-                payload: None,
-            },
+            next: None,
             alarms: Vec::new(),
         }
     }

@@ -172,7 +172,7 @@ async fn the_largest_accepted_values_run_a_full_fire_without_panicking() {
     let rec = s.get("once").await.unwrap().unwrap();
     assert!(rec.running.is_none(), "not left running");
     assert_eq!(
-        rec.next_fire_at,
+        rec.next_fire_at(),
         Some(t0 + S + MAX_SPAN),
         "the retry waits its 100 years"
     );

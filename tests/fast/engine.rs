@@ -127,7 +127,7 @@ async fn retries_follow_the_backoff_formula_then_return_to_the_schedule() {
         .unwrap()
         .unwrap();
     assert_eq!(
-        (rec.attempt, rec.next_fire_at),
+        (rec.attempt(), rec.next_fire_at()),
         (0, Some(at("2026-01-01T01:00:00Z"))),
         "exhausted: back to the schedule"
     );
@@ -277,7 +277,7 @@ async fn pause_resume_and_trigger_now() {
     assert_eq!(later[0].trigger, TriggerKind::Manual);
     let rec = h.scheduler().get("later").await.unwrap().unwrap();
     assert_eq!(
-        rec.next_fire_at,
+        rec.next_fire_at(),
         Some(at("2026-06-01T00:00:00Z")),
         "a manual run keeps the one-shot's own instant"
     );

@@ -178,7 +178,7 @@ async fn shutdown_cancels_after_grace_records_and_releases_everything() {
             .await
             .unwrap()
             .unwrap()
-            .next_fire_at
+            .next_fire_at()
             .is_some()
     );
     assert!(

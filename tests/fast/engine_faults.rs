@@ -39,31 +39,14 @@ impl Jobs for FlakyStore {
         self.check("now")?;
         self.inner.now().await
     }
-    async fn upsert(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
-        self.inner.upsert(job, next).await
-    }
-    async fn create(&self, job: &Job, next: Option<Timestamp>) -> Result<UpsertOutcome> {
-        self.inner.create(job, next).await
+    async fn apply(&self, change: &JobChange, audit: Option<&AuditEntry>) -> Result<Applied> {
+        self.inner.apply(change, audit).await
     }
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {
         self.inner.get(id).await
     }
     async fn list(&self, q: &JobQuery) -> Result<Page<JobRecord>> {
         self.inner.list(q).await
-    }
-    async fn remove(&self, id: &JobId) -> Result<bool> {
-        self.inner.remove(id).await
-    }
-    async fn set_enabled(&self, id: &JobId, enabled: bool, next: Option<Timestamp>) -> Result<()> {
-        self.inner.set_enabled(id, enabled, next).await
-    }
-    async fn trigger(
-        &self,
-        id: &JobId,
-        at: Timestamp,
-        payload: Option<&serde_json::Value>,
-    ) -> Result<()> {
-        self.inner.trigger(id, at, payload).await
     }
     async fn due(&self, q: &DueQuery) -> Result<Page<DueFire>> {
         self.check("due")?;
@@ -138,11 +121,8 @@ impl AlarmOutbox for FlakyStore {
     async fn purge_alarms(&self, before: Timestamp) -> Result<u64> {
         self.inner.purge_alarms(before).await
     }
-    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
-        self.inner.retry_alarm(id).await
-    }
-    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
-        self.inner.discard_alarm(id).await
+    async fn apply_alarm(&self, change: AlarmChange, audit: Option<&AuditEntry>) -> Result<bool> {
+        self.inner.apply_alarm(change, audit).await
     }
 }
 

@@ -58,7 +58,7 @@ async fn ghost_started_with(
         attempt: 1,
         trigger,
         covers: None,
-        payload,
+        context: jobwheel::FireContext::with_payload(payload),
     };
     assert!(matches!(
         store.start_runs(&[start]).await.unwrap()[0],
@@ -160,13 +160,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
         error: None,
         will_retry: false,
         version: 1,
-        next: jobwheel::store::NextFire {
-            at: None,
-            trigger: TriggerKind::Schedule,
-            attempt: 0,
-            resume_after: None,
-            payload: None,
-        },
+        next: None,
         alarms: vec![],
     };
     assert!(
@@ -234,7 +228,7 @@ async fn a_dead_nodes_manual_run_is_retried_with_the_payload_it_was_given() {
     let runs = runs_of(&store, "report").await;
     assert_eq!(
         runs.iter()
-            .map(|r| (r.status, r.payload.clone()))
+            .map(|r| (r.status, r.payload().cloned()))
             .collect::<Vec<_>>(),
         [
             (RunStatus::Lost, Some(over.clone())),

@@ -332,7 +332,8 @@ async fn a_trigger_with_a_payload_runs_that_fire_and_its_retries_with_it() {
     advance(Duration::from_secs(10)).await;
     let rec = h.scheduler().get("hourly").await.unwrap().unwrap();
     assert_eq!(
-        rec.next_payload, None,
+        rec.next_payload(),
+        None,
         "the fire is done: the override is gone"
     );
     assert_eq!(rec.job.payload(), &own, "the definition never changed");
@@ -346,7 +347,7 @@ async fn a_trigger_with_a_payload_runs_that_fire_and_its_retries_with_it() {
     }
     let rec = h.scheduler().get("hourly").await.unwrap().unwrap();
     assert_eq!(
-        (rec.next_trigger, rec.next_payload),
+        (rec.next_trigger(), rec.next_payload()),
         (TriggerKind::Schedule, None)
     );
     assert!(matches!(
@@ -367,7 +368,9 @@ async fn a_trigger_with_a_payload_runs_that_fire_and_its_retries_with_it() {
     );
     let runs = runs_of(&store, "hourly").await;
     assert_eq!(
-        runs.iter().map(|r| r.payload.clone()).collect::<Vec<_>>(),
+        runs.iter()
+            .map(|r| r.payload().cloned())
+            .collect::<Vec<_>>(),
         [None, Some(over.clone()), Some(over), None],
         "the run log records the override with the runs it was given to"
     );

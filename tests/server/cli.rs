@@ -188,7 +188,7 @@ async fn store_verbs(url: &str, prefix: &str) {
         .unwrap();
     assert_eq!(
         got["next_fire_at"],
-        serde_json::to_value(stored.next_fire_at).unwrap()
+        serde_json::to_value(stored.next_fire_at()).unwrap()
     );
     assert_eq!(got["job"]["handler"], "report");
 
@@ -256,7 +256,7 @@ async fn store_verbs(url: &str, prefix: &str) {
     let rec = store.get(&id).await.unwrap().unwrap();
     assert!(rec.job.enabled());
     assert_eq!(
-        rec.next_fire_at,
+        rec.next_fire_at(),
         rec.job.schedule().first_fire(store.now().await.unwrap())
     );
     let once = r#"{"date":"2026-01-01","note":"<once>"}"#;
@@ -270,10 +270,10 @@ async fn store_verbs(url: &str, prefix: &str) {
     ];
     json(u, prefix, &args);
     let rec = store.get(&id).await.unwrap().unwrap();
-    assert_eq!(rec.next_trigger.as_str(), "manual");
+    assert_eq!(rec.next_trigger().as_str(), "manual");
     assert_eq!(
-        rec.next_payload,
-        Some(serde_json::from_str(once).unwrap()),
+        rec.next_payload(),
+        Some(&serde_json::from_str(once).unwrap()),
         "--payload overrides that fire's payload"
     );
     let out = jobwheel(
@@ -284,8 +284,8 @@ async fn store_verbs(url: &str, prefix: &str) {
     assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--payload"));
     assert_eq!(
-        store.get(&id).await.unwrap().unwrap().next_payload,
-        Some(serde_json::from_str(once).unwrap()),
+        store.get(&id).await.unwrap().unwrap().next_payload(),
+        Some(&serde_json::from_str(once).unwrap()),
         "a refused --payload writes nothing"
     );
     json(u, prefix, &["jobs", "rm", "report.daily", "--json"]);
@@ -322,7 +322,7 @@ async fn store_verbs(url: &str, prefix: &str) {
     let weekly = JobId::new("report.weekly").unwrap();
     let rec = store.get(&weekly).await.unwrap().expect("added");
     assert_eq!(
-        rec.next_fire_at,
+        rec.next_fire_at(),
         rec.job.schedule().first_fire(store.now().await.unwrap())
     );
     let out = jobwheel(u, prefix, &["jobs", "add", "--file", f]);
@@ -462,7 +462,7 @@ async fn the_verbs_work_through_a_server_with_a_token() {
     let list = parsed(&via_server(&base, admin, &["--json", "jobs", "list"]).await);
     assert_eq!(
         list["items"][0]["next_fire_at"],
-        serde_json::to_value(stored.next_fire_at).unwrap()
+        serde_json::to_value(stored.next_fire_at()).unwrap()
     );
     let paused =
         parsed(&via_server(&base, admin, &["--json", "jobs", "pause", "report.daily"]).await);

@@ -101,3 +101,72 @@ async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_on
     .await;
     drop_keys(&url, &p).await;
 }
+
+/// Hashes written before fire contexts existed keep a payload override alone (the
+/// job's `npayload`, the run's `payload`): they read back as the context's payload,
+/// through `get`, `due` and the run log.
+#[tokio::test]
+async fn payload_overrides_written_before_contexts_read_back() {
+    use jobwheel::store::{DueQuery, Jobs, RunLog, StartRun};
+    use jobwheel::{FireContext, Job, RunQuery, Schedule, Timestamp, TriggerKind};
+    let Some(url) = url() else { return };
+    let p = prefix("legacy");
+    let (store, _) = open(&url, &p).await;
+    let at = Timestamp::from_millis(1_000_000);
+    let job = Job::builder("legacy", "noop", Schedule::once(at))
+        .build()
+        .unwrap();
+    store.upsert(&job, Some(at)).await.unwrap();
+    let payload = serde_json::json!({"report": "<b>é</b>", "q": "\"quoted\""});
+    let mut conn = store.connection().clone();
+    let cmd = |args: &[&str]| {
+        let mut c = redis::cmd(args[0]);
+        for a in &args[1..] {
+            c.arg(*a);
+        }
+        c
+    };
+    let text = payload.to_string();
+    let key = format!("{p}job:legacy");
+    let _: () = cmd(&["HDEL", &key, "nctx"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = cmd(&["HSET", &key, "npayload", &text])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let rec = store.get(job.id()).await.unwrap().unwrap();
+    assert_eq!(
+        rec.next_payload(),
+        Some(&payload),
+        "get reads the legacy field"
+    );
+    let due = store.due(&DueQuery::new(at, 10)).await.unwrap();
+    assert_eq!(due.items[0].payload(), Some(&payload), "so does due");
+    let start = StartRun {
+        job_id: job.id().clone(),
+        fire_at: at,
+        version: 1,
+        token: 1,
+        node: "n".into(),
+        attempt: 1,
+        trigger: TriggerKind::Schedule,
+        covers: None,
+        context: FireContext::default(),
+    };
+    store.start_runs(&[start]).await.unwrap();
+    let run = &store.runs(&RunQuery::new()).await.unwrap()[0];
+    let rkey = format!("{p}run:{}", run.id);
+    let _: () = cmd(&["HDEL", &rkey, "ctx"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let _: () = cmd(&["HSET", &rkey, "payload", &text])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let run = &store.runs(&RunQuery::new()).await.unwrap()[0];
+    assert_eq!(run.payload(), Some(&payload), "the run log reads the run's");
+    drop_keys(&url, &p).await;
+}

@@ -131,21 +131,37 @@ async fn migration_records_are_adopted_and_checked() {
     let db = TempDb::new("records");
     let store = open(&db.url()).await;
     let pool = store.pool().clone();
+    // The newest migration this code has: every one of them was applied.
+    let known = jobwheel::store::Jobs::schema(&store)
+        .await
+        .unwrap()
+        .unwrap()
+        .known;
     support::migrations::records_are_checked(
-        |sql| {
-            let pool = pool.clone();
-            async move {
-                sqlx::query(sqlx::AssertSqlSafe(sql))
-                    .execute(&pool)
-                    .await
-                    .map(|r| r.rows_affected())
-                    .map_err(|e| e.to_string())
-            }
-        },
+        support::migrations::exec_on!(pool),
         || store.migrate(),
         store.prefix(),
         "X'00'",
-        5,
+        known,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn payload_overrides_become_contexts_on_upgrade() {
+    let db = TempDb::new("contexts");
+    let store = open(&db.url()).await;
+    let pool = store.pool().clone();
+    support::migrations::payload_overrides_become_contexts(
+        support::migrations::exec_on!(pool),
+        || store.migrate(),
+        &store,
+        || async {
+            std::sync::Arc::new(open(&db.url()).await) as std::sync::Arc<dyn jobwheel::JobStore>
+        },
+        store.prefix(),
+        "TEXT",
+        6,
     )
     .await;
 }

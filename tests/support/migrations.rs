@@ -5,6 +5,27 @@
 use jobwheel::Error;
 use std::future::Future;
 
+/// A closure that runs one SQL statement on `pool` and returns the rows it affected
+/// (or the driver's error as text), for the checks below.
+#[allow(unused_macros)]
+macro_rules! exec_on {
+    ($pool:expr) => {{
+        let pool = $pool.clone();
+        move |sql: String| {
+            let pool = pool.clone();
+            async move {
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&pool)
+                    .await
+                    .map(|r| r.rows_affected())
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }};
+}
+#[allow(unused_imports)]
+pub(crate) use exec_on;
+
 /// Runs the checks on tables already migrated. `exec` runs one statement and returns
 /// the rows it affected (or the driver's error as text); `t` is the tables' name
 /// prefix (with the schema where there is one); `blob` is a one-byte binary literal in
@@ -80,4 +101,93 @@ pub async fn records_are_checked<E, EFut, M, MFut>(
         err.to_string().contains("migration 1 ") && err.to_string().contains("modified"),
         "the error names the version: {err}"
     );
+}
+
+/// A store migrated before fire contexts existed (payload overrides in
+/// `jobs.next_payload` and `runs.payload`) keeps them: the migration that makes
+/// `next_context` and `context` turns each into the context's `payload`. `version`
+/// is that migration; `text` the dialect's type for the old columns; `reopen` gives a
+/// store on new connections once migrated (as a restarted process has).
+pub async fn payload_overrides_become_contexts<E, EFut, M, MFut, R, RFut>(
+    exec: E,
+    migrate: M,
+    store: &dyn jobwheel::JobStore,
+    reopen: R,
+    t: &str,
+    text: &str,
+    version: i64,
+) where
+    E: Fn(String) -> EFut,
+    EFut: Future<Output = Result<u64, String>>,
+    M: Fn() -> MFut,
+    MFut: Future<Output = jobwheel::Result<()>>,
+    R: FnOnce() -> RFut,
+    RFut: Future<Output = std::sync::Arc<dyn jobwheel::JobStore>>,
+{
+    use jobwheel::store::{StartOutcome, StartRun};
+    use jobwheel::{FireContext, Job, Schedule, Timestamp, TriggerKind};
+    let id = format!("upgrade-{:08x}", fastrand::u32(..));
+    let at = Timestamp::from_millis(1_000_000);
+    let job = Job::builder(&id, "noop", Schedule::once(at))
+        .build()
+        .unwrap();
+    store.upsert(&job, Some(at)).await.unwrap();
+    let payload = serde_json::json!({"report": "<b>é</b>", "n": [1, null]});
+    store.trigger(job.id(), at, Some(&payload)).await.unwrap();
+    let run = StartRun {
+        job_id: job.id().clone(),
+        fire_at: at,
+        version: 1,
+        token: 1,
+        node: "n".into(),
+        attempt: 1,
+        trigger: TriggerKind::Manual,
+        covers: None,
+        context: FireContext::with_payload(Some(payload.clone())),
+    };
+    assert!(matches!(
+        store.start_runs(&[run]).await.unwrap()[0],
+        StartOutcome::Started { .. }
+    ));
+    // Back to the schema before contexts, the override written as it was then.
+    let json = payload.to_string().replace('\'', "''");
+    for (table, old, new) in [
+        ("jobs", "next_payload", "next_context"),
+        ("runs", "payload", "context"),
+    ] {
+        exec(format!("ALTER TABLE {t}{table} ADD COLUMN {old} {text}"))
+            .await
+            .unwrap();
+        exec(format!(
+            "UPDATE {t}{table} SET {old} = '{json}' WHERE {new} IS NOT NULL"
+        ))
+        .await
+        .unwrap();
+        exec(format!("ALTER TABLE {t}{table} DROP COLUMN {new}"))
+            .await
+            .unwrap();
+    }
+    exec(format!(
+        "DELETE FROM {t}migrations WHERE version >= {version}"
+    ))
+    .await
+    .unwrap();
+    migrate().await.expect("the migration to contexts runs");
+    let store = reopen().await;
+    let rec = store.get(job.id()).await.unwrap().unwrap();
+    assert_eq!(
+        rec.next_payload(),
+        Some(&payload),
+        "the job's override is kept"
+    );
+    let runs = store
+        .runs(&jobwheel::RunQuery::new().job(job.id().clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        runs[0].payload(),
+        Some(&payload),
+        "the run's override is kept"
+    );
+    store.remove(job.id()).await.unwrap();
 }

@@ -281,7 +281,7 @@ pub async fn jobs(store: &Arc<dyn JobStore>, command: JobsCommand, json: bool) -
                         r.job.handler().to_string(),
                         schedule(r.job.schedule()),
                         if r.job.enabled() { "yes" } else { "paused" }.to_string(),
-                        time(r.next_fire_at),
+                        time(r.next_fire_at()),
                         r.running
                             .map_or_else(|| "-".to_string(), |id| format!("run {}", id.0)),
                     ]
@@ -319,10 +319,10 @@ pub async fn jobs(store: &Arc<dyn JobStore>, command: JobsCommand, json: bool) -
                 .map_err(|e| Failure::Failed(e.to_string()))?;
             println!(
                 "next fire: {} ({})",
-                time(rec.next_fire_at),
-                rec.next_trigger.as_str()
+                time(rec.next_fire_at()),
+                rec.next_trigger().as_str()
             );
-            println!("attempt:   {}", rec.attempt);
+            println!("attempt:   {}", rec.attempt());
             println!("updated:   {}", rec.updated_at);
             for line in definition.lines() {
                 println!("{}", table::escape(line));

@@ -38,12 +38,14 @@ fn fire(job: &Job, at: Timestamp, trigger: TriggerKind, attempt: u32) -> DueFire
     DueFire {
         job_id: job.id().clone(),
         job: Arc::new(job.clone()),
-        fire_at: at,
         version: 1,
-        trigger,
-        attempt,
-        resume_after: None,
-        payload: None,
+        fire: FireState {
+            at,
+            trigger,
+            attempt,
+            resume_after: None,
+            context: FireContext::default(),
+        },
     }
 }
 
@@ -111,7 +113,7 @@ fn a_late_fire_follows_the_misfire_policy() {
 fn retries_and_manual_triggers_are_never_misfires() {
     let j = job(MisfirePolicy::Skip);
     let mut f = fire(&j, t(10), TriggerKind::Retry, 1);
-    f.resume_after = Some(t(0));
+    f.fire.resume_after = Some(t(0));
     let a = run_of(plan_start(&j, &f, t(100), S));
     assert_eq!(
         (a.attempt, a.trigger, a.base),
@@ -126,7 +128,7 @@ fn attempt(n: u32) -> Attempt {
         trigger: TriggerKind::Schedule,
         base: t(10),
         covers: None,
-        payload: None,
+        context: FireContext::default(),
     }
 }
 
@@ -140,17 +142,30 @@ fn a_failure_backs_off_then_gives_up_with_a_final_alarm() {
     let p = plan_finish(&j, &attempt(1), failed(JobError::msg("boom")), t(11), 0.0);
     assert!(p.will_retry);
     assert_eq!(
-        (p.next.at, p.next.trigger),
+        (
+            p.next.as_ref().map(|n| n.at),
+            p.next.as_ref().expect("a next fire").trigger
+        ),
         (Some(t(16)), TriggerKind::Retry)
     );
-    assert_eq!(p.next.resume_after, Some(t(10)));
+    assert_eq!(
+        p.next.as_ref().expect("a next fire").resume_after,
+        Some(t(10))
+    );
     assert_eq!(p.alarms, [AlarmKind::Failure]);
     let p = plan_finish(&j, &attempt(2), failed(JobError::msg("boom")), t(20), 0.0);
-    assert_eq!(p.next.at, Some(t(30)), "the second delay doubles");
+    assert_eq!(
+        p.next.as_ref().map(|n| n.at),
+        Some(t(30)),
+        "the second delay doubles"
+    );
     let p = plan_finish(&j, &attempt(3), failed(JobError::msg("boom")), t(40), 0.0);
     assert!(!p.will_retry);
     assert_eq!(
-        (p.next.at, p.next.trigger),
+        (
+            p.next.as_ref().map(|n| n.at),
+            p.next.as_ref().expect("a next fire").trigger
+        ),
         (Some(t(20)), TriggerKind::Schedule)
     );
     assert_eq!(p.alarms, [AlarmKind::Failure, AlarmKind::FinalFailure]);
@@ -162,12 +177,15 @@ fn a_handler_can_refuse_retries_or_set_the_delay() {
     let e = JobError::msg("gone").permanent();
     let p = plan_finish(&j, &attempt(1), failed(e), t(11), 0.0);
     assert!(!p.will_retry);
-    assert_eq!(p.next.trigger, TriggerKind::Schedule);
+    assert_eq!(
+        p.next.as_ref().expect("a next fire").trigger,
+        TriggerKind::Schedule
+    );
     assert!(p.alarms.contains(&AlarmKind::FinalFailure));
 
     let e = JobError::msg("slow down").retry_after(600 * S);
     let p = plan_finish(&j, &attempt(1), failed(e.clone()), t(11), 0.0);
-    assert_eq!(p.next.at, Some(t(611)));
+    assert_eq!(p.next.as_ref().map(|n| n.at), Some(t(611)));
     // With no attempt left, the advice changes nothing.
     let p = plan_finish(&j, &attempt(3), failed(e), t(11), 0.0);
     assert!(!p.will_retry);
@@ -178,11 +196,15 @@ fn an_interrupted_run_is_retried_at_once_and_success_after_failure_recovers() {
     let j = job(MisfirePolicy::FireOnce);
     let lost = Ended::new(RunStatus::Lost, Some("node died".into()));
     let p = plan_finish(&j, &attempt(1), lost, t(50), 0.0);
-    assert_eq!(p.next.at, Some(t(10)), "the same fire, keeping its instant");
+    assert_eq!(
+        p.next.as_ref().map(|n| n.at),
+        Some(t(10)),
+        "the same fire, keeping its instant"
+    );
     assert!(p.alarms.contains(&AlarmKind::Lost));
     let p = plan_finish(&j, &attempt(2), Ended::of(&Outcome::Succeeded), t(20), 0.0);
     assert_eq!(p.alarms, [AlarmKind::Recovery]);
-    assert_eq!(p.next.at, Some(t(20)));
+    assert_eq!(p.next.as_ref().map(|n| n.at), Some(t(20)));
 }
 
 #[test]
@@ -190,41 +212,46 @@ fn a_payload_override_stays_with_its_fire_and_no_further() {
     let j = job(MisfirePolicy::FireOnce);
     let over = serde_json::json!({"date": "2026-01-01"});
     let mut f = fire(&j, t(10), TriggerKind::Manual, 0);
-    f.payload = Some(over.clone());
+    f.fire.context.payload = Some(over.clone());
     let a = run_of(plan_start(&j, &f, t(100), S));
     assert_eq!(
-        a.payload.as_ref(),
+        a.context.payload.as_ref(),
         Some(&over),
         "a late manual fire keeps it"
     );
     let retry = plan_finish(&j, &a, failed(JobError::msg("boom")), t(101), 0.0);
     assert_eq!(
-        retry.next.payload.as_ref(),
+        retry.next.as_ref().and_then(FireState::payload),
         Some(&over),
         "its retry keeps it"
     );
     let lost = Ended::new(RunStatus::Lost, None);
     let again = plan_finish(&j, &a, lost, t(101), 0.0);
     assert_eq!(
-        again.next.payload.as_ref(),
+        again.next.as_ref().and_then(FireState::payload),
         Some(&over),
         "so does a lost run's"
     );
     let back = plan_return(&f, S, "n1");
     assert_eq!(
-        back.next.payload.as_ref(),
+        back.next.as_ref().and_then(FireState::payload),
         Some(&over),
         "a fire given back keeps it"
     );
     let done = plan_finish(&j, &a, Ended::of(&Outcome::Succeeded), t(101), 0.0);
     assert_eq!(
-        done.next.payload, None,
+        done.next.as_ref().and_then(FireState::payload),
+        None,
         "the fire done, the schedule runs its own"
     );
     let mut third = attempt(3);
-    third.payload = Some(over);
+    third.context = FireContext::with_payload(Some(over));
     let last = plan_finish(&j, &third, failed(JobError::msg("boom")), t(101), 0.0);
-    assert_eq!(last.next.payload, None, "retries exhausted: its own again");
+    assert_eq!(
+        last.next.as_ref().and_then(FireState::payload),
+        None,
+        "retries exhausted: its own again"
+    );
 }
 
 #[test]
