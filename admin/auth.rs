@@ -77,6 +77,21 @@ impl Principal {
         }
     }
 
+    /// The actor its changes are made and audited as: `user:NAME` for an account,
+    /// `token:NAME` for a token, limited to its groups.
+    pub fn actor(&self) -> crate::ops::Actor {
+        let actor = match &self.via {
+            Via::Token => {
+                crate::ops::Actor::token(self.name.strip_prefix("token:").unwrap_or(&self.name))
+            }
+            Via::Session(_) => crate::ops::Actor::user(&self.name),
+        };
+        match &self.groups {
+            Some(gs) => actor.limited_to(gs.clone()),
+            None => actor,
+        }
+    }
+
     /// `Ok` when its role is at least `need`; 403 `forbidden` otherwise.
     pub fn require(&self, need: Role) -> Result<(), ApiError> {
         if self.role >= need {

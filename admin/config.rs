@@ -100,6 +100,12 @@ pub struct ServerConfig {
     /// are refused with 413.
     #[serde(default = "default_max_body")]
     pub max_body_bytes: usize,
+    /// Largest job payload, and trigger payload override, accepted (bytes of JSON;
+    /// default 64 KiB, at most `max_body_bytes`). The server's scheduler node, its
+    /// API and the command line reading this file refuse larger ones naming the
+    /// field.
+    #[serde(default = "default_max_payload")]
+    pub max_payload_bytes: usize,
     /// How long audit entries are kept (default 365 days).
     #[serde(default = "default_audit_retention", with = "humantime_serde")]
     pub audit_retention: Duration,
@@ -286,6 +292,9 @@ fn default_session_ttl() -> Duration {
 fn default_max_body() -> usize {
     1 << 20
 }
+fn default_max_payload() -> usize {
+    crate::job::DEFAULT_MAX_PAYLOAD_BYTES
+}
 fn default_audit_retention() -> Duration {
     Duration::from_secs(365 * 86_400)
 }
@@ -301,6 +310,7 @@ impl Default for ServerConfig {
             session_ttl: default_session_ttl(),
             secure_cookies: false,
             max_body_bytes: default_max_body(),
+            max_payload_bytes: default_max_payload(),
             audit_retention: default_audit_retention(),
             users: Vec::new(),
             tokens: Vec::new(),
@@ -372,6 +382,15 @@ impl ServerConfig {
                 Error::invalid("JOBWHEEL_MAX_BODY_BYTES", &v, "must be a number of bytes")
             })?;
         }
+        if let Some(v) = var("JOBWHEEL_MAX_PAYLOAD_BYTES") {
+            self.max_payload_bytes = v.parse().map_err(|_| {
+                Error::invalid(
+                    "JOBWHEEL_MAX_PAYLOAD_BYTES",
+                    &v,
+                    "must be a number of bytes",
+                )
+            })?;
+        }
         Ok(())
     }
 
@@ -407,6 +426,13 @@ impl ServerConfig {
                 "max_body_bytes",
                 self.max_body_bytes,
                 "must be 1024-16777216",
+            ));
+        }
+        if !(1..=self.max_body_bytes).contains(&self.max_payload_bytes) {
+            return Err(Error::invalid(
+                "max_payload_bytes",
+                self.max_payload_bytes,
+                format!("must be 1-{} (max_body_bytes)", self.max_body_bytes),
             ));
         }
         if self.audit_retention < Duration::from_secs(day) {

@@ -99,6 +99,13 @@ impl From<Error> for ApiError {
             Error::NotFound { .. } => {
                 ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())
             }
+            Error::Conflict { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string())
+            }
+            Error::Forbidden { reason } => ApiError::forbidden(reason.clone()),
+            Error::UnknownHandler { .. } | Error::UnknownGroup { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid", e.to_string())
+            }
             Error::Backend {
                 temporary: true, ..
             } => ApiError::new(

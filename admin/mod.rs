@@ -12,15 +12,19 @@
 //! | `views`, `cron` | how jobs and fire previews are shown (shared with the command line) |
 //! | `console`, `console/` | the web console: one page, its scripts and style, Chart.js, embedded |
 //! | `serve` | [`Server`]: the whole program as one value, started and stopped |
+//! | `cli/` | the `jobwheel` program's verbs; the binary is a thin main over [`cli::main`] |
 //! | `openapi.json` | the API's OpenAPI 3.1 document, served at `/api/v1/openapi.json` |
 //!
-//! Every change goes through one check (role, read-only mode, CSRF) and
-//! leaves one entry in the store's [`AuditLog`](crate::store::AuditLog) with the
-//! state before and after; a change whose audit entry cannot be written answers
-//! 500 `audit_failed` (the change itself stands, and the failure is logged).
+//! Every change names its caller by an extractor (role, read-only mode, CSRF
+//! checked before anything else is read) and goes through the operations layer
+//! ([`Ops`]), which writes one entry in the store's
+//! [`AuditLog`](crate::store::AuditLog) with the state before and after in the same
+//! transaction or script as the change: a change whose audit entry cannot be written
+//! is not made.
 
 mod api;
 pub mod auth;
+pub mod cli;
 pub mod config;
 mod console;
 pub mod cron;
@@ -34,10 +38,9 @@ pub use error::ApiError;
 pub use serve::Server;
 
 use crate::executors::RemoteGroup;
+use crate::ops::Ops;
 use crate::record::AuditEntry;
 use crate::store::JobStore;
-use crate::time::Timestamp;
-use axum::http::HeaderMap;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -47,6 +50,8 @@ pub const OPENAPI: &str = include_str!("openapi.json");
 /// What every request handler shares.
 pub struct AdminState {
     pub(crate) store: Arc<dyn JobStore>,
+    /// Every change goes through it, as the caller.
+    pub(crate) ops: Ops,
     pub(crate) auth: auth::Auth,
     pub(crate) read_only: bool,
     pub(crate) groups: HashMap<String, RemoteGroup>,
@@ -63,16 +68,18 @@ impl std::fmt::Debug for AdminState {
 }
 
 impl AdminState {
-    /// The state of an API over `store`, with the accounts, read-only mode and
-    /// executor groups of `config` (validated).
+    /// The state of an API changing its store through `ops` (a server passes its
+    /// scheduler node's, so a change wakes that node's poller), with the accounts,
+    /// read-only mode and executor groups of `config` (validated).
     pub fn new(
-        store: Arc<dyn JobStore>,
+        ops: Ops,
         config: &ServerConfig,
         groups: Vec<RemoteGroup>,
     ) -> crate::Result<AdminState> {
         config.validate()?;
         Ok(AdminState {
-            store,
+            store: ops.store().clone(),
+            ops,
             auth: auth::Auth::new(config),
             read_only: config.read_only,
             groups: groups
@@ -82,49 +89,27 @@ impl AdminState {
         })
     }
 
-    /// The caller of a read. Errors: 401.
-    pub(crate) fn who(&self, headers: &HeaderMap) -> Result<Principal, ApiError> {
-        self.auth.principal(headers, Timestamp::now())
-    }
-
-    /// The caller of a change that needs `role`. Errors: 401; 403 `read_only`,
-    /// `forbidden` (role) or `csrf`.
-    pub(crate) fn change(&self, headers: &HeaderMap, role: Role) -> Result<Principal, ApiError> {
-        let p = self.who(headers)?;
-        if self.read_only {
-            return Err(ApiError::new(
-                axum::http::StatusCode::FORBIDDEN,
-                "read_only",
-                "this server is read-only",
-            ));
-        }
-        p.require(role)?;
-        self.auth.check_csrf(&p, headers)?;
-        Ok(p)
-    }
-
-    /// Appends an audit entry. Errors: 500 `audit_failed`.
+    /// Appends an audit entry about a session (a login). Errors: 500
+    /// `audit_failed`.
     pub(crate) async fn audit(
         &self,
         p: &Principal,
         action: &str,
         target: &str,
-        before: Option<serde_json::Value>,
-        after: Option<serde_json::Value>,
     ) -> Result<(), ApiError> {
         let entry = AuditEntry {
-            actor: p.name.clone(),
+            actor: p.actor().name().to_string(),
             action: action.to_string(),
             target: target.to_string(),
-            before,
-            after,
+            before: None,
+            after: None,
         };
         self.store.append_audit(&entry).await.map_err(|e| {
-            tracing::error!(error = %e, actor = %p.name, action, target, "a change was made but its audit entry could not be written");
+            tracing::error!(error = %e, actor = %p.name, action, target, "an audit entry could not be written");
             ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                 "audit_failed",
-                format!("the change was made, but its audit entry could not be written: {e}"),
+                format!("the audit entry could not be written: {e}"),
             )
         })
     }

@@ -95,9 +95,21 @@ impl Server {
             for e in &config.email_alarms {
                 b = b.alarm(e.alarm()?);
             }
-            Some(b.build()?.start().await?)
+            let node = crate::engine::SchedulerConfig {
+                max_payload_bytes: config.max_payload_bytes,
+                ..Default::default()
+            };
+            Some(b.config(node).build()?.start().await?)
         };
-        let state = Arc::new(AdminState::new(store.clone(), &config, groups)?);
+        // Changes through the API go through the node's operations (waking its
+        // poller), without its handler check: a job for handlers no server has is
+        // stored for an embedded node that registers them.
+        let ops = match &scheduler {
+            Some(h) => h.scheduler().ops().without_validator(),
+            None => crate::ops::Ops::new(store.clone()),
+        }
+        .max_payload_bytes(config.max_payload_bytes);
+        let state = Arc::new(AdminState::new(ops, &config, groups)?);
         let mut app = router(state, config.max_body_bytes);
         if !config.groups.is_empty() {
             let mut registry = RegistryServer::builder(store.clone());

@@ -284,8 +284,9 @@ fn outcome_result(instance: &str, o: RemoteOutcome) -> JobResult {
             })
         }
         "timed_out" => Err(JobError::msg(format!("timed out on {instance}"))),
-        // Killed there, or covered by a later run of the job: not retried.
-        "cancelled" => Err(JobError::msg(format!("cancelled on {instance}")).permanent()),
+        // Killed there, or covered by a later run of the job: not retried, recorded
+        // cancelled.
+        "cancelled" => Err(JobError::killed(format!("killed on {instance}"))),
         "panicked" => Err(JobError::msg(format!("panicked on {instance}: {error}"))),
         other => Err(JobError::msg(format!(
             "{instance} answered an unknown status {other:?}"

@@ -324,6 +324,25 @@ impl RemoteGroup {
             .map_err(|e| backend("log", e))
     }
 
+    /// Asks every live instance of the group to cancel run `run_id` (all its shards);
+    /// returns the addresses of those that were running or queueing it. An instance
+    /// that cannot be reached is passed over.
+    ///
+    /// Errors: as [`instances`](Self::instances).
+    pub async fn kill_everywhere(&self, run_id: i64, token: u64) -> Result<Vec<String>> {
+        let mut killed = Vec::new();
+        for instance in self.instances().await? {
+            if self
+                .kill(&instance, run_id, token, None)
+                .await
+                .unwrap_or(false)
+            {
+                killed.push(instance);
+            }
+        }
+        Ok(killed)
+    }
+
     /// Asks an instance to cancel a run (one shard of it, for a run dispatched as
     /// shards); answers whether it was queued or running.
     ///

@@ -40,6 +40,25 @@ pub enum Error {
         /// Its id.
         id: String,
     },
+    /// The change conflicts with the object's state (a job with that id exists, a
+    /// run is not running, an alarm event is not pending or failed). Nothing was
+    /// written.
+    #[error("{what} {id}: {reason}")]
+    Conflict {
+        /// Kind of object, e.g. `job`.
+        what: &'static str,
+        /// Its id.
+        id: String,
+        /// What conflicts.
+        reason: String,
+    },
+    /// The caller may not make this change (a job in an executor group it is not
+    /// limited to). Nothing was written.
+    #[error("forbidden: {reason}")]
+    Forbidden {
+        /// Why.
+        reason: String,
+    },
     /// The job names a handler that is not registered on this scheduler. Nothing was
     /// stored.
     #[error("no handler {handler:?} is registered on this scheduler")]

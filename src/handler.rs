@@ -114,6 +114,7 @@ pub struct JobError {
     chain: String,
     source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
     retry: RetryAdvice,
+    killed: bool,
 }
 
 impl JobError {
@@ -123,7 +124,23 @@ impl JobError {
             chain: message.to_string(),
             source: None,
             retry: RetryAdvice::Policy,
+            killed: false,
         }
+    }
+
+    /// The run was killed where it executed (an operator's kill reached the executor
+    /// instance): the run is recorded `cancelled`, not retried, and raises an alarm
+    /// only when the job's policy lists [`AlarmKind::Killed`](crate::AlarmKind::Killed).
+    pub fn killed(message: impl fmt::Display) -> Self {
+        JobError {
+            killed: true,
+            ..JobError::msg(message).permanent()
+        }
+    }
+
+    /// Whether the run was [`killed`](JobError::killed).
+    pub fn is_killed(&self) -> bool {
+        self.killed
     }
 
     /// Wraps `error`, keeping its source chain.
@@ -149,6 +166,7 @@ impl JobError {
             chain,
             source: Some(error),
             retry: RetryAdvice::Policy,
+            killed: false,
         }
     }
 
@@ -202,14 +220,15 @@ impl fmt::Debug for JobError {
         f.debug_struct("JobError")
             .field("chain", &self.chain)
             .field("retry", &self.retry)
+            .field("killed", &self.killed)
             .finish()
     }
 }
 
-/// Equal when the chains and the advice are equal.
+/// Equal when the chains, the advice and whether it was killed are equal.
 impl PartialEq for JobError {
     fn eq(&self, other: &Self) -> bool {
-        self.chain == other.chain && self.retry == other.retry
+        self.chain == other.chain && self.retry == other.retry && self.killed == other.killed
     }
 }
 

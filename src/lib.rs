@@ -86,6 +86,7 @@ pub mod job;
 pub mod limits;
 pub mod local_executor;
 pub mod lock;
+pub mod ops;
 pub mod placement;
 pub mod policy;
 mod record;

@@ -222,16 +222,19 @@ pub enum AlarmKind {
     Misfire,
     /// The first success after one or more failures.
     Recovery,
+    /// An operator killed a run (not in the default policy).
+    Killed,
 }
 
 impl AlarmKind {
     /// Every kind.
-    pub const ALL: [AlarmKind; 5] = [
+    pub const ALL: [AlarmKind; 6] = [
         AlarmKind::FinalFailure,
         AlarmKind::Failure,
         AlarmKind::Lost,
         AlarmKind::Misfire,
         AlarmKind::Recovery,
+        AlarmKind::Killed,
     ];
 
     /// Stable lower-case name, as stored.
@@ -242,6 +245,7 @@ impl AlarmKind {
             AlarmKind::Lost => "lost",
             AlarmKind::Misfire => "misfire",
             AlarmKind::Recovery => "recovery",
+            AlarmKind::Killed => "killed",
         }
     }
 }

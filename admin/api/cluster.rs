@@ -1,12 +1,13 @@
 //! The cluster as a whole: daily statistics, the overview, nodes, executor
 //! instances, the alarm outbox and the audit log.
 
+use super::extract::{AdminReader, OperatorChange, Reader};
 use super::{ApiResult, JobGroups, P, Q, St, json, page_size, path, query};
-use crate::admin::{AdminState, ApiError, Role};
-use crate::record::{AlarmId, AlarmStatus, RunStatus};
-use crate::store::{AlarmQuery, AuditQuery, JobQuery, RunQuery};
+use crate::admin::{AdminState, ApiError, Principal};
+use crate::record::{AlarmId, AlarmStatus, AuditRecord, RunStatus};
+use crate::store::{AlarmChange, AlarmQuery, AuditQuery, JobQuery, RunQuery};
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{Duration as Days, NaiveDate};
 use serde::Deserialize;
@@ -33,8 +34,7 @@ pub(super) struct DailyQuery {
     to: Option<String>,
 }
 
-pub(super) async fn daily(State(s): St, h: HeaderMap, q: Q<DailyQuery>) -> ApiResult<Response> {
-    s.who(&h)?;
+pub(super) async fn daily(State(s): St, _: Reader, q: Q<DailyQuery>) -> ApiResult<Response> {
     let q = query(q)?;
     let today = s.store.now().await?.to_datetime().date_naive();
     let to = day("to", &q.to)?.unwrap_or(today);
@@ -53,8 +53,7 @@ pub(super) async fn daily(State(s): St, h: HeaderMap, q: Q<DailyQuery>) -> ApiRe
     ))
 }
 
-pub(super) async fn overview(State(s): St, h: HeaderMap) -> ApiResult<Response> {
-    let p = s.who(&h)?;
+pub(super) async fn overview(State(s): St, Reader(p): Reader) -> ApiResult<Response> {
     let now = s.store.now().await?;
     let (mut jobs, mut paused, mut after, mut more) = (0u64, 0u64, None, false);
     loop {
@@ -148,8 +147,7 @@ pub(super) async fn overview(State(s): St, h: HeaderMap) -> ApiResult<Response> 
     ))
 }
 
-pub(super) async fn nodes(State(s): St, h: HeaderMap) -> ApiResult<Response> {
-    s.who(&h)?;
+pub(super) async fn nodes(State(s): St, _: Reader) -> ApiResult<Response> {
     let page = s.store.nodes().await?;
     let now = s.store.now().await?;
     Ok(json(
@@ -166,10 +164,9 @@ pub(super) struct ExecutorsQuery {
 
 pub(super) async fn executors(
     State(s): St,
-    h: HeaderMap,
+    Reader(p): Reader,
     q: Q<ExecutorsQuery>,
 ) -> ApiResult<Response> {
-    let p = s.who(&h)?;
     let q = query(q)?;
     let page = s.store.executors(q.group.as_deref()).await?;
     let now = s.store.now().await?;
@@ -193,8 +190,11 @@ pub(super) struct AlarmsQuery {
     limit: Option<usize>,
 }
 
-pub(super) async fn alarms(State(s): St, h: HeaderMap, q: Q<AlarmsQuery>) -> ApiResult<Response> {
-    let p = s.who(&h)?;
+pub(super) async fn alarms(
+    State(s): St,
+    Reader(p): Reader,
+    q: Q<AlarmsQuery>,
+) -> ApiResult<Response> {
     let q = query(q)?;
     let status = q
         .status
@@ -219,66 +219,33 @@ pub(super) async fn alarms(State(s): St, h: HeaderMap, q: Q<AlarmsQuery>) -> Api
 }
 
 /// Retry or discard: an operator's action on one alarm event.
-async fn alarm_action(
-    s: &AdminState,
-    h: &HeaderMap,
-    id: P<i64>,
-    retry: bool,
-) -> ApiResult<Response> {
-    let p = s.change(h, Role::Operator)?;
-    let id = path(id)?;
-    let before = s
-        .store
-        .alarms(&AlarmQuery::new(1).id(AlarmId(id)))
-        .await?
-        .into_iter()
-        .next();
-    let mut groups = JobGroups::default();
-    let before = match before {
-        Some(a) if groups.sees(s, &p, &a.event.job_id).await? => a,
-        _ => return Err(ApiError::not_found("alarm", id)),
+async fn alarm_action(s: &AdminState, p: &Principal, change: AlarmChange) -> ApiResult<Response> {
+    let id = change.id().0;
+    s.ops.alarm_change(&p.actor(), change).await?;
+    let status = match change {
+        AlarmChange::Retry(_) => "pending",
+        _ => "failed",
     };
-    let done = if retry {
-        s.store.retry_alarm(AlarmId(id)).await?
-    } else {
-        s.store.discard_alarm(AlarmId(id)).await?
-    };
-    if !done {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!(
-                "alarm {id} is {}: only pending or failed events are retried or discarded",
-                before.status.as_str()
-            ),
-        ));
-    }
-    let action = if retry {
-        "alarm.retry"
-    } else {
-        "alarm.discard"
-    };
-    let status = if retry { "pending" } else { "failed" };
-    s.audit(
-        &p,
-        action,
-        &id.to_string(),
-        Some(serde_json::json!({"status": before.status.as_str(), "job": before.event.job_id})),
-        Some(serde_json::json!({"status": status})),
-    )
-    .await?;
     Ok(json(
         StatusCode::OK,
         &serde_json::json!({"id": id, "status": status}),
     ))
 }
 
-pub(super) async fn retry_alarm(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
-    alarm_action(&s, &h, id, true).await
+pub(super) async fn retry_alarm(
+    State(s): St,
+    OperatorChange(p): OperatorChange,
+    id: P<i64>,
+) -> ApiResult<Response> {
+    alarm_action(&s, &p, AlarmChange::Retry(AlarmId(path(id)?))).await
 }
 
-pub(super) async fn discard_alarm(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
-    alarm_action(&s, &h, id, false).await
+pub(super) async fn discard_alarm(
+    State(s): St,
+    OperatorChange(p): OperatorChange,
+    id: P<i64>,
+) -> ApiResult<Response> {
+    alarm_action(&s, &p, AlarmChange::Discard(AlarmId(path(id)?))).await
 }
 
 #[derive(Deserialize)]
@@ -290,16 +257,25 @@ pub(super) struct AuditQueryParams {
     limit: Option<usize>,
 }
 
+/// The job an audit entry is about: its target for a job's change, the job its
+/// before-state names for a run's or an alarm's; `None` for anything else (a login).
+fn audited_job(r: &AuditRecord) -> Option<crate::job::JobId> {
+    let e = &r.entry;
+    if e.action.starts_with("job.") {
+        return crate::job::JobId::new(&e.target).ok();
+    }
+    let job = e.before.as_ref()?.get("job")?.as_str()?;
+    crate::job::JobId::new(job).ok()
+}
+
 pub(super) async fn audit(
     State(s): St,
-    h: HeaderMap,
+    AdminReader(p): AdminReader,
     q: Q<AuditQueryParams>,
 ) -> ApiResult<Response> {
-    let p = s.who(&h)?;
     let q = query(q)?;
-    p.require(Role::Admin)?;
     let limit = page_size(q.limit)?;
-    let items = s
+    let page = s
         .store
         .audit(
             &AuditQuery::new(limit)
@@ -308,9 +284,23 @@ pub(super) async fn audit(
                 .before(q.before),
         )
         .await?;
-    let next = (items.len() >= limit)
-        .then(|| items.last().map(|r| r.id))
+    let next = (page.len() >= limit)
+        .then(|| page.last().map(|r| r.id))
         .flatten();
+    // An admin limited to groups reads entries about the jobs of those groups (and
+    // their runs and alarms) and its own logins, like every other read.
+    let mut items = Vec::with_capacity(page.len());
+    let mut groups = JobGroups::default();
+    for r in page {
+        let visible = match (&p.groups, audited_job(&r)) {
+            (None, _) => true,
+            (Some(_), Some(job)) => groups.sees(&s, &p, &job).await?,
+            (Some(_), None) => r.entry.actor == p.actor().name(),
+        };
+        if visible {
+            items.push(r);
+        }
+    }
     Ok(json(
         StatusCode::OK,
         &serde_json::json!({"items": items, "next": next}),

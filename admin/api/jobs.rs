@@ -1,17 +1,19 @@
 //! Jobs: list, get, create, update, copy, remove, pause, resume, trigger, next
-//! fires; and the cron preview the job form uses.
+//! fires; and the cron preview the job form uses. Every change goes through the
+//! server's operations layer ([`Ops`](crate::ops::Ops)) as the caller.
 
+use super::extract::{AdminChange, OperatorChange, Reader};
 use super::{ApiResult, Paged, Q, St, body_bytes, json, json_body, page_size, query};
 use crate::admin::views::{JobView, next_fires};
-use crate::admin::{AdminState, ApiError, Principal, Role};
+use crate::admin::{AdminState, ApiError};
 use crate::job::{Job, JobId};
 use crate::record::{JobRecord, UpsertOutcome};
-use crate::store::{JobQuery, admin};
+use crate::store::JobQuery;
 use crate::time::Timestamp;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 
@@ -32,31 +34,26 @@ fn job_body(body: Result<Bytes, BytesRejection>) -> ApiResult<Job> {
     Ok(Job::from_json(text)?)
 }
 
-fn as_json(job: &Job) -> serde_json::Value {
-    serde_json::to_value(job).unwrap_or(serde_json::Value::Null)
+/// The job `id` as stored now, answered with `status`.
+async fn answer(s: &AdminState, id: &JobId, status: StatusCode) -> ApiResult<Response> {
+    let rec = s
+        .store
+        .get(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("job", id))?;
+    Ok(json(status, &JobView::from(&rec)))
 }
 
-/// The stored job `id` as `p` may see it. Errors: 404 (also for a job of a group
-/// `p` is not limited to: it does not learn the job exists).
-async fn visible(s: &AdminState, p: &Principal, id: &str) -> ApiResult<JobRecord> {
-    let id = job_id(id)?;
-    match s.store.get(&id).await? {
-        Some(r) if p.sees(group_of(&r.job)) => Ok(r),
-        _ => Err(ApiError::not_found("job", id)),
+/// A create or copy that found the id taken: 409 `conflict`.
+fn created(out: UpsertOutcome, id: &JobId) -> ApiResult<()> {
+    if out == UpsertOutcome::Kept {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            format!("job {id} exists"),
+        ));
     }
-}
-
-/// Refuses a job in a group `p` may not act on.
-fn may_place(p: &Principal, job: &Job) -> ApiResult<()> {
-    if p.sees(group_of(job)) {
-        Ok(())
-    } else {
-        Err(ApiError::forbidden(format!(
-            "{} may not act on jobs of {}",
-            p.name,
-            group_of(job).map_or("local handlers".to_string(), |g| format!("group {g}"))
-        )))
-    }
+    Ok(())
 }
 
 #[derive(Deserialize)]
@@ -71,8 +68,7 @@ pub(super) struct ListQuery {
     enabled: Option<bool>,
 }
 
-pub(super) async fn list(State(s): St, h: HeaderMap, q: Q<ListQuery>) -> ApiResult<Response> {
-    let p = s.who(&h)?;
+pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> ApiResult<Response> {
     let q = query(q)?;
     let limit = page_size(q.limit)?;
     let after = q.after.as_deref().map(job_id).transpose()?;
@@ -103,86 +99,34 @@ pub(super) async fn list(State(s): St, h: HeaderMap, q: Q<ListQuery>) -> ApiResu
 
 pub(super) async fn get_one(
     State(s): St,
-    h: HeaderMap,
+    Reader(p): Reader,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let p = s.who(&h)?;
-    let r = visible(&s, &p, &id).await?;
+    let r = s.ops.visible(&p.actor(), &job_id(&id)?).await?;
     Ok(json(StatusCode::OK, &JobView::from(&r)))
-}
-
-/// Stores `job` (created only when `create`), audits it, answers its view.
-async fn store_job(
-    s: &AdminState,
-    p: &Principal,
-    job: Job,
-    create: bool,
-    before: Option<&JobRecord>,
-    action: &str,
-) -> ApiResult<Response> {
-    may_place(p, &job)?;
-    let now = s.store.now().await?;
-    let next = admin::first_fire(&job, now)?;
-    let out = if create {
-        s.store.create(&job, next).await?
-    } else {
-        s.store.upsert(&job, next).await?
-    };
-    if out == UpsertOutcome::Kept {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "conflict",
-            format!("job {} exists", job.id()),
-        ));
-    }
-    s.audit(
-        p,
-        action,
-        job.id().as_str(),
-        before.map(|b| as_json(&b.job)),
-        Some(as_json(&job)),
-    )
-    .await?;
-    let rec = s
-        .store
-        .get(job.id())
-        .await?
-        .ok_or_else(|| ApiError::not_found("job", job.id()))?;
-    let status = if create {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    Ok(json(status, &JobView::from(&rec)))
 }
 
 pub(super) async fn create(
     State(s): St,
-    h: HeaderMap,
+    AdminChange(p): AdminChange,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    let p = s.change(&h, Role::Admin)?;
     let job = job_body(body)?;
-    store_job(&s, &p, job, true, None, "job.create").await
+    let id = job.id().clone();
+    created(s.ops.create(&p.actor(), job).await?, &id)?;
+    answer(&s, &id, StatusCode::CREATED).await
 }
 
 pub(super) async fn update(
     State(s): St,
-    h: HeaderMap,
+    AdminChange(p): AdminChange,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    let p = s.change(&h, Role::Admin)?;
     let job = job_body(body)?;
-    if job.id().as_str() != id {
-        return Err(ApiError::invalid(
-            "job.id",
-            job.id(),
-            &format!("must be the job's id in the path ({id}); copy a job to change its id"),
-        ));
-    }
-    let before = visible(&s, &p, &id).await?;
-    store_job(&s, &p, job, false, Some(&before), "job.update").await
+    let id = job_id(&id)?;
+    s.ops.update(&p.actor(), &id, job).await?;
+    answer(&s, &id, StatusCode::OK).await
 }
 
 #[derive(Deserialize)]
@@ -193,104 +137,46 @@ pub(super) struct CopyTo {
 
 pub(super) async fn copy(
     State(s): St,
-    h: HeaderMap,
+    AdminChange(p): AdminChange,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    let p = s.change(&h, Role::Admin)?;
     let to: CopyTo = json_body(body)?;
-    let source = visible(&s, &p, &id).await?;
-    let mut def = as_json(&source.job);
-    def["id"] = serde_json::Value::String(to.id);
-    let job = Job::from_json(&def.to_string())?;
-    store_job(&s, &p, job, true, None, "job.copy").await
+    let new = job_id(&to.id)?;
+    created(s.ops.copy(&p.actor(), &job_id(&id)?, &to.id).await?, &new)?;
+    answer(&s, &new, StatusCode::CREATED).await
 }
 
 pub(super) async fn remove(
     State(s): St,
-    h: HeaderMap,
+    AdminChange(p): AdminChange,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let p = s.change(&h, Role::Admin)?;
-    let before = visible(&s, &p, &id).await?;
-    if !s.store.remove(before.job.id()).await? {
+    if !s.ops.remove(&p.actor(), &job_id(&id)?).await? {
         return Err(ApiError::not_found("job", &id));
     }
-    s.audit(&p, "job.remove", &id, Some(as_json(&before.job)), None)
-        .await?;
     Ok(json(StatusCode::OK, &serde_json::json!({"removed": id})))
 }
 
-/// An operator's action on one job.
-enum Action {
-    Pause,
-    Resume,
-    /// Trigger now, with the fire's payload override if any.
-    Trigger(Option<serde_json::Value>),
-}
-
-impl Action {
-    fn name(&self) -> &'static str {
-        match self {
-            Action::Pause => "job.pause",
-            Action::Resume => "job.resume",
-            Action::Trigger(_) => "job.trigger",
-        }
-    }
-}
-
-/// Pause, resume or trigger: the operator's actions on one job.
-async fn act(s: &AdminState, p: &Principal, id: &str, action: Action) -> ApiResult<Response> {
-    let before = visible(s, p, id).await?;
-    let jid = before.job.id().clone();
-    match &action {
-        Action::Pause => s.store.set_enabled(&jid, false, None).await?,
-        Action::Resume => admin::resume(&*s.store, &jid).await?,
-        Action::Trigger(payload) => {
-            let max = crate::job::DEFAULT_MAX_PAYLOAD_BYTES;
-            admin::trigger_now(&*s.store, &jid, payload.as_ref(), max).await?
-        }
-    }
-    let after = s
-        .store
-        .get(&jid)
-        .await?
-        .ok_or_else(|| ApiError::not_found("job", &jid))?;
-    let state = |r: &JobRecord| {
-        serde_json::json!({
-            "enabled": r.job.enabled(),
-            "next_fire_at": r.next_fire_at(),
-            "next_trigger": r.next_trigger().as_str(),
-            "next_payload": r.next_payload(),
-        })
-    };
-    s.audit(
-        p,
-        action.name(),
-        id,
-        Some(state(&before)),
-        Some(state(&after)),
-    )
-    .await?;
-    Ok(json(StatusCode::OK, &JobView::from(&after)))
+/// The job as stored after an operator's action.
+fn after(r: &JobRecord) -> Response {
+    json(StatusCode::OK, &JobView::from(r))
 }
 
 pub(super) async fn pause(
     State(s): St,
-    h: HeaderMap,
+    OperatorChange(p): OperatorChange,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let p = s.change(&h, Role::Operator)?;
-    act(&s, &p, &id, Action::Pause).await
+    Ok(after(&s.ops.pause(&p.actor(), &job_id(&id)?).await?))
 }
 
 pub(super) async fn resume(
     State(s): St,
-    h: HeaderMap,
+    OperatorChange(p): OperatorChange,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let p = s.change(&h, Role::Operator)?;
-    act(&s, &p, &id, Action::Resume).await
+    Ok(after(&s.ops.resume(&p.actor(), &job_id(&id)?).await?))
 }
 
 /// The optional body of a trigger: `{"payload": …}` runs that fire with it in place
@@ -303,11 +189,11 @@ pub(super) struct TriggerBody {
 
 pub(super) async fn trigger(
     State(s): St,
-    h: HeaderMap,
+    OperatorChange(p): OperatorChange,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
-    let p = s.change(&h, Role::Operator)?;
+    let id = job_id(&id)?;
     let empty = body
         .as_ref()
         .is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace));
@@ -316,7 +202,7 @@ pub(super) async fn trigger(
     } else {
         json_body(body)?
     };
-    act(&s, &p, &id, Action::Trigger(body.payload)).await
+    Ok(after(&s.ops.trigger(&p.actor(), &id, body.payload).await?))
 }
 
 #[derive(Deserialize)]
@@ -334,13 +220,12 @@ fn count(next: Option<usize>) -> ApiResult<usize> {
 
 pub(super) async fn fires(
     State(s): St,
-    h: HeaderMap,
+    Reader(p): Reader,
     Path(id): Path<String>,
     q: Q<FiresQuery>,
 ) -> ApiResult<Response> {
-    let p = s.who(&h)?;
     let q = query(q)?;
-    let r = visible(&s, &p, &id).await?;
+    let r = s.ops.visible(&p.actor(), &job_id(&id)?).await?;
     let now = s.store.now().await?;
     let fires = next_fires(r.job.schedule(), now, count(q.next)?);
     Ok(json(
@@ -358,12 +243,7 @@ pub(super) struct PreviewQuery {
     after: Option<String>,
 }
 
-pub(super) async fn cron_preview(
-    State(s): St,
-    h: HeaderMap,
-    q: Q<PreviewQuery>,
-) -> ApiResult<Response> {
-    s.who(&h)?;
+pub(super) async fn cron_preview(_: Reader, q: Q<PreviewQuery>) -> ApiResult<Response> {
     let q = query(q)?;
     let after = match &q.after {
         None => Timestamp::now(),

@@ -2,6 +2,7 @@
 //! the failing field named, size limits answered as JSON, paging.
 
 mod cluster;
+mod extract;
 mod jobs;
 mod runs;
 mod session;

@@ -1,14 +1,15 @@
 //! The run log: list with filters, one run, its log tail and killing it.
 
+use super::extract::{OperatorChange, Reader};
 use super::{ApiResult, JobGroups, P, Paged, Q, St, json, page_size, path, query};
-use crate::admin::{AdminState, ApiError, Principal, Role};
+use crate::admin::{AdminState, ApiError, Principal};
 use crate::executors::RemoteGroup;
 use crate::job::JobId;
 use crate::record::{RunId, RunRecord, RunStatus, TriggerKind};
 use crate::store::RunQuery;
 use crate::time::Timestamp;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 
@@ -35,8 +36,7 @@ pub(super) struct ListQuery {
     limit: Option<usize>,
 }
 
-pub(super) async fn list(State(s): St, h: HeaderMap, q: Q<ListQuery>) -> ApiResult<Response> {
-    let p = s.who(&h)?;
+pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> ApiResult<Response> {
     let q = query(q)?;
     let limit = page_size(q.limit)?;
     let mut query = RunQuery::new().limit(limit);
@@ -98,8 +98,7 @@ async fn visible(s: &AdminState, p: &Principal, id: i64) -> ApiResult<(RunRecord
     Ok((found, group))
 }
 
-pub(super) async fn get_one(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
-    let p = s.who(&h)?;
+pub(super) async fn get_one(State(s): St, Reader(p): Reader, id: P<i64>) -> ApiResult<Response> {
     let id = path(id)?;
     let (run, group) = visible(&s, &p, id).await?;
     Ok(json(
@@ -134,11 +133,10 @@ pub(super) struct LogQuery {
 
 pub(super) async fn log(
     State(s): St,
-    h: HeaderMap,
+    Reader(p): Reader,
     id: P<i64>,
     q: Q<LogQuery>,
 ) -> ApiResult<Response> {
-    let p = s.who(&h)?;
     let q = query(q)?;
     let id = path(id)?;
     let (run, group) = visible(&s, &p, id).await?;
@@ -161,42 +159,12 @@ pub(super) async fn log(
     ))
 }
 
-pub(super) async fn kill(State(s): St, h: HeaderMap, id: P<i64>) -> ApiResult<Response> {
-    let p = s.change(&h, Role::Operator)?;
-    let id = path(id)?;
-    let (run, group) = visible(&s, &p, id).await?;
-    if run.status != RunStatus::Running {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "not_running",
-            format!("run {id} is {}", run.status.as_str()),
-        ));
-    }
-    let g = remote(&s, &group)?;
-    let mut killed = Vec::new();
-    for instance in g.instances().await? {
-        if g.kill(&instance, id, run.token, None)
-            .await
-            .unwrap_or(false)
-        {
-            killed.push(instance);
-        }
-    }
-    s.audit(
-        &p,
-        "run.kill",
-        &id.to_string(),
-        Some(serde_json::json!({"status": "running", "job": run.job_id})),
-        Some(serde_json::json!({"killed_on": killed})),
-    )
-    .await?;
-    if killed.is_empty() {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "not_running",
-            "no live instance of the group is running this run",
-        ));
-    }
+pub(super) async fn kill(
+    State(s): St,
+    OperatorChange(p): OperatorChange,
+    id: P<i64>,
+) -> ApiResult<Response> {
+    let killed = s.ops.kill(&p.actor(), RunId(path(id)?)).await?;
     Ok(json(
         StatusCode::OK,
         &serde_json::json!({"killed_on": killed}),

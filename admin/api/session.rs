@@ -1,5 +1,6 @@
 //! Logging in and out, who am I, health, and the OpenAPI document.
 
+use super::extract::Reader;
 use super::{ApiResult, St, json, json_body};
 use crate::admin::OPENAPI;
 use crate::admin::auth::Via;
@@ -7,7 +8,7 @@ use crate::time::Timestamp;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
@@ -42,7 +43,7 @@ pub(super) async fn login(
         .auth
         .login(&req.name, &req.password, Timestamp::now())
         .await?;
-    s.audit(&p, "session.login", &p.name, None, None).await?;
+    s.audit(&p, "session.login", &p.name).await?;
     let mut r = json(StatusCode::OK, &session_json(&s, &p));
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         r.headers_mut().insert(header::SET_COOKIE, v);
@@ -50,8 +51,7 @@ pub(super) async fn login(
     Ok(r)
 }
 
-pub(super) async fn whoami(State(s): St, h: HeaderMap) -> ApiResult<Response> {
-    let p = s.who(&h)?;
+pub(super) async fn whoami(State(s): St, Reader(p): Reader) -> ApiResult<Response> {
     Ok(json(StatusCode::OK, &session_json(&s, &p)))
 }
 

@@ -1,32 +1,80 @@
 //! The operations on jobs, runs, nodes and alarms that a [`Scheduler`] offers, before
-//! and after `start`.
+//! and after `start`. Every change goes through the scheduler's [`Ops`] as the
+//! library actor: validated against this node (its payload limit, its handlers),
+//! audited in the same step as the change, and waking this node's poller.
 
 use super::Scheduler;
-use crate::error::{Error, Result};
+use super::lock;
+use super::node::Core;
+use crate::error::Result;
 use crate::job::{Job, JobId};
+pub use crate::ops::Doctor;
+use crate::ops::{Actor, Ops, RunKiller};
 use crate::record::*;
-pub use crate::store::admin::Doctor;
-use crate::store::{AlarmQuery, JobQuery, Page, RunQuery};
-use crate::time::Timestamp;
+use crate::store::{AlarmChange, AlarmQuery, JobQuery, Page, RunQuery};
+use async_trait::async_trait;
 use chrono::NaiveDate;
+use std::sync::Arc;
 
 fn job_id(id: &str) -> Result<JobId> {
     JobId::new(id)
 }
 
+/// Kills runs for a scheduler: a run of this node's own handlers through its
+/// cancellation, a run on one of its executor groups through the group's instances.
+struct NodeKiller(Arc<Core>);
+
+#[async_trait]
+impl RunKiller for NodeKiller {
+    async fn kill(&self, run: &RunRecord, job: Option<&Job>) -> Result<Vec<String>> {
+        let core = &self.0;
+        let mut killed = Vec::new();
+        if *run.node == *core.node_id
+            && let Some(entry) = lock(&core.load.running).get_mut(&run.id)
+        {
+            entry.killed = true;
+            entry.cancel.cancel();
+            killed.push(core.node_id.to_string());
+        }
+        #[cfg(feature = "remote")]
+        if let Some(group) = job
+            .and_then(Job::remote)
+            .and_then(|t| core.handlers.remote.get(t.group()))
+        {
+            killed.extend(group.kill_everywhere(run.id.0, run.token).await?);
+        }
+        #[cfg(not(feature = "remote"))]
+        let _ = job;
+        Ok(killed)
+    }
+}
+
 impl Scheduler {
+    /// This scheduler's operations layer: changes validated against this node (its
+    /// `max_payload_bytes`, its registered handlers and executor groups), audited,
+    /// and waking its poller. A server's admin API uses its node's; an embedding
+    /// program may act as another [`Actor`] through it.
+    pub fn ops(&self) -> Ops {
+        let (check, wake, kill) = (self.core.clone(), self.core.clone(), self.core.clone());
+        Ops::new(self.core.store.clone())
+            .max_payload_bytes(self.core.config.max_payload_bytes)
+            .validator(Arc::new(move |job: &Job| {
+                check.handlers.for_job(job).map(drop)
+            }))
+            .on_change(Arc::new(move || wake.rescan()))
+            .killer(Arc::new(NodeKiller(kill)))
+    }
+
     /// Creates or replaces a job and wakes the poller. Idempotent for an unchanged
-    /// definition.
+    /// definition. Audited as `job.upsert` by `library`.
     ///
-    /// Errors: [`Error::UnknownHandler`] when no handler of that name is registered on
-    /// this node; [`Error::Invalid`] naming `job.payload` over
-    /// `config.max_payload_bytes`, or `job.schedule` for a cron expression that never
-    /// fires again (`0 0 0 30 2 ?`, or a year list in the past); nothing is stored then.
+    /// Errors: [`Error::UnknownHandler`](crate::Error::UnknownHandler) when no handler
+    /// of that name is registered on this node; [`Error::Invalid`](crate::Error::Invalid)
+    /// naming `job.payload` over `config.max_payload_bytes`, or `job.schedule` for a
+    /// cron expression that never fires again (`0 0 0 30 2 ?`, or a year list in the
+    /// past); nothing is stored then.
     pub async fn upsert(&self, job: Job) -> Result<UpsertOutcome> {
-        let next = self.first_fire(&job).await?;
-        let out = self.core.store.upsert(&job, next).await?;
-        self.core.rescan();
-        Ok(out)
+        self.ops().upsert(&Actor::library(), job).await
     }
 
     /// Creates a job unless one with its id exists: [`UpsertOutcome::Created`], or
@@ -52,39 +100,32 @@ impl Scheduler {
     ///
     /// Errors: as [`upsert`](Self::upsert).
     pub async fn create(&self, job: Job) -> Result<UpsertOutcome> {
-        let next = self.first_fire(&job).await?;
-        let out = self.core.store.create(&job, next).await?;
-        if out == UpsertOutcome::Created {
-            self.core.rescan();
-        }
-        Ok(out)
-    }
-
-    /// Checks `job` for this node and computes its first fire on the store's clock.
-    async fn first_fire(&self, job: &Job) -> Result<Option<Timestamp>> {
-        let now = self.core.store.now().await?;
-        self.checked(job, now)
+        self.ops().create(&Actor::library(), job).await
     }
 
     /// Upserts many jobs in as few store round trips as the backend allows (one
     /// statement or script per 500 jobs on the SQL and Redis stores); outcomes in the
     /// order of `jobs`. Every job is checked first, as [`upsert`](Self::upsert) checks
     /// one, and nothing is stored when any is refused or when an id appears twice.
+    /// This is the bulk path for enqueueing: it is not audited.
     ///
-    /// Errors: as `upsert`, and [`Error::Invalid`] naming `jobs` for a repeated id.
+    /// Errors: as `upsert`, and [`Error::Invalid`](crate::Error::Invalid) naming `jobs`
+    /// for a repeated id.
     pub async fn upsert_many(&self, jobs: Vec<Job>) -> Result<Vec<UpsertOutcome>> {
         let now = self.core.store.now().await?;
         let mut seen = std::collections::HashSet::with_capacity(jobs.len());
         let mut batch = Vec::with_capacity(jobs.len());
         for job in jobs {
             if !seen.insert(job.id().clone()) {
-                return Err(Error::invalid(
+                return Err(crate::Error::invalid(
                     "jobs",
                     job.id(),
                     "appears twice in one batch",
                 ));
             }
-            let next = self.checked(&job, now)?;
+            self.core.handlers.for_job(&job)?;
+            job.check_payload(self.core.config.max_payload_bytes)?;
+            let next = crate::ops::first_fire(&job, now)?;
             batch.push((job, next));
         }
         let out = self.core.store.upsert_many(&batch).await?;
@@ -92,34 +133,36 @@ impl Scheduler {
         Ok(out)
     }
 
-    /// Checks `job` for this node and computes its first fire after `now`.
-    fn checked(&self, job: &Job, now: Timestamp) -> Result<Option<Timestamp>> {
-        self.core.handlers.for_job(job)?;
-        job.check_payload(self.core.config.max_payload_bytes)?;
-        crate::store::admin::first_fire(job, now)
-    }
-
     /// Removes a job; its runs stay in the log. Returns whether it existed.
     pub async fn remove(&self, id: &str) -> Result<bool> {
-        self.core.store.remove(&job_id(id)?).await
+        self.ops().remove(&Actor::library(), &job_id(id)?).await
     }
 
     /// Pauses a job: it fires no more until resumed (a run in progress finishes).
+    /// Errors: [`Error::NotFound`](crate::Error::NotFound).
     pub async fn pause(&self, id: &str) -> Result<()> {
-        self.core.store.set_enabled(&job_id(id)?, false, None).await
+        self.ops()
+            .pause(&Actor::library(), &job_id(id)?)
+            .await
+            .map(drop)
     }
 
     /// Resumes a paused job from its next fire after now (a one-shot: its instant).
+    /// Errors: [`Error::NotFound`](crate::Error::NotFound).
     pub async fn resume(&self, id: &str) -> Result<()> {
-        crate::store::admin::resume(&*self.core.store, &job_id(id)?).await?;
-        self.core.rescan();
-        Ok(())
+        self.ops()
+            .resume(&Actor::library(), &job_id(id)?)
+            .await
+            .map(drop)
     }
 
     /// Runs a job now (trigger `manual`), once any run in progress has finished.
-    /// Errors: [`Error::NotFound`].
+    /// Errors: [`Error::NotFound`](crate::Error::NotFound).
     pub async fn trigger_now(&self, id: &str) -> Result<()> {
-        self.trigger(id, None).await
+        self.ops()
+            .trigger(&Actor::library(), &job_id(id)?, None)
+            .await
+            .map(drop)
     }
 
     /// Runs a job now as [`trigger_now`](Self::trigger_now) does, with `payload` in
@@ -128,20 +171,37 @@ impl Scheduler {
     /// later fires run its own payload. A later trigger or a change of the job
     /// replaces the override before it runs.
     ///
-    /// Errors: [`Error::Invalid`] naming `payload` over
+    /// Errors: [`Error::Invalid`](crate::Error::Invalid) naming `payload` over
     /// `config.max_payload_bytes` or nested too deep (nothing is written);
-    /// [`Error::NotFound`].
+    /// [`Error::NotFound`](crate::Error::NotFound).
     ///
     /// [`JobContext::payload`]: crate::JobContext::payload
     pub async fn trigger_now_with(&self, id: &str, payload: serde_json::Value) -> Result<()> {
-        self.trigger(id, Some(&payload)).await
+        self.ops()
+            .trigger(&Actor::library(), &job_id(id)?, Some(payload))
+            .await
+            .map(drop)
     }
 
-    async fn trigger(&self, id: &str, payload: Option<&serde_json::Value>) -> Result<()> {
-        let max = self.core.config.max_payload_bytes;
-        crate::store::admin::trigger_now(&*self.core.store, &job_id(id)?, payload, max).await?;
-        self.core.rescan();
-        Ok(())
+    /// Kills a running run: on this node through its cancellation, on an executor
+    /// group of this node through the group's instances. Returns where it was
+    /// stopped. Audited as `run.kill` by `library`.
+    ///
+    /// Errors: [`Error::NotFound`](crate::Error::NotFound);
+    /// [`Error::Conflict`](crate::Error::Conflict) when it is not running, or nothing
+    /// this node reaches runs it.
+    pub async fn kill(&self, run: RunId) -> Result<Vec<String>> {
+        self.ops().kill(&Actor::library(), run).await
+    }
+
+    /// Retries (delivers again now) or discards (never delivers) an alarm event.
+    /// Audited by `library`.
+    ///
+    /// Errors: [`Error::NotFound`](crate::Error::NotFound);
+    /// [`Error::Conflict`](crate::Error::Conflict) when the event is neither pending
+    /// nor failed.
+    pub async fn alarm_change(&self, change: AlarmChange) -> Result<()> {
+        self.ops().alarm_change(&Actor::library(), change).await
     }
 
     /// One job.

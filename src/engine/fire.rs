@@ -315,21 +315,37 @@ fn watch(core: &Core, run: &Run, deadline: Instant) -> tokio_util::sync::Cancell
             deadline,
             cancel: cancel.clone(),
             lost: false,
+            killed: false,
         },
     );
     cancel
 }
 
+/// How a watched run's watch ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Watched {
+    /// The lease held to the end.
+    Held,
+    /// The lease was lost meanwhile: the result is refused.
+    Lost,
+    /// An operator killed the run.
+    Killed,
+}
+
 /// Takes a run off the lease renewer's watch ([`watch`]): the run with the lease as
-/// the renewer last extended it, and whether the lease was lost meanwhile.
-fn unwatch(core: &Core, run: Run) -> (Run, bool) {
+/// the renewer last extended it, and how the watch ended.
+fn unwatch(core: &Core, run: Run) -> (Run, Watched) {
     let entry = lock(&core.load.running).remove(&run.run_id);
-    let lost = entry.as_ref().is_some_and(|e| e.lost);
+    let watched = match &entry {
+        Some(e) if e.lost => Watched::Lost,
+        Some(e) if e.killed => Watched::Killed,
+        _ => Watched::Held,
+    };
     let run = Run {
         lease: entry.map_or(run.lease, |e| e.lease),
         ..run
     };
-    (run, lost)
+    (run, watched)
 }
 
 /// Runs the handler in the slot `grant` holds; `cancel` (from [`watch`]) cancels it.
@@ -383,14 +399,14 @@ async fn finish_and_continue(
     outcome: Outcome,
     took: Duration,
 ) -> Option<Claim> {
-    let (run, lost) = unwatch(core, run);
-    let ended = if lost {
-        plan::Ended::new(
+    let (run, watched) = unwatch(core, run);
+    let ended = match watched {
+        Watched::Lost => plan::Ended::new(
             RunStatus::Cancelled,
             Some("lease lost while running; result refused".to_string()),
-        )
-    } else {
-        plan::Ended::of(&outcome)
+        ),
+        Watched::Killed => plan::Ended::killed(format!("killed on node {}", core.node_id)),
+        Watched::Held => plan::Ended::of(&outcome),
     };
     let now = core.clock.now();
     let p = core

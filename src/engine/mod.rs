@@ -132,6 +132,9 @@ impl SchedulerBuilder {
         self.remote_groups.retain(|g| g.name() != group.name());
         self.remote_groups.push(group.clone());
         self.handlers
+            .remote
+            .insert(group.name().to_string(), group.clone());
+        self.handlers
             .groups
             .insert(group.name().to_string(), Arc::new(group));
         self

@@ -32,6 +32,9 @@ use tokio_util::task::TaskTracker;
 pub(crate) struct Handlers {
     pub(crate) local: HashMap<String, Arc<dyn JobHandler>>,
     pub(crate) groups: HashMap<String, Arc<dyn JobHandler>>,
+    /// The executor groups, to reach their instances (a kill).
+    #[cfg(feature = "remote")]
+    pub(crate) remote: HashMap<String, crate::executors::RemoteGroup>,
 }
 
 impl Handlers {
@@ -410,6 +413,9 @@ pub(crate) struct RunningEntry {
     pub(crate) deadline: Instant,
     pub(crate) cancel: CancellationToken,
     pub(crate) lost: bool,
+    /// An operator killed it (the cancellation is a kill, not a lost lease or a
+    /// shutdown): it is recorded `cancelled` and not retried.
+    pub(crate) killed: bool,
 }
 
 /// The poller's place: what wakes it and where a sweep through a backlog stands.

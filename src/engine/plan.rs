@@ -174,6 +174,8 @@ pub(crate) struct Ended {
     pub(crate) error: Option<String>,
     /// What the handler asked for the next attempt.
     pub(crate) retry: RetryAdvice,
+    /// An operator killed it: `cancelled`, no retry, no failure alarm.
+    pub(crate) killed: bool,
 }
 
 impl Ended {
@@ -183,6 +185,17 @@ impl Ended {
             status,
             error,
             retry: RetryAdvice::Policy,
+            killed: false,
+        }
+    }
+
+    /// A run an operator killed.
+    pub(crate) fn killed(message: String) -> Self {
+        Ended {
+            status: RunStatus::Cancelled,
+            error: Some(message),
+            retry: RetryAdvice::Never,
+            killed: true,
         }
     }
 
@@ -190,10 +203,12 @@ impl Ended {
     pub(crate) fn of(outcome: &Outcome) -> Self {
         match outcome {
             Outcome::Succeeded => Ended::new(RunStatus::Succeeded, None),
+            Outcome::Failed(e) if e.is_killed() => Ended::killed(e.chain().to_string()),
             Outcome::Failed(e) => Ended {
                 status: RunStatus::Failed,
                 error: Some(e.chain().to_string()),
                 retry: e.retry(),
+                killed: false,
             },
             Outcome::TimedOut => Ended::new(RunStatus::TimedOut, Some("timed out".into())),
             Outcome::Cancelled => Ended::new(RunStatus::Cancelled, Some("cancelled".into())),
@@ -256,9 +271,24 @@ pub(crate) fn plan_finish(
         status,
         error,
         retry: advice,
+        killed,
     } = ended;
     let policy = job.alarm();
     let mut alarms: Vec<AlarmKind> = misfire_alarm(job, a).into_iter().collect();
+    if killed {
+        // Stopped on purpose: the schedule goes on, nothing is retried, and only a
+        // policy that asks for it hears of it.
+        if policy.wants(AlarmKind::Killed) {
+            alarms.push(AlarmKind::Killed);
+        }
+        return FinishPlan {
+            status,
+            error,
+            will_retry: false,
+            next: next_scheduled(job.schedule(), a.base),
+            alarms,
+        };
+    }
     if !status.is_failure() {
         if status == RunStatus::Succeeded && a.attempt > 1 && policy.wants(AlarmKind::Recovery) {
             alarms.push(AlarmKind::Recovery);

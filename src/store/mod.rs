@@ -34,7 +34,6 @@
 //!   (marked temporary when a retry may succeed); a refused condition is never an
 //!   error but a `Refused` outcome.
 
-pub mod admin;
 mod audit;
 mod jobs;
 mod log;

@@ -150,17 +150,17 @@ try {
   eq(await page.evaluate(() => window.__xss), undefined, 'no script ran from the payload');
   await shot('run');
   await act('kill', '/kill');
-  await page.waitForFunction(() => document.querySelector('#run-status .badge')?.textContent === 'failed', null, { timeout: 20000 }).catch(async () => {
+  await page.waitForFunction(() => document.querySelector('#run-status .badge')?.textContent === 'cancelled', null, { timeout: 20000 }).catch(async () => {
     // The page re-renders once the kill is sent; reload until the run has ended.
     for (let i = 0; i < 20; i++) {
       await page.reload();
       await page.waitForSelector('#run-status');
-      if ((await page.textContent('#run-status')) === 'failed') return;
+      if ((await page.textContent('#run-status')) === 'cancelled') return;
       await page.waitForTimeout(500);
     }
   });
-  eq(await page.textContent('#run-status'), 'failed', 'the killed run ended');
-  check((await page.textContent('#run-error')).startsWith('cancelled on'), 'it says it was cancelled');
+  eq(await page.textContent('#run-status'), 'cancelled', 'the killed run ended cancelled');
+  check((await page.textContent('#run-error')).startsWith('killed on'), 'it says where it was killed');
 
   step = 'an error message with <script> renders as text';
   await go('#/jobs/xss.fail');

@@ -205,9 +205,12 @@ async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
         RunStatus::Succeeded,
         "the result was written once the store came back"
     );
+    // The poller's next try comes within the backoff's ceiling (3.2 s, jittered
+    // below it), its poll within a poll interval (1 s); from then on the job fires
+    // every second: at least six runs in the ten seconds after the store is back.
     let ticks_after = runs_of(&store, "tick").await.len();
     assert!(
-        ticks_after >= ticks_during + 9,
+        ticks_after >= ticks_during + 6,
         "firing resumed: {ticks_during} -> {ticks_after}"
     );
     assert!(h.scheduler().metrics().backend_errors > 0);

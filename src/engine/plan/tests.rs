@@ -270,3 +270,47 @@ fn outcomes_map_to_statuses_and_messages() {
         Some("handler panicked: oops")
     );
 }
+
+#[test]
+fn a_killed_run_is_cancelled_not_retried_and_alarms_only_when_asked() {
+    let j = job(MisfirePolicy::FireOnce);
+    let p = plan_finish(
+        &j,
+        &attempt(1),
+        Ended::killed("killed on n1".into()),
+        t(11),
+        0.0,
+    );
+    assert_eq!(
+        (p.status, p.will_retry, p.error.as_deref()),
+        (RunStatus::Cancelled, false, Some("killed on n1"))
+    );
+    assert_eq!(
+        p.next.as_ref().map(|n| (n.at, n.trigger)),
+        j.schedule()
+            .next_after(t(10))
+            .map(|at| (at, TriggerKind::Schedule)),
+        "the schedule goes on from the fire's base"
+    );
+    assert!(p.alarms.is_empty(), "no failure alarm: {:?}", p.alarms);
+    // An instance's report of a kill is the same.
+    let remote = Ended::of(&Outcome::Failed(JobError::killed(
+        "killed on 10.0.0.1:9999",
+    )));
+    assert_eq!((remote.status, remote.killed), (RunStatus::Cancelled, true));
+    let asks = j
+        .to_builder()
+        .alarm(AlarmPolicy {
+            events: vec![AlarmKind::Killed],
+            misfire_min_fires: 2,
+            recipients: Vec::new(),
+        })
+        .build()
+        .unwrap();
+    let p = plan_finish(&asks, &attempt(1), remote, t(11), 0.0);
+    assert_eq!(
+        p.alarms,
+        [AlarmKind::Killed],
+        "a policy that asks hears of it"
+    );
+}

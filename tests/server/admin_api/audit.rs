@@ -59,7 +59,7 @@ pub async fn audit_paging_logout(c: &Ctx) {
     assert_eq!(ids, want, "two pages are the newest six entries");
     assert!(
         all.iter()
-            .any(|e| e["action"] == "session.login" && e["actor"] == "vera")
+            .any(|e| e["action"] == "session.login" && e["actor"] == "user:vera")
     );
 
     // Paging stays stable while jobs are inserted concurrently.

@@ -120,9 +120,9 @@ pub async fn create_read_act(c: &Ctx) {
     let entry = last_audit(api, admin, JOB).await;
     assert_eq!(
         (entry["actor"].as_str(), entry["action"].as_str()),
-        (Some("ada"), Some("job.create"))
+        (Some("user:ada"), Some("job.create"))
     );
-    assert_eq!(entry["after"]["schedule"]["expr"], "0 30 9 * * ?");
+    assert_eq!(entry["after"]["job"]["schedule"]["expr"], "0 30 9 * * ?");
     assert!(entry["before"].is_null());
 
     // Reading it, and its next fires in its zone.
@@ -234,12 +234,12 @@ pub async fn create_read_act(c: &Ctx) {
     let e = last_audit(api, admin, JOB).await;
     assert_eq!(
         (e["actor"].as_str(), e["action"].as_str()),
-        (Some("otto"), Some("job.pause"))
+        (Some("user:otto"), Some("job.pause"))
     );
     assert_eq!(
         (
-            e["before"]["enabled"].as_bool(),
-            e["after"]["enabled"].as_bool()
+            e["before"]["job"]["enabled"].as_bool(),
+            e["after"]["job"]["enabled"].as_bool()
         ),
         (Some(true), Some(false))
     );
@@ -268,8 +268,8 @@ pub async fn create_read_act(c: &Ctx) {
     let e = last_audit(api, admin, JOB).await;
     assert_eq!(
         (
-            e["before"]["schedule"]["expr"].as_str(),
-            e["after"]["schedule"]["expr"].as_str()
+            e["before"]["job"]["schedule"]["expr"].as_str(),
+            e["after"]["job"]["schedule"]["expr"].as_str()
         ),
         (Some("0 30 9 * * ?"), Some("0 0 8 * * ?"))
     );

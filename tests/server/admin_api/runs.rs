@@ -33,6 +33,17 @@ pub async fn on_an_instance(c: &Ctx) {
     .await;
     assert_eq!(a.body["items"][0]["info"]["group"], "billing");
     assert_eq!(a.body["groups"], json!(["billing"]));
+    // The job asks to hear of its runs being killed (no policy does by default).
+    let mut def = api
+        .call(admin, "GET", "/api/v1/jobs/{id}", &path, None)
+        .await
+        .body["job"]
+        .clone();
+    def["alarm"] = json!({"events": ["final_failure", "lost", "misfire", "killed"]});
+    let a = api
+        .send(admin, "PUT", "/api/v1/jobs/{id}", &path, def)
+        .await;
+    assert_eq!(a.status, 200, "{}", a.body);
     let a = api
         .call(
             vera,
@@ -67,7 +78,10 @@ pub async fn on_an_instance(c: &Ctx) {
     );
     let audit = last_audit(api, admin, JOB).await;
     assert_eq!(
-        (&audit["action"], &audit["after"]["next_payload"]),
+        (
+            &audit["action"],
+            &audit["after"]["next"]["context"]["payload"]
+        ),
         (&json!("job.trigger"), &once)
     );
     let run = until("the triggered run to start", || async {
@@ -160,12 +174,13 @@ pub async fn on_an_instance(c: &Ctx) {
         (a.body["run"]["status"] != "running").then_some(a.body["run"].clone())
     })
     .await;
-    assert_eq!(ended["status"], "failed", "{ended}");
+    assert_eq!(
+        (&ended["status"], &ended["will_retry"]),
+        (&json!("cancelled"), &json!(false)),
+        "a killed run is cancelled, not retried: {ended}"
+    );
     assert!(
-        ended["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("cancelled on http://"),
+        ended["error"].as_str().unwrap().starts_with("killed on"),
         "{ended}"
     );
     let a = api
@@ -179,7 +194,7 @@ pub async fn on_an_instance(c: &Ctx) {
         .await;
     assert_eq!(
         (a.status, a.body["error"].as_str()),
-        (409, Some("not_running"))
+        (409, Some("conflict"))
     );
     assert_eq!(
         api.call(
@@ -208,10 +223,10 @@ pub async fn on_an_instance(c: &Ctx) {
     let days = a.body["days"].as_array().unwrap();
     assert_eq!(
         days.iter()
-            .map(|d| d["failed"].as_u64().unwrap())
+            .map(|d| d["cancelled"].as_u64().unwrap())
             .sum::<u64>(),
         1,
-        "{}",
+        "the killed run is counted cancelled: {}",
         a.body
     );
     let a = api
@@ -234,8 +249,9 @@ pub async fn on_an_instance(c: &Ctx) {
         .await;
     assert_eq!(a.body["items"].as_array().unwrap().len(), 1);
 
-    // The alarm outbox: the killed run's alarm is posted to the configured webhook,
-    // so it is sent, and a sent event is neither retried nor discarded.
+    // The alarm outbox: the killed run's alarm (its job asks for kills) is posted to
+    // the configured webhook, so it is sent, and a sent event is neither retried nor
+    // discarded.
     let alarm = until("the run's alarm event to be done", || async {
         let a = api
             .call(
@@ -255,7 +271,10 @@ pub async fn on_an_instance(c: &Ctx) {
     })
     .await;
     let aid = alarm["id"].as_i64().unwrap();
-    assert_eq!(alarm["event"]["job_id"], JOB);
+    assert_eq!(
+        (&alarm["event"]["job_id"], &alarm["event"]["kind"]),
+        (&json!(JOB), &json!("killed"))
+    );
     let posted = hook.requests();
     assert_eq!(posted.len(), 1, "the webhook got the event once");
     let body: serde_json::Value = serde_json::from_slice(&posted[0].body).unwrap();

@@ -3,12 +3,12 @@
 //! of the store: the server checks the token's role and audits each change as
 //! `token:<name>`.
 
-use super::store::{AlarmsArgs, ExecutorsArgs, JobsCommand, RunsArgs};
+use super::store::{AlarmsArgs, AlarmsCommand, ExecutorsArgs, JobsCommand, RunsArgs, RunsCommand};
 use super::{Failure, Outcome, print_json, table};
 use serde_json::Value;
 
 /// A client of one server.
-pub struct Api {
+pub(crate) struct Api {
     base: String,
     token: String,
     http: reqwest::Client,
@@ -26,7 +26,7 @@ fn enc(s: &str) -> String {
 }
 
 impl Api {
-    pub fn new(server: &str, token: Option<String>) -> Result<Api, Failure> {
+    pub(crate) fn new(server: &str, token: Option<String>) -> Result<Api, Failure> {
         let token = token.ok_or_else(|| {
             Failure::Usage("--server needs a token: --token or JOBWHEEL_TOKEN".into())
         })?;
@@ -127,7 +127,7 @@ const JOB_COLUMNS: &[(&str, &str)] = &[
     ("running", "/running"),
 ];
 
-pub async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome {
+pub(crate) async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome {
     let one = |v: Value| show(&Value::Array(vec![v]), JOB_COLUMNS, json);
     match command {
         JobsCommand::List { limit, after } => {
@@ -177,6 +177,12 @@ pub async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome {
             let def = super::store::read_definition(&file)?;
             one(api.call("POST", "/jobs", Some(def)).await?)
         }
+        JobsCommand::Copy { id, to } => {
+            let body = serde_json::json!({ "id": to }).to_string();
+            one(api
+                .call("POST", &format!("/jobs/{}/copy", enc(&id)), Some(body))
+                .await?)
+        }
         JobsCommand::Edit { id, file } => {
             let def = super::store::read_definition(&file)?;
             one(api
@@ -186,7 +192,15 @@ pub async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome {
     }
 }
 
-pub async fn runs(api: &Api, args: &RunsArgs, json: bool) -> Outcome {
+pub(crate) async fn runs(api: &Api, args: &RunsArgs, json: bool) -> Outcome {
+    if let Some(RunsCommand::Kill { id }) = &args.action {
+        let v = api.call("POST", &format!("/runs/{id}/kill"), None).await?;
+        if json {
+            return print_json(&v);
+        }
+        println!("killed run {id} on {}", text(&v["killed_on"]));
+        return Ok(());
+    }
     let mut path = format!("/runs?limit={}", args.limit.min(1000));
     if let Some(j) = &args.job {
         path.push_str(&format!("&job={}", enc(j)));
@@ -211,7 +225,7 @@ pub async fn runs(api: &Api, args: &RunsArgs, json: bool) -> Outcome {
     )
 }
 
-pub async fn nodes(api: &Api, json: bool) -> Outcome {
+pub(crate) async fn nodes(api: &Api, json: bool) -> Outcome {
     let page = api.call("GET", "/nodes", None).await?;
     show(
         &page["items"],
@@ -225,7 +239,7 @@ pub async fn nodes(api: &Api, json: bool) -> Outcome {
     )
 }
 
-pub async fn executors(api: &Api, args: &ExecutorsArgs, json: bool) -> Outcome {
+pub(crate) async fn executors(api: &Api, args: &ExecutorsArgs, json: bool) -> Outcome {
     let path = match &args.group {
         Some(g) => format!("/executors?group={}", enc(g)),
         None => "/executors".to_string(),
@@ -243,7 +257,21 @@ pub async fn executors(api: &Api, args: &ExecutorsArgs, json: bool) -> Outcome {
     )
 }
 
-pub async fn alarms(api: &Api, args: &AlarmsArgs, json: bool) -> Outcome {
+pub(crate) async fn alarms(api: &Api, args: &AlarmsArgs, json: bool) -> Outcome {
+    if let Some(action) = &args.action {
+        let (id, verb, done) = match action {
+            AlarmsCommand::Retry { id } => (id, "retry", "retried"),
+            AlarmsCommand::Discard { id } => (id, "discard", "discarded"),
+        };
+        let v = api
+            .call("POST", &format!("/alarms/{id}/{verb}"), None)
+            .await?;
+        if json {
+            return print_json(&v);
+        }
+        println!("{done} alarm {id}");
+        return Ok(());
+    }
     let mut path = format!("/alarms?limit={}", args.limit.min(1000));
     if let Some(s) = &args.status {
         path.push_str(&format!("&status={}", enc(s)));

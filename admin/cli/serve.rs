@@ -2,24 +2,22 @@
 //! `hash-password` and `new-token`.
 
 use super::{Failure, Outcome};
+use crate::admin::auth::{hash_password, new_token, random_bytes};
+use crate::admin::{Server, ServerConfig};
 use clap::Args;
-use jobwheel::admin::auth::{hash_password, new_token, random_bytes};
-use jobwheel::admin::{Server, ServerConfig};
 use std::path::{Path, PathBuf};
 
 /// The configuration file `serve` reads from the working directory when none is
 /// named, and writes on a first start.
 const DEFAULT_CONFIG: &str = "jobwheel.toml";
 
+/// `serve` reads the configuration file named by the global `--config`; without
+/// it, `./jobwheel.toml`; when that does not exist either, a first start writes one
+/// (an embedded SQLite store in the working directory, a generated secret, an
+/// `admin` account with a generated password printed once, and an executor group
+/// `default`).
 #[derive(Args, Debug)]
-pub struct ServeArgs {
-    /// The configuration file (TOML). Without it, `./jobwheel.toml`; when that does
-    /// not exist either, a first start writes one (an embedded SQLite store in the
-    /// working directory, a generated secret, an `admin` account with a generated
-    /// password printed once, and an executor group `default`).
-    #[arg(long, env = "JOBWHEEL_CONFIG")]
-    config: Option<PathBuf>,
-}
+pub(crate) struct ServeArgs {}
 
 /// What a first start writes, and the password it generated.
 fn first_config() -> (String, String) {
@@ -62,9 +60,27 @@ fn load(path: &Path) -> Result<ServerConfig, Failure> {
     ServerConfig::from_toml(&text).map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))
 }
 
-pub async fn run(args: &ServeArgs, url: Option<String>, prefix: Option<String>) -> Outcome {
+/// The configuration the commands on a store read: the file named, or
+/// `./jobwheel.toml` when there is one (`None` otherwise), with the environment's
+/// `JOBWHEEL_*` overrides.
+pub(crate) fn found_config(named: Option<&Path>) -> Result<Option<ServerConfig>, Failure> {
+    let mut config = match named {
+        Some(path) => load(path)?,
+        None if Path::new(DEFAULT_CONFIG).exists() => load(Path::new(DEFAULT_CONFIG))?,
+        None => return Ok(None),
+    };
+    config.override_from(|k| std::env::var(k).ok())?;
+    Ok(Some(config))
+}
+
+pub(crate) async fn run(
+    _: &ServeArgs,
+    named: Option<PathBuf>,
+    url: Option<String>,
+    prefix: Option<String>,
+) -> Outcome {
     let mut first_password = None;
-    let mut config = match &args.config {
+    let mut config = match &named {
         Some(path) => load(path)?,
         None if Path::new(DEFAULT_CONFIG).exists() => load(Path::new(DEFAULT_CONFIG))?,
         None => {
@@ -124,7 +140,7 @@ async fn shutdown_signal() {
 }
 
 #[derive(Args, Debug)]
-pub struct HashPasswordArgs {
+pub(crate) struct HashPasswordArgs {
     /// Read the password from this environment variable instead of standard input.
     #[arg(long)]
     from_env: Option<String>,
@@ -132,7 +148,7 @@ pub struct HashPasswordArgs {
 
 /// Prints the argon2 hash of a password read from standard input (one line) or an
 /// environment variable, for `users.password_hash`.
-pub fn hash(args: &HashPasswordArgs) -> Outcome {
+pub(crate) fn hash(args: &HashPasswordArgs) -> Outcome {
     let password = match &args.from_env {
         Some(var) => std::env::var(var)
             .map_err(|_| Failure::Usage(format!("invalid --from-env {var:?}: not set")))?,
@@ -154,7 +170,7 @@ pub fn hash(args: &HashPasswordArgs) -> Outcome {
 }
 
 /// Prints a new API token and the `[[tokens]]` lines that accept it.
-pub fn token(json: bool) -> Outcome {
+pub(crate) fn token(json: bool) -> Outcome {
     let (token, sha) = new_token();
     if json {
         return super::print_json(&serde_json::json!({"token": token, "sha256": sha}));

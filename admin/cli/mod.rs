@@ -1,6 +1,9 @@
-//! `jobwheel`, the program (feature `server`): `serve` (a scheduler node, the admin
-//! API and the executor registration endpoint in one process) and a command line
-//! over a jobwheel store.
+//! The `jobwheel` program's verbs (feature `server`): `serve` (a scheduler node, the
+//! admin API and the executor registration endpoint in one process) and a command
+//! line over a jobwheel store or a running server. The binary is a thin main over
+//! [`main`]; every change a verb makes goes through the operations layer
+//! ([`Ops`](crate::ops::Ops)), as `cli:$USER` against a store or as the token's
+//! owner through a server.
 //!
 //! ```text
 //! jobwheel serve --config jobwheel.toml
@@ -47,6 +50,11 @@ struct Cli {
     /// An API token of the server (`Authorization: Bearer`).
     #[arg(long, env = "JOBWHEEL_TOKEN", global = true, hide_env_values = true)]
     token: Option<String>,
+    /// The configuration file (TOML, as `serve` reads it). Without it,
+    /// `./jobwheel.toml` when there is one: its store (unless `--url`), its payload
+    /// limit and its executor groups (to kill runs) apply to the commands on a store.
+    #[arg(long, env = "JOBWHEEL_CONFIG", global = true)]
+    config: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -60,16 +68,17 @@ enum Command {
     /// Checks the store: its schema version, rows it cannot read, this machine's
     /// clock against the store's, nodes whose heartbeat stopped.
     Doctor,
-    /// Jobs: list, show, pause, resume, trigger, remove.
+    /// Jobs: list, show, add, edit, copy, pause, resume, trigger, remove.
     #[command(subcommand)]
     Jobs(store::JobsCommand),
-    /// The run log, newest first.
+    /// The run log, newest first; `runs kill ID` stops a running run.
     Runs(store::RunsArgs),
     /// Scheduler nodes and their heartbeats.
     Nodes,
     /// Registered executor instances.
     Executors(store::ExecutorsArgs),
-    /// The alarm outbox, newest first.
+    /// The alarm outbox, newest first; `alarms retry ID` and `alarms discard ID`
+    /// act on one event.
     Alarms(store::AlarmsArgs),
     /// Runs the server: a scheduler node for the configured executor groups, the
     /// admin API and the executor registration endpoint, until SIGTERM or Ctrl-C.
@@ -92,11 +101,13 @@ enum Failure {
     Failed(String),
 }
 
-impl From<jobwheel::Error> for Failure {
-    fn from(e: jobwheel::Error) -> Self {
+impl From<crate::Error> for Failure {
+    fn from(e: crate::Error) -> Self {
         match e {
-            jobwheel::Error::Invalid { .. } => Failure::Usage(e.to_string()),
-            jobwheel::Error::NotFound { .. } => Failure::NotFound(e.to_string()),
+            crate::Error::Invalid { .. }
+            | crate::Error::UnknownHandler { .. }
+            | crate::Error::UnknownGroup { .. } => Failure::Usage(e.to_string()),
+            crate::Error::NotFound { .. } => Failure::NotFound(e.to_string()),
             other => Failure::Failed(other.to_string()),
         }
     }
@@ -104,7 +115,8 @@ impl From<jobwheel::Error> for Failure {
 
 type Outcome = Result<(), Failure>;
 
-fn main() -> ExitCode {
+/// Runs the program on this process's arguments; the exit code says how it went.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -135,7 +147,7 @@ async fn run(cli: Cli) -> Outcome {
     let json = cli.json;
     match cli.command {
         Command::Cron(args) => cron::run(&args, json),
-        Command::Serve(args) => serve::run(&args, cli.url, cli.prefix).await,
+        Command::Serve(args) => serve::run(&args, cli.config, cli.url, cli.prefix).await,
         Command::HashPassword(args) => serve::hash(&args),
         Command::NewToken => serve::token(json),
         command if cli.server.is_some() => {
@@ -153,11 +165,22 @@ async fn run(cli: Cli) -> Outcome {
             }
         }
         command => {
-            let url = cli.url.ok_or_else(|| {
-                Failure::Usage("this command needs the store: --url or JOBWHEEL_URL".into())
-            })?;
+            let config = serve::found_config(cli.config.as_deref())?;
+            let url = cli
+                .url
+                .or_else(|| config.as_ref().map(|c| c.store.clone()))
+                .ok_or_else(|| {
+                    Failure::Usage(
+                        "this command needs the store: --url, JOBWHEEL_URL or a jobwheel.toml"
+                            .into(),
+                    )
+                })?;
+            let prefix = cli
+                .prefix
+                .or_else(|| config.as_ref().and_then(|c| c.prefix.clone()));
             let migrate = matches!(command, Command::Migrate);
-            let store = store::open(&url, cli.prefix, migrate).await?;
+            let store = store::open(&url, prefix, migrate).await?;
+            let ops = store::ops(store.clone(), config.as_ref())?;
             match command {
                 Command::Cron(_)
                 | Command::Serve(_)
@@ -165,11 +188,11 @@ async fn run(cli: Cli) -> Outcome {
                 | Command::NewToken => unreachable!("handled above"),
                 Command::Migrate => store::migrated(&store, json).await,
                 Command::Doctor => store::doctor(&store, json).await,
-                Command::Jobs(c) => store::jobs(&store, c, json).await,
-                Command::Runs(a) => store::runs(&store, &a, json).await,
+                Command::Jobs(c) => store::jobs(&ops, c, json).await,
+                Command::Runs(a) => store::runs(&ops, &a, json).await,
                 Command::Nodes => store::nodes(&store, json).await,
                 Command::Executors(a) => store::executors(&store, &a, json).await,
-                Command::Alarms(a) => store::alarms(&store, &a, json).await,
+                Command::Alarms(a) => store::alarms(&ops, &a, json).await,
             }
         }
     }

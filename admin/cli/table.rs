@@ -4,7 +4,7 @@
 //! shown escaped, never written raw.
 
 /// `text` with every control character escaped (`\n`, `\u{1b}`, …).
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     if !text.chars().any(char::is_control) {
         return text.to_string();
     }
@@ -28,7 +28,7 @@ fn width(text: &str) -> usize {
 /// Prints `rows` under `header`, each column as wide as its widest cell in terminal
 /// columns, cells escaped; a row of a header's width only, `(none)` when there are
 /// no rows.
-pub fn print(header: &[&str], rows: &[Vec<String>]) {
+pub(crate) fn print(header: &[&str], rows: &[Vec<String>]) {
     for line in lines(header, rows) {
         println!("{line}");
     }

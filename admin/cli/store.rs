@@ -1,20 +1,23 @@
 //! The commands that read or change a store: `migrate`, `doctor`, `jobs`, `runs`,
-//! `nodes`, `executors`. They talk to the store directly (no scheduler node is
-//! started), through the same operations a `Scheduler` uses.
+//! `nodes`, `executors`, `alarms`. They talk to the store directly (no scheduler
+//! node is started); every change goes through the operations layer as
+//! `cli:$USER`, validated against the configuration file when one is read.
 
 use super::{Failure, Outcome, print_json, table};
+use crate::admin::views::JobView;
+use crate::executors::RemoteGroup;
+use crate::ops::{Actor, Doctor, Ops, RunKiller};
+use crate::prelude::*;
+use crate::store::{AlarmChange, JobQuery, JobStore};
+use crate::{RunQuery, RunRecord, RunStatus, Timestamp};
 use clap::{Args, Subcommand};
-use jobwheel::admin::views::JobView;
-use jobwheel::prelude::*;
-use jobwheel::store::admin::{self, Doctor};
-use jobwheel::store::{JobQuery, JobStore};
-use jobwheel::{RunQuery, RunStatus, Timestamp};
 use serde_json::json;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
-pub enum JobsCommand {
+pub(crate) enum JobsCommand {
     /// Jobs in id order.
     List {
         /// At most this many (1-10000).
@@ -39,6 +42,14 @@ pub enum JobsCommand {
     },
     /// Removes a job (its runs stay in the log).
     Rm { id: String },
+    /// Creates a copy of a job under another id (its schedule starts afresh); exit 1
+    /// when a job with that id exists.
+    Copy {
+        id: String,
+        /// The copy's id.
+        #[arg(long)]
+        to: String,
+    },
     /// Creates a job from its JSON definition (`-` reads standard input); exit 1
     /// when a job with its id exists.
     Add {
@@ -61,7 +72,7 @@ fn read_job(file: &str) -> Result<Job, Failure> {
 }
 
 /// The text of `file` (`-`: standard input).
-pub fn read_definition(file: &str) -> Result<String, Failure> {
+pub(crate) fn read_definition(file: &str) -> Result<String, Failure> {
     if file == "-" {
         std::io::read_to_string(std::io::stdin())
             .map_err(|e| Failure::Usage(format!("cannot read standard input: {e}")))
@@ -72,44 +83,70 @@ pub fn read_definition(file: &str) -> Result<String, Failure> {
 }
 
 /// Reads `--payload`: JSON text. Exit 2 naming the option when it is not JSON.
-pub fn parse_payload(text: &str) -> Result<serde_json::Value, Failure> {
+pub(crate) fn parse_payload(text: &str) -> Result<serde_json::Value, Failure> {
     serde_json::from_str(text).map_err(|e| Failure::Usage(format!("--payload is not JSON: {e}")))
 }
 
-/// Who the audit log names for a change made from this command line.
-fn actor() -> String {
-    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
-    format!("cli:{user}")
+/// Who the audit log names for a change made from this command line: `cli:` and
+/// the operating system's user.
+pub(crate) fn actor() -> Actor {
+    Actor::cli(&std::env::var("USER").unwrap_or_else(|_| "unknown".into()))
 }
 
-/// Appends an audit entry for a change made from the command line.
-async fn audit(
-    store: &Arc<dyn JobStore>,
-    action: &str,
-    target: &str,
-    before: Option<serde_json::Value>,
-    after: Option<serde_json::Value>,
-) -> Outcome {
-    let entry = jobwheel::AuditEntry {
-        actor: actor(),
-        action: action.into(),
-        target: target.into(),
-        before,
-        after,
-    };
-    store.append_audit(&entry).await.map_err(|e| {
-        Failure::Failed(format!(
-            "the change was made, but its audit entry could not be written: {e}"
-        ))
-    })
+/// Kills runs through the executor groups of the configuration file (their
+/// instances, found in the store's registry, signed with the group's secret).
+struct GroupKiller(HashMap<String, RemoteGroup>);
+
+#[async_trait::async_trait]
+impl RunKiller for GroupKiller {
+    async fn kill(&self, run: &RunRecord, job: Option<&Job>) -> crate::Result<Vec<String>> {
+        match job
+            .and_then(Job::remote)
+            .and_then(|t| self.0.get(t.group()))
+        {
+            Some(group) => group.kill_everywhere(run.id.0, run.token).await,
+            None => Ok(Vec::new()),
+        }
+    }
 }
 
-fn definition(job: &Job) -> Option<serde_json::Value> {
-    serde_json::to_value(job).ok()
+/// The command line's operations on `store`: the payload limit of `config` (the
+/// default without one), and its executor groups to kill runs with.
+pub(crate) fn ops(
+    store: Arc<dyn JobStore>,
+    config: Option<&crate::admin::ServerConfig>,
+) -> Result<Ops, Failure> {
+    let mut ops = Ops::new(store.clone());
+    if let Some(c) = config {
+        let mut groups = HashMap::new();
+        for g in &c.groups {
+            let group = if g.addresses.is_empty() {
+                RemoteGroup::registered(&g.name, &g.secret.0)?
+            } else {
+                RemoteGroup::fixed(&g.name, &g.secret.0, &g.addresses)?
+            };
+            group.attach(store.clone());
+            groups.insert(g.name.clone(), group);
+        }
+        ops = ops
+            .max_payload_bytes(c.max_payload_bytes)
+            .killer(Arc::new(GroupKiller(groups)));
+    }
+    Ok(ops)
+}
+
+/// A change to one run.
+#[derive(Subcommand, Debug)]
+pub(crate) enum RunsCommand {
+    /// Stops a running run on the executor instances of its group (against a store,
+    /// the group's secret comes from the configuration file).
+    Kill { id: i64 },
 }
 
 #[derive(Args, Debug)]
-pub struct RunsArgs {
+pub(crate) struct RunsArgs {
+    #[command(subcommand)]
+    pub(crate) action: Option<RunsCommand>,
     /// Only this job's runs.
     #[arg(long)]
     pub job: Option<String>,
@@ -123,14 +160,14 @@ pub struct RunsArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct ExecutorsArgs {
+pub(crate) struct ExecutorsArgs {
     /// Only this group's instances.
     #[arg(long)]
     pub group: Option<String>,
 }
 
 /// Connects to the store at `url`; runs pending migrations only when `migrate`.
-pub async fn open(
+pub(crate) async fn open(
     url: &str,
     prefix: Option<String>,
     migrate: bool,
@@ -163,7 +200,7 @@ fn time(t: Option<Timestamp>) -> String {
     t.map_or_else(|| "-".to_string(), |t| t.to_string())
 }
 
-pub async fn migrated(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
+pub(crate) async fn migrated(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
     if json {
         return print_json(&json!({"store": store.name(), "migrated": true}));
     }
@@ -171,7 +208,7 @@ pub async fn migrated(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
     Ok(())
 }
 
-pub async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
+pub(crate) async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
     let before = Timestamp::now();
     let store_now = store.now().await?;
     let after = Timestamp::now();
@@ -190,7 +227,7 @@ pub async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
     let schema_ok = schema.is_none_or(|v| v.found == Some(v.known));
     let healthy = found.is_healthy() && silent.is_empty() && skew_ms.abs() < 1_000 && schema_ok;
     if json {
-        let corrupt = |rows: &[jobwheel::store::CorruptRow]| {
+        let corrupt = |rows: &[crate::store::CorruptRow]| {
             rows.iter()
                 .map(|r| json!({"kind": r.kind, "id": r.id, "reason": r.reason}))
                 .collect::<Vec<_>>()
@@ -252,7 +289,9 @@ pub async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
     }
 }
 
-pub async fn jobs(store: &Arc<dyn JobStore>, command: JobsCommand, json: bool) -> Outcome {
+pub(crate) async fn jobs(ops: &Ops, command: JobsCommand, json: bool) -> Outcome {
+    let store = ops.store();
+    let who = actor();
     let done = |what: &str, id: &str| -> Outcome {
         if json {
             print_json(&json!({"job": id, "done": what}))
@@ -330,73 +369,43 @@ pub async fn jobs(store: &Arc<dyn JobStore>, command: JobsCommand, json: bool) -
             Ok(())
         }
         JobsCommand::Pause { id } => {
-            store.set_enabled(&job_id(&id)?, false, None).await?;
-            audit(store, "job.pause", &id, None, None).await?;
+            ops.pause(&who, &job_id(&id)?).await?;
             done("paused", &id)
         }
         JobsCommand::Resume { id } => {
-            admin::resume(&**store, &job_id(&id)?).await?;
-            audit(store, "job.resume", &id, None, None).await?;
+            ops.resume(&who, &job_id(&id)?).await?;
             done("resumed", &id)
         }
         JobsCommand::Trigger { id, payload } => {
             let payload = payload.as_deref().map(parse_payload).transpose()?;
-            let max = jobwheel::job::DEFAULT_MAX_PAYLOAD_BYTES;
-            admin::trigger_now(&**store, &job_id(&id)?, payload.as_ref(), max).await?;
-            let after = payload.map(|p| serde_json::json!({ "next_payload": p }));
-            audit(store, "job.trigger", &id, None, after).await?;
+            ops.trigger(&who, &job_id(&id)?, payload).await?;
             done("triggered", &id)
         }
         JobsCommand::Rm { id } => {
-            let before = store.get(&job_id(&id)?).await?;
-            if !store.remove(&job_id(&id)?).await? {
+            if !ops.remove(&who, &job_id(&id)?).await? {
                 return Err(Failure::NotFound(format!("no job {id:?}")));
             }
-            let before = before.and_then(|r| definition(&r.job));
-            audit(store, "job.remove", &id, before, None).await?;
             done("removed", &id)
+        }
+        JobsCommand::Copy { id, to } => {
+            if ops.copy(&who, &job_id(&id)?, &to).await? == crate::UpsertOutcome::Kept {
+                return Err(Failure::Failed(format!("job {to:?} exists")));
+            }
+            done("copied", &to)
         }
         JobsCommand::Add { file } => {
             let job = read_job(&file)?;
-            let next = admin::first_fire(&job, store.now().await?)?;
-            if store.create(&job, next).await? == jobwheel::UpsertOutcome::Kept {
+            let id = job.id().to_string();
+            if ops.create(&who, job).await? == crate::UpsertOutcome::Kept {
                 return Err(Failure::Failed(format!(
-                    "job {:?} exists; edit it instead",
-                    job.id().as_str()
+                    "job {id:?} exists; edit it instead"
                 )));
             }
-            audit(
-                store,
-                "job.create",
-                job.id().as_str(),
-                None,
-                definition(&job),
-            )
-            .await?;
-            done("added", job.id().as_str())
+            done("added", &id)
         }
         JobsCommand::Edit { id, file } => {
             let job = read_job(&file)?;
-            if job.id().as_str() != id {
-                return Err(Failure::Usage(format!(
-                    "invalid job.id {:?}: the definition must keep the id {id:?}",
-                    job.id().as_str()
-                )));
-            }
-            let before = store
-                .get(&job_id(&id)?)
-                .await?
-                .ok_or_else(|| Failure::NotFound(format!("no job {id:?}")))?;
-            let next = admin::first_fire(&job, store.now().await?)?;
-            store.upsert(&job, next).await?;
-            audit(
-                store,
-                "job.update",
-                &id,
-                definition(&before.job),
-                definition(&job),
-            )
-            .await?;
+            ops.update(&who, &job_id(&id)?, job).await?;
             done("updated", &id)
         }
     }
@@ -408,7 +417,6 @@ fn schedule(s: &Schedule) -> String {
         Schedule::Cron(c) => format!("cron {} {}", c.expr().as_str(), c.zone().name()),
         Schedule::Interval { every, .. } => format!("every {}", humantime(*every)),
         Schedule::Once { at } => format!("once {at}"),
-        _ => "?".to_string(),
     }
 }
 
@@ -416,7 +424,16 @@ fn humantime(d: Duration) -> String {
     humantime_serde::re::humantime::format_duration(d).to_string()
 }
 
-pub async fn runs(store: &Arc<dyn JobStore>, args: &RunsArgs, json: bool) -> Outcome {
+pub(crate) async fn runs(ops: &Ops, args: &RunsArgs, json: bool) -> Outcome {
+    let store = ops.store();
+    if let Some(RunsCommand::Kill { id }) = &args.action {
+        let killed = ops.kill(&actor(), crate::RunId(*id)).await?;
+        if json {
+            return print_json(&json!({"run": id, "killed_on": killed}));
+        }
+        println!("killed run {id} on {}", table::escape(&killed.join(", ")));
+        return Ok(());
+    }
     let mut query = RunQuery::new().limit(limit("limit", args.limit)?);
     if let Some(job) = &args.job {
         query = query.job(job_id(job)?);
@@ -459,7 +476,7 @@ pub async fn runs(store: &Arc<dyn JobStore>, args: &RunsArgs, json: bool) -> Out
     Ok(())
 }
 
-pub async fn nodes(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
+pub(crate) async fn nodes(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
     let page = store.nodes().await?;
     if json {
         return print_json(&page.items);
@@ -485,7 +502,11 @@ pub async fn nodes(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
     Ok(())
 }
 
-pub async fn executors(store: &Arc<dyn JobStore>, args: &ExecutorsArgs, json: bool) -> Outcome {
+pub(crate) async fn executors(
+    store: &Arc<dyn JobStore>,
+    args: &ExecutorsArgs,
+    json: bool,
+) -> Outcome {
     let page = store.executors(args.group.as_deref()).await?;
     if json {
         return print_json(&page.items);
@@ -518,8 +539,19 @@ pub async fn executors(store: &Arc<dyn JobStore>, args: &ExecutorsArgs, json: bo
     Ok(())
 }
 
+/// An operator's change to one alarm event.
+#[derive(Subcommand, Debug)]
+pub(crate) enum AlarmsCommand {
+    /// Delivers a pending or failed event again now.
+    Retry { id: i64 },
+    /// Never delivers a pending or failed event.
+    Discard { id: i64 },
+}
+
 #[derive(Args, Debug)]
-pub struct AlarmsArgs {
+pub(crate) struct AlarmsArgs {
+    #[command(subcommand)]
+    pub(crate) action: Option<AlarmsCommand>,
     /// Only events with this status (`pending`, `sending`, `sent`, `failed`,
     /// `not_needed`).
     #[arg(long)]
@@ -529,17 +561,33 @@ pub struct AlarmsArgs {
     pub limit: usize,
 }
 
-pub async fn alarms(store: &Arc<dyn JobStore>, args: &AlarmsArgs, json: bool) -> Outcome {
+pub(crate) async fn alarms(ops: &Ops, args: &AlarmsArgs, json: bool) -> Outcome {
+    let store = ops.store();
+    if let Some(action) = &args.action {
+        let (change, done) = match action {
+            AlarmsCommand::Retry { id } => (AlarmChange::Retry(crate::AlarmId(*id)), "retried"),
+            AlarmsCommand::Discard { id } => {
+                (AlarmChange::Discard(crate::AlarmId(*id)), "discarded")
+            }
+        };
+        ops.alarm_change(&actor(), change).await?;
+        let id = change.id().0;
+        if json {
+            return print_json(&json!({"alarm": id, "done": done}));
+        }
+        println!("{done} alarm {id}");
+        return Ok(());
+    }
     let status = args
         .status
         .as_deref()
         .map(|s| {
-            jobwheel::AlarmStatus::parse(s).ok_or_else(|| {
+            crate::AlarmStatus::parse(s).ok_or_else(|| {
                 Failure::Usage(format!("invalid --status {s:?}: not an alarm status"))
             })
         })
         .transpose()?;
-    let query = jobwheel::AlarmQuery::new(limit("limit", args.limit)?).status(status);
+    let query = crate::AlarmQuery::new(limit("limit", args.limit)?).status(status);
     let items = store.alarms(&query).await?;
     if json {
         return print_json(&items);

@@ -3,13 +3,13 @@
 //! from `croner` — the preview the admin API and the console show.
 
 use super::{Failure, Outcome, print_json, table};
+use crate::Timestamp;
+use crate::admin::cron::preview;
 use chrono::DateTime;
 use clap::Args;
-use jobwheel::Timestamp;
-use jobwheel::admin::cron::preview;
 
 #[derive(Args, Debug)]
-pub struct CronArgs {
+pub(crate) struct CronArgs {
     /// The expression: Quartz (`sec min hour dom month dow [year]`) or Unix
     /// (`min hour dom month dow`).
     expr: String,
@@ -24,7 +24,7 @@ pub struct CronArgs {
     after: Option<String>,
 }
 
-pub fn run(args: &CronArgs, json: bool) -> Outcome {
+pub(crate) fn run(args: &CronArgs, json: bool) -> Outcome {
     let after = match &args.after {
         None => Timestamp::now(),
         Some(text) => DateTime::parse_from_rfc3339(text)
@@ -32,7 +32,7 @@ pub fn run(args: &CronArgs, json: bool) -> Outcome {
             .map_err(|e| Failure::Usage(format!("invalid --after {text:?}: {e}")))?,
     };
     let preview = preview(&args.expr, &args.zone, after, args.next).map_err(|e| match e {
-        jobwheel::Error::Invalid {
+        crate::Error::Invalid {
             field: "next",
             value,
             reason,
@@ -57,7 +57,7 @@ pub fn run(args: &CronArgs, json: bool) -> Outcome {
     if preview.fires.len() < args.next {
         println!(
             "no more fires before the end of {}",
-            jobwheel::schedule::MAX_YEAR
+            crate::schedule::MAX_YEAR
         );
     }
     Ok(())

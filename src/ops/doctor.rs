@@ -1,0 +1,45 @@
+//! [`Doctor`]: a scan for stored rows the store cannot read.
+
+use crate::error::Result;
+use crate::job::JobId;
+use crate::store::{CorruptRow, JobQuery, JobStore};
+
+/// What a scan of the store found: every stored row it could not read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Doctor {
+    /// Job rows skipped by every scan (they never fire until repaired or removed).
+    pub jobs: Vec<CorruptRow>,
+    /// Node rows skipped.
+    pub nodes: Vec<CorruptRow>,
+}
+
+impl Doctor {
+    /// Reads every job and node row of `store` and keeps those it cannot read.
+    pub async fn scan(store: &dyn JobStore) -> Result<Doctor> {
+        let mut doctor = Doctor::default();
+        let mut query = JobQuery::new(1000);
+        loop {
+            let page = store.list(&query).await?;
+            let last = page
+                .corrupt
+                .iter()
+                .filter_map(|c| JobId::new(&c.id).ok())
+                .chain(page.items.iter().map(|r| r.job.id().clone()))
+                .max();
+            let full = page.rows() >= query.effective_limit();
+            doctor.jobs.extend(page.corrupt);
+            match last {
+                Some(id) if full => query = query.after(Some(id)),
+                _ => break,
+            }
+        }
+        doctor.nodes = store.nodes().await?.corrupt;
+        Ok(doctor)
+    }
+
+    /// Whether every row could be read.
+    pub fn is_healthy(&self) -> bool {
+        self.jobs.is_empty() && self.nodes.is_empty()
+    }
+}

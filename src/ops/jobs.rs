@@ -1,0 +1,320 @@
+//! The operations on jobs: upsert, create, update, copy, remove, pause, resume,
+//! trigger.
+
+use super::{Actor, Ops, entry};
+use crate::error::{Error, Result};
+use crate::job::{Job, JobId};
+use crate::record::{FireContext, FireState, JobRecord, TriggerKind, UpsertOutcome};
+use crate::store::{Applied, JobChange};
+use crate::time::Timestamp;
+use serde::Serialize;
+use serde_json::Value;
+
+/// A job's state as the audit log records it before and after a change: its
+/// definition (the JSON that creates it) and its next fire.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobSnapshot {
+    /// The definition.
+    pub job: Job,
+    /// Its next fire; `None` when nothing is left to fire.
+    pub next: Option<FireState>,
+}
+
+impl JobSnapshot {
+    /// The state of a stored job.
+    pub fn of(rec: &JobRecord) -> JobSnapshot {
+        JobSnapshot {
+            job: (*rec.job).clone(),
+            next: rec.next.clone(),
+        }
+    }
+
+    fn json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// The executor group of a job (`None`: one run by a scheduler's own handlers).
+pub(super) fn group_of(job: &Job) -> Option<&str> {
+    job.remote().map(|t| t.group())
+}
+
+/// The first fire of `job` after `now` (the store's clock), as a job is stored.
+///
+/// Errors: [`Error::Invalid`] naming `job.schedule` for a cron expression that never
+/// fires again (`0 0 0 30 2 ?`, or a year list in the past).
+pub fn first_fire(job: &Job, now: Timestamp) -> Result<Option<Timestamp>> {
+    let next = job.schedule().first_fire(now);
+    if let (None, crate::schedule::Schedule::Cron(c)) = (next, job.schedule()) {
+        return Err(Error::invalid(
+            "job.schedule",
+            c.expr().to_string(),
+            format!("never fires after {now}; remove the job instead"),
+        ));
+    }
+    Ok(next)
+}
+
+/// How a job is stored: created if absent, or created or replaced.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Store {
+    Create,
+    Upsert,
+}
+
+impl Ops {
+    /// The stored job `id` as `actor` may see it.
+    ///
+    /// Errors: [`Error::NotFound`], also for a job of a group the actor is not
+    /// limited to (it does not learn the job exists).
+    pub async fn visible(&self, actor: &Actor, id: &JobId) -> Result<JobRecord> {
+        match self.store.get(id).await? {
+            Some(r) if actor.sees(group_of(&r.job)) => Ok(r),
+            _ => Err(Error::not_found("job", id)),
+        }
+    }
+
+    /// Refuses a job the actor may not place ([`Error::Forbidden`]).
+    fn may_place(actor: &Actor, job: &Job) -> Result<()> {
+        if actor.sees(group_of(job)) {
+            return Ok(());
+        }
+        Err(Error::Forbidden {
+            reason: format!(
+                "{} may not act on jobs of {}",
+                actor.name(),
+                group_of(job).map_or("local handlers".to_string(), |g| format!("group {g}"))
+            ),
+        })
+    }
+
+    /// Checks `job` against the configuration in force and computes its first fire
+    /// on the store's clock.
+    async fn checked(&self, job: &Job) -> Result<Option<Timestamp>> {
+        job.check_payload(self.max_payload_bytes)?;
+        if let Some(v) = &self.validator {
+            v(job)?;
+        }
+        let now = self.store.now().await?;
+        first_fire(job, now)
+    }
+
+    /// Stores `job` (`how`), audited as `action` with `before` as the prior state.
+    async fn store_job(
+        &self,
+        actor: &Actor,
+        job: Job,
+        how: Store,
+        before: Option<&JobRecord>,
+        action: &str,
+    ) -> Result<UpsertOutcome> {
+        Self::may_place(actor, &job)?;
+        let next = self.checked(&job).await?;
+        let after = JobSnapshot {
+            job: job.clone(),
+            next: next.map(FireState::scheduled),
+        };
+        let audit = entry(
+            actor,
+            action,
+            job.id().as_str(),
+            before.map(|b| JobSnapshot::of(b).json()),
+            Some(after.json()),
+        );
+        let change = match how {
+            Store::Create => JobChange::Create { job, next },
+            Store::Upsert => JobChange::Upsert { job, next },
+        };
+        let out = self
+            .store
+            .apply(&change, Some(&audit))
+            .await?
+            .upsert_outcome();
+        if matches!(out, UpsertOutcome::Created | UpsertOutcome::Updated) {
+            self.changed();
+        }
+        Ok(out)
+    }
+
+    /// Creates or replaces `job` (idempotent for an unchanged definition).
+    ///
+    /// Errors: [`Error::Invalid`] naming `job.payload` over the payload limit, or
+    /// `job.schedule` for a cron expression that never fires again; the validator's
+    /// error ([`Error::UnknownHandler`] on a scheduler without the job's handler);
+    /// [`Error::Forbidden`] for a job of a group the actor may not place;
+    /// [`Error::NotFound`] when the id belongs to a job the actor does not see.
+    /// Nothing is written then.
+    pub async fn upsert(&self, actor: &Actor, job: Job) -> Result<UpsertOutcome> {
+        let before = self.store.get(job.id()).await?;
+        if let Some(b) = &before
+            && !actor.sees(group_of(&b.job))
+        {
+            return Err(Error::not_found("job", job.id()));
+        }
+        self.store_job(actor, job, Store::Upsert, before.as_ref(), "job.upsert")
+            .await
+    }
+
+    /// Creates `job` unless one with its id exists: [`UpsertOutcome::Created`], or
+    /// [`UpsertOutcome::Kept`] with the existing job left exactly as it was (nothing
+    /// audited then).
+    ///
+    /// Errors: as [`upsert`](Self::upsert).
+    pub async fn create(&self, actor: &Actor, job: Job) -> Result<UpsertOutcome> {
+        self.store_job(actor, job, Store::Create, None, "job.create")
+            .await
+    }
+
+    /// Replaces the definition of the existing job `id` with `job`.
+    ///
+    /// Errors: [`Error::Invalid`] naming `job.id` when `job` has another id; and as
+    /// [`upsert`](Self::upsert), [`Error::NotFound`] when there is no such job.
+    pub async fn update(&self, actor: &Actor, id: &JobId, job: Job) -> Result<UpsertOutcome> {
+        if job.id() != id {
+            return Err(Error::invalid(
+                "job.id",
+                job.id(),
+                format!("must be the job's id ({id}); copy a job to change its id"),
+            ));
+        }
+        let before = self.visible(actor, id).await?;
+        self.store_job(actor, job, Store::Upsert, Some(&before), "job.update")
+            .await
+    }
+
+    /// Creates a copy of job `from` under the id `to` (its definition, with its
+    /// schedule starting afresh).
+    ///
+    /// Errors: [`Error::Invalid`] naming `job.id` for an id not allowed;
+    /// [`Error::NotFound`] for `from`; and as [`create`](Self::create) (a copy onto an
+    /// existing id is [`UpsertOutcome::Kept`]).
+    pub async fn copy(&self, actor: &Actor, from: &JobId, to: &str) -> Result<UpsertOutcome> {
+        let source = self.visible(actor, from).await?;
+        let mut def = serde_json::to_value(&*source.job)
+            .map_err(|e| Error::invalid("job", from, e.to_string()))?;
+        def["id"] = Value::String(to.to_string());
+        let job = Job::from_json(&def.to_string())?;
+        self.store_job(actor, job, Store::Create, None, "job.copy")
+            .await
+    }
+
+    /// Removes job `id` (its runs stay in the log). Returns whether it existed (as
+    /// the actor sees it).
+    pub async fn remove(&self, actor: &Actor, id: &JobId) -> Result<bool> {
+        let before = match self.visible(actor, id).await {
+            Ok(b) => b,
+            Err(Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let audit = entry(
+            actor,
+            "job.remove",
+            id.as_str(),
+            Some(JobSnapshot::of(&before).json()),
+            None,
+        );
+        let change = JobChange::Remove { id: id.clone() };
+        Ok(matches!(
+            self.store.apply(&change, Some(&audit)).await?,
+            Applied::Removed(true)
+        ))
+    }
+
+    /// Applies a pause, resume or trigger of `before`, audited as `action` with
+    /// `after` as the new state; returns the job as stored after it.
+    async fn act(
+        &self,
+        actor: &Actor,
+        before: &JobRecord,
+        change: JobChange,
+        after: JobSnapshot,
+        action: &str,
+    ) -> Result<JobRecord> {
+        let id = before.job.id();
+        let audit = entry(
+            actor,
+            action,
+            id.as_str(),
+            Some(JobSnapshot::of(before).json()),
+            Some(after.json()),
+        );
+        self.store.apply(&change, Some(&audit)).await?;
+        self.changed();
+        self.store
+            .get(id)
+            .await?
+            .ok_or_else(|| Error::not_found("job", id))
+    }
+
+    /// Pauses job `id`: it fires no more until resumed (a run in progress finishes).
+    /// Returns the job as stored after it.
+    ///
+    /// Errors: [`Error::NotFound`].
+    pub async fn pause(&self, actor: &Actor, id: &JobId) -> Result<JobRecord> {
+        let before = self.visible(actor, id).await?;
+        let after = JobSnapshot {
+            job: before.job.with_enabled(false),
+            next: before.next.clone(),
+        };
+        let change = JobChange::Pause { id: id.clone() };
+        self.act(actor, &before, change, after, "job.pause").await
+    }
+
+    /// Resumes job `id` from its next fire after the store's now (a one-shot: its
+    /// instant); a job that is not paused is left as it is. Returns the job as stored
+    /// after it.
+    ///
+    /// Errors: [`Error::NotFound`].
+    pub async fn resume(&self, actor: &Actor, id: &JobId) -> Result<JobRecord> {
+        let before = self.visible(actor, id).await?;
+        let now = self.store.now().await?;
+        let next = before
+            .job
+            .schedule()
+            .first_fire(now)
+            .map(FireState::scheduled);
+        let after = if before.job.enabled() {
+            JobSnapshot::of(&before)
+        } else {
+            JobSnapshot {
+                job: before.job.with_enabled(true),
+                next: next.clone(),
+            }
+        };
+        let change = JobChange::Resume {
+            id: id.clone(),
+            next,
+        };
+        self.act(actor, &before, change, after, "job.resume").await
+    }
+
+    /// Makes job `id` due now on the store's clock (trigger `manual`); it runs once
+    /// any run in progress has finished. With `payload`, that fire (and its retries)
+    /// runs with it in place of the job's payload; the definition is unchanged.
+    /// Returns the job as stored after it.
+    ///
+    /// Errors: [`Error::Invalid`] naming `payload` when it nests too deep or exceeds
+    /// the payload limit; [`Error::NotFound`]. Nothing is written then.
+    pub async fn trigger(
+        &self,
+        actor: &Actor,
+        id: &JobId,
+        payload: Option<Value>,
+    ) -> Result<JobRecord> {
+        if let Some(p) = &payload {
+            crate::job::check_payload_value("payload", p, self.max_payload_bytes)?;
+        }
+        let before = self.visible(actor, id).await?;
+        let now = self.store.now().await?;
+        let fire = FireState::fresh(now, TriggerKind::Manual, FireContext::with_payload(payload));
+        let after = JobSnapshot {
+            job: (*before.job).clone(),
+            next: Some(fire.clone()),
+        };
+        let change = JobChange::Trigger {
+            id: id.clone(),
+            fire,
+        };
+        self.act(actor, &before, change, after, "job.trigger").await
+    }
+}
