@@ -106,6 +106,10 @@ pub struct ServerConfig {
     /// field.
     #[serde(default = "default_max_payload")]
     pub max_payload_bytes: usize,
+    /// How often the server's scheduler node polls the store for due fires (default
+    /// 1 s, 10 ms to 1 min). A change through this server's API wakes it at once.
+    #[serde(default = "default_poll_interval", with = "humantime_serde")]
+    pub poll_interval: Duration,
     /// How long audit entries are kept (default 365 days).
     #[serde(default = "default_audit_retention", with = "humantime_serde")]
     pub audit_retention: Duration,
@@ -295,6 +299,9 @@ fn default_max_body() -> usize {
 fn default_max_payload() -> usize {
     crate::job::DEFAULT_MAX_PAYLOAD_BYTES
 }
+fn default_poll_interval() -> Duration {
+    Duration::from_secs(1)
+}
 fn default_audit_retention() -> Duration {
     Duration::from_secs(365 * 86_400)
 }
@@ -311,6 +318,7 @@ impl Default for ServerConfig {
             secure_cookies: false,
             max_body_bytes: default_max_body(),
             max_payload_bytes: default_max_payload(),
+            poll_interval: default_poll_interval(),
             audit_retention: default_audit_retention(),
             users: Vec::new(),
             tokens: Vec::new(),
@@ -382,6 +390,10 @@ impl ServerConfig {
                 Error::invalid("JOBWHEEL_MAX_BODY_BYTES", &v, "must be a number of bytes")
             })?;
         }
+        if let Some(v) = var("JOBWHEEL_POLL_INTERVAL") {
+            self.poll_interval = humantime_serde::re::humantime::parse_duration(&v)
+                .map_err(|e| Error::invalid("JOBWHEEL_POLL_INTERVAL", &v, e.to_string()))?;
+        }
         if let Some(v) = var("JOBWHEEL_MAX_PAYLOAD_BYTES") {
             self.max_payload_bytes = v.parse().map_err(|_| {
                 Error::invalid(
@@ -433,6 +445,13 @@ impl ServerConfig {
                 "max_payload_bytes",
                 self.max_payload_bytes,
                 format!("must be 1-{} (max_body_bytes)", self.max_body_bytes),
+            ));
+        }
+        if !(Duration::from_millis(10)..=Duration::from_secs(60)).contains(&self.poll_interval) {
+            return Err(Error::invalid(
+                "poll_interval",
+                humantime_serde::re::humantime::format_duration(self.poll_interval),
+                "must be 10 ms to 1 min",
             ));
         }
         if self.audit_retention < Duration::from_secs(day) {

@@ -97,6 +97,7 @@ impl Server {
             }
             let node = crate::engine::SchedulerConfig {
                 max_payload_bytes: config.max_payload_bytes,
+                poll_interval: config.poll_interval,
                 ..Default::default()
             };
             Some(b.config(node).build()?.start().await?)

@@ -294,7 +294,8 @@ impl Ops {
     /// Returns the job as stored after it.
     ///
     /// Errors: [`Error::Invalid`] naming `payload` when it nests too deep or exceeds
-    /// the payload limit; [`Error::NotFound`]. Nothing is written then.
+    /// the payload limit; [`Error::NotFound`]; [`Error::Conflict`] when the job is
+    /// paused (a paused job never fires: resume it first). Nothing is written then.
     pub async fn trigger(
         &self,
         actor: &Actor,
@@ -305,6 +306,13 @@ impl Ops {
             crate::job::check_payload_value("payload", p, self.max_payload_bytes)?;
         }
         let before = self.visible(actor, id).await?;
+        if !before.job.enabled() {
+            return Err(super::conflict(
+                "job",
+                id,
+                "it is paused: resume it to run it",
+            ));
+        }
         let now = self.store.now().await?;
         let fire = FireState::fresh(now, TriggerKind::Manual, FireContext::with_payload(payload));
         let after = JobSnapshot {

@@ -9,3 +9,4 @@ mod admin_api;
 mod cli;
 mod cli_serve;
 mod console;
+mod doors;

@@ -228,3 +228,52 @@ async fn payload_overrides_become_contexts_on_upgrade() {
     .await;
     drop_tables(&url, &p).await;
 }
+
+/// A change whose audit entry cannot be written is not made: with the audit table
+/// refusing every insert, an upsert, a pause, a trigger and a removal through the
+/// operations layer each fail, and the job is exactly as it was.
+#[tokio::test]
+async fn a_change_whose_audit_entry_fails_is_not_made() {
+    use jobwheel::ops::{Actor, Ops};
+    use jobwheel::{Job, Schedule};
+    let Some(url) = url() else { return };
+    let p = prefix("auditfail");
+    let store = open(&url, &p).await;
+    let pool = store.pool().clone();
+    let ops = Ops::new(Arc::new(store.clone()));
+    let actor = Actor::user("ada");
+    let job = Job::builder(
+        "audited",
+        "noop",
+        Schedule::cron("0 0 9 * * ?", "UTC").unwrap(),
+    )
+    .build()
+    .unwrap();
+    ops.create(&actor, job.clone()).await.unwrap();
+    let before = jobwheel::store::Jobs::get(&store, job.id())
+        .await
+        .unwrap()
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "ALTER TABLE public.{p}audit ADD CONSTRAINT refuse_all CHECK (false) NOT VALID"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let changed = job
+        .to_builder()
+        .payload(serde_json::json!({"v": 2}))
+        .build()
+        .unwrap();
+    let id = job.id();
+    assert!(ops.upsert(&actor, changed).await.is_err(), "upsert");
+    assert!(ops.pause(&actor, id).await.is_err(), "pause");
+    assert!(ops.trigger(&actor, id, None).await.is_err(), "trigger");
+    assert!(ops.remove(&actor, id).await.is_err(), "remove");
+    let after = jobwheel::store::Jobs::get(&store, id)
+        .await
+        .unwrap()
+        .expect("the job is still there");
+    assert_eq!(after, before, "nothing changed");
+    drop_tables(&url, &p).await;
+}
