@@ -20,6 +20,7 @@ mod client;
 mod dispatch;
 mod group;
 mod members;
+mod openapi;
 pub mod protocol;
 mod registry;
 pub mod routing;
@@ -29,6 +30,7 @@ mod signed;
 mod tls;
 
 pub use group::{RemoteGroup, RemoteGroupConfig};
+pub use openapi::openapi;
 pub use registry::{RegistryServer, RegistryServerBuilder};
 pub use server::{
     ExecutorServer, ExecutorServerBuilder, MAX_LINE_BYTES, MAX_RESULT_WAIT, RUN_SPAN, RunLogLayer,

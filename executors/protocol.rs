@@ -62,14 +62,14 @@ pub const REGISTER: &str = "/v1/registry/beat";
 pub const LEAVE: &str = "/v1/registry/leave";
 
 /// A registration endpoint's answer to a beat.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Registered {
     /// The beat's time on the store's clock (unix ms): liveness is judged on it.
     pub at: i64,
 }
 
 /// Removes an instance from its group.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LeaveRequest {
     /// The group.
     pub group: String,
@@ -78,14 +78,14 @@ pub struct LeaveRequest {
 }
 
 /// Whether a leave found the registration.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Left {
     /// It was registered, and is no longer.
     pub removed: bool,
 }
 
 /// An instance's answer to a beat.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Beat {
     /// The instance's name (unique in its group).
     pub instance: String,
@@ -102,21 +102,21 @@ pub struct Beat {
 }
 
 /// Asks whether a job is running on the instance.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IdleBeatRequest {
     /// The job.
     pub job_id: String,
 }
 
 /// Whether the instance is idle for a job.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IdleBeat {
     /// No run of the job is running or queued there, and a slot is free.
     pub idle: bool,
 }
 
 /// One run to execute.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunRequest {
     /// The run's id in the scheduler's store.
     pub run_id: i64,
@@ -157,7 +157,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// Asks for a run's state, waiting up to `wait_ms` for it to end.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResultRequest {
     /// The run.
     pub run_id: i64,
@@ -172,7 +172,7 @@ pub struct ResultRequest {
 }
 
 /// Where a run stands on the instance.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// Waiting behind a run of the same job.
@@ -184,7 +184,7 @@ pub enum Phase {
 }
 
 /// A run's state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunState {
     /// The run.
     pub run_id: i64,
@@ -196,7 +196,7 @@ pub struct RunState {
 }
 
 /// How a run ended on the instance.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RemoteOutcome {
     /// `succeeded`, `failed`, `timed_out`, `cancelled` or `panicked`.
     pub status: String,
@@ -210,7 +210,7 @@ pub struct RemoteOutcome {
 }
 
 /// Cancels a run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KillRequest {
     /// The run.
     pub run_id: i64,
@@ -222,14 +222,14 @@ pub struct KillRequest {
 }
 
 /// Whether a kill found the run queued or running.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KillReply {
     /// The run was cancelled by this request.
     pub killed: bool,
 }
 
 /// Asks for a run's log lines from `offset`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LogRequest {
     /// The run.
     pub run_id: i64,
@@ -251,7 +251,7 @@ fn default_log_limit() -> usize {
 }
 
 /// A stretch of a run's log.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LogChunk {
     /// The lines from `offset`.
     pub lines: Vec<String>,
@@ -264,7 +264,7 @@ pub struct LogChunk {
 }
 
 /// A refusal's body.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorBody {
     /// The refusal's code (see the module documentation).
     pub error: String,

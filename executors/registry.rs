@@ -27,14 +27,13 @@
 
 use super::auth::{Secret, Verifier};
 use super::protocol::{self, LeaveRequest, Left, Registered};
-use super::signed::{Body, authed, check_replay_window, json_answer, refuse, unsigned_refusal};
-use super::tls;
+use super::signed::{OptionNames, ServerOptions, Signed, Verifies, unsigned_refusal};
 use crate::error::{Error, Result};
 use crate::record::ExecutorInfo;
 use crate::store::JobStore;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::post;
 use serde::Deserialize;
@@ -49,10 +48,17 @@ use tokio_util::sync::CancellationToken;
 pub struct RegistryServerBuilder {
     store: Arc<dyn JobStore>,
     groups: HashMap<String, Secret>,
-    replay_window: Duration,
-    max_body_bytes: usize,
-    tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// The replay window, body limit and TLS, as the executor server has them.
+    options: ServerOptions,
 }
+
+/// The names the endpoint's options are refused under.
+const NAMES: OptionNames = OptionNames {
+    server: "registry",
+    replay_window: "registry.replay_window",
+    max_body_bytes: "registry.max_body_bytes",
+    tls: ("registry.tls.cert", "registry.tls.key"),
+};
 
 impl std::fmt::Debug for RegistryServerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -78,9 +84,7 @@ impl RegistryServer {
         RegistryServerBuilder {
             store,
             groups: HashMap::new(),
-            replay_window: Duration::from_secs(60),
-            max_body_bytes: 64 << 10,
-            tls: None,
+            options: ServerOptions::new(64 << 10),
         }
     }
 
@@ -119,21 +123,21 @@ impl RegistryServerBuilder {
     /// How far a request's timestamp may be from this server's clock (default 60 s,
     /// 1 s to 1 h); nonces are remembered this long.
     pub fn replay_window(mut self, window: Duration) -> Self {
-        self.replay_window = window;
+        self.options.replay_window = window;
         self
     }
 
     /// Largest request body accepted (default 64 KiB, 1 KiB to 1 MiB); larger ones
     /// get 413.
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
-        self.max_body_bytes = bytes;
+        self.options.max_body_bytes = bytes;
         self
     }
 
     /// Serves HTTPS (rustls) with `cert_pem` (PEM chain, leaf first) and `key_pem`.
     /// The signatures apply either way.
     pub fn tls(mut self, cert_pem: impl Into<Vec<u8>>, key_pem: impl Into<Vec<u8>>) -> Self {
-        self.tls = Some((cert_pem.into(), key_pem.into()));
+        self.options.tls = Some((cert_pem.into(), key_pem.into()));
         self
     }
 
@@ -145,14 +149,7 @@ impl RegistryServerBuilder {
                 "serve at least one group",
             ));
         }
-        if !(1024..=(1 << 20)).contains(&self.max_body_bytes) {
-            return Err(Error::invalid(
-                "registry.max_body_bytes",
-                self.max_body_bytes,
-                "must be 1024-1048576",
-            ));
-        }
-        check_replay_window("registry.replay_window", self.replay_window)
+        self.options.validate(&NAMES, (1024, 1 << 20))
     }
 
     /// The endpoint's routes, to serve beside others on one listener (`jobwheel
@@ -165,19 +162,19 @@ impl RegistryServerBuilder {
     }
 
     fn app(self) -> Router {
-        let window = self.replay_window;
+        let window = self.options.replay_window;
         let state = Arc::new(Registry {
             store: self.store,
             groups: self
                 .groups
                 .into_iter()
-                .map(|(g, s)| (g, Verifier::new(s, window, 100_000)))
+                .map(|(g, s)| (g, Arc::new(Verifier::new(s, window, 100_000))))
                 .collect(),
         });
         Router::new()
             .route(protocol::REGISTER, post(beat))
             .route(protocol::LEAVE, post(leave))
-            .layer(DefaultBodyLimit::max(self.max_body_bytes))
+            .layer(DefaultBodyLimit::max(self.options.max_body_bytes))
             .with_state(state)
     }
 
@@ -198,20 +195,8 @@ impl RegistryServerBuilder {
     /// Errors: as [`bind`](Self::bind).
     pub fn serve(self, listener: tokio::net::TcpListener) -> Result<RegistryServer> {
         self.validate()?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| Error::backend("registry", "bind", false, e))?;
-        let tls = match &self.tls {
-            Some((cert, key)) => Some(tls::server_config(
-                ("registry.tls.cert", "registry.tls.key"),
-                cert,
-                key,
-            )?),
-            None => None,
-        };
-        let app = self.app();
-        let stop = CancellationToken::new();
-        let task = tls::spawn_serve(listener, addr, app, tls, stop.clone());
+        let options = self.options.clone();
+        let (addr, stop, task) = options.serve(&NAMES, listener, self.app())?;
         tracing::info!(%addr, "executor registration endpoint listening");
         Ok(RegistryServer { addr, stop, task })
     }
@@ -219,7 +204,7 @@ impl RegistryServerBuilder {
 
 struct Registry {
     store: Arc<dyn JobStore>,
-    groups: HashMap<String, Verifier>,
+    groups: HashMap<String, Arc<Verifier>>,
 }
 
 /// Just the group a body names, to find the secret that must have signed it.
@@ -228,22 +213,14 @@ struct Names {
     group: String,
 }
 
-impl Registry {
-    /// The verifier of the group `body` names; the refusal otherwise.
-    fn verifier(&self, body: &Body) -> std::result::Result<&Verifier, Box<Response>> {
-        let bytes = match body {
-            Ok(b) => b,
-            Err(e) => {
-                return Err(Box::new(unsigned_refusal(
-                    e.status(),
-                    "too_large",
-                    &e.body_text(),
-                )));
-            }
-        };
-        serde_json::from_slice::<Names>(bytes)
+impl Verifies for Registry {
+    /// The verifier of the group the body names. An unknown group (or a body that
+    /// names none) is refused like a bad signature, unsigned: there is no secret to
+    /// sign with.
+    fn verifier_for(&self, body: &[u8]) -> std::result::Result<Arc<Verifier>, Box<Response>> {
+        serde_json::from_slice::<Names>(body)
             .ok()
-            .and_then(|n| self.groups.get(&n.group))
+            .and_then(|n| self.groups.get(&n.group).cloned())
             .ok_or_else(|| {
                 Box::new(unsigned_refusal(
                     StatusCode::UNAUTHORIZED,
@@ -252,43 +229,18 @@ impl Registry {
                 ))
             })
     }
-
-    /// The verifier of the group the body names, and the body decoded once its
-    /// signature checks out with that group's secret; the refusal otherwise.
-    fn authed<T: serde::de::DeserializeOwned>(
-        &self,
-        m: &Method,
-        u: &Uri,
-        h: &HeaderMap,
-        b: &Body,
-    ) -> std::result::Result<(&Verifier, T, String), Box<Response>> {
-        let v = self.verifier(b)?;
-        let (q, nonce) = authed::<T>(v, m, u, h, b)?;
-        Ok((v, q, nonce))
-    }
 }
 
-async fn beat(
-    State(r): State<Arc<Registry>>,
-    m: Method,
-    u: Uri,
-    h: HeaderMap,
-    b: Body,
-) -> Response {
-    let (v, info, nonce) = match r.authed::<ExecutorInfo>(&m, &u, &h, &b) {
-        Ok(x) => x,
-        Err(refusal) => return *refusal,
-    };
+async fn beat(State(r): State<Arc<Registry>>, q: Signed<ExecutorInfo>) -> Response {
+    let Signed { body: info, reply } = q;
     if let Err(e) = info.validate() {
-        return refuse(v, &nonce, 400, "bad_request", e.to_string());
+        return reply.refuse(400, "bad_request", e.to_string());
     }
     match r.store.executor_beat(&info).await {
-        Ok(at) => json_answer(v, &nonce, &Registered { at: at.as_millis() }),
+        Ok(at) => reply.ok(&Registered { at: at.as_millis() }),
         Err(e) => {
             tracing::warn!(group = %info.group, address = %info.address, error = %e, "registering an executor failed");
-            refuse(
-                v,
-                &nonce,
+            reply.refuse(
                 503,
                 "unavailable",
                 format!("the store refused the beat: {e}"),
@@ -297,25 +249,15 @@ async fn beat(
     }
 }
 
-async fn leave(
-    State(r): State<Arc<Registry>>,
-    m: Method,
-    u: Uri,
-    h: HeaderMap,
-    b: Body,
-) -> Response {
-    let (v, q, nonce) = match r.authed::<LeaveRequest>(&m, &u, &h, &b) {
-        Ok(x) => x,
-        Err(refusal) => return *refusal,
-    };
-    match r.store.deregister_executor(&q.group, &q.address).await {
-        Ok(removed) => json_answer(v, &nonce, &Left { removed }),
-        Err(e) => refuse(
-            v,
-            &nonce,
-            503,
-            "unavailable",
-            format!("the store refused: {e}"),
-        ),
+async fn leave(State(r): State<Arc<Registry>>, q: Signed<LeaveRequest>) -> Response {
+    match r
+        .store
+        .deregister_executor(&q.body.group, &q.body.address)
+        .await
+    {
+        Ok(removed) => q.reply.ok(&Left { removed }),
+        Err(e) => q
+            .reply
+            .refuse(503, "unavailable", format!("the store refused: {e}")),
     }
 }

@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) fn now_ms() -> i64 {
@@ -157,4 +158,144 @@ pub(crate) fn check_replay_window(field: &'static str, window: Duration) -> Resu
         ));
     }
     Ok(())
+}
+
+/// Picks the verifier a request's signature is checked against: the executor
+/// server's one secret, or the secret of the group a registration names.
+pub(crate) trait Verifies: Send + Sync + 'static {
+    /// The verifier for a request whose body is `body`; the (unsigned) refusal when
+    /// no secret applies.
+    fn verifier_for(&self, body: &[u8]) -> std::result::Result<Arc<Verifier>, Box<Response>>;
+}
+
+/// What signs the answers to one request: its secret's verifier and its nonce.
+/// Every answer a handler gives goes through it, refusals included.
+#[derive(Clone)]
+pub(crate) struct Replier {
+    verifier: Arc<Verifier>,
+    nonce: String,
+}
+
+impl Replier {
+    /// `200` with `body` as JSON, signed.
+    pub(crate) fn ok<T: Serialize>(&self, body: &T) -> Response {
+        json_answer(&self.verifier, &self.nonce, body)
+    }
+
+    /// A signed refusal: `status`, and `{"error": code, "message": message}`.
+    pub(crate) fn refuse(&self, status: u16, code: &str, message: String) -> Response {
+        refuse(&self.verifier, &self.nonce, status, code, message)
+    }
+}
+
+/// A signed request: its signature, timestamp and nonce checked against the secret
+/// the server's state picks ([`Verifies`]) before its body is decoded as `T`, and
+/// what signs the answers to it. A handler that takes one cannot forget the check;
+/// a request that fails it gets the signed refusal and never reaches the handler.
+pub(crate) struct Signed<T> {
+    /// The decoded body.
+    pub(crate) body: T,
+    /// Signs the answers.
+    pub(crate) reply: Replier,
+}
+
+impl<S, T> axum::extract::FromRequest<Arc<S>> for Signed<T>
+where
+    S: Verifies,
+    T: DeserializeOwned,
+{
+    type Rejection = Response;
+
+    async fn from_request(
+        req: axum::extract::Request,
+        state: &Arc<S>,
+    ) -> std::result::Result<Self, Response> {
+        let (parts, body) = req.into_parts();
+        let req = axum::extract::Request::from_parts(parts.clone(), body);
+        let bytes: Body = Bytes::from_request(req, state).await;
+        let verifier = match &bytes {
+            Ok(b) => state.verifier_for(b).map_err(|r| *r)?,
+            Err(e) => {
+                return Err(unsigned_refusal(e.status(), "too_large", &e.body_text()));
+            }
+        };
+        let (body, nonce) =
+            authed::<T>(&verifier, &parts.method, &parts.uri, &parts.headers, &bytes)
+                .map_err(|r| *r)?;
+        Ok(Signed {
+            body,
+            reply: Replier { verifier, nonce },
+        })
+    }
+}
+
+/// What both servers of the remote protocol (the executor server and the
+/// registration endpoint) take alike: the replay window, the largest request body and
+/// TLS; checked and served the same way.
+#[derive(Clone, Debug)]
+pub(crate) struct ServerOptions {
+    pub(crate) replay_window: Duration,
+    pub(crate) max_body_bytes: usize,
+    pub(crate) tls: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// The names a server's settings are refused under (`executor.*`, `registry.*`).
+pub(crate) struct OptionNames {
+    pub(crate) server: &'static str,
+    pub(crate) replay_window: &'static str,
+    pub(crate) max_body_bytes: &'static str,
+    pub(crate) tls: super::tls::Fields,
+}
+
+impl ServerOptions {
+    /// A replay window of 60 s, no TLS, and bodies up to `max_body_bytes`.
+    pub(crate) fn new(max_body_bytes: usize) -> ServerOptions {
+        ServerOptions {
+            replay_window: Duration::from_secs(60),
+            max_body_bytes,
+            tls: None,
+        }
+    }
+
+    /// Checks the options: the body limit within `body_range`, the replay window.
+    /// Errors: [`Error::Invalid`] named after `names`.
+    pub(crate) fn validate(&self, names: &OptionNames, body_range: (usize, usize)) -> Result<()> {
+        let (lo, hi) = body_range;
+        if !(lo..=hi).contains(&self.max_body_bytes) {
+            return Err(Error::invalid(
+                names.max_body_bytes,
+                self.max_body_bytes,
+                format!("must be {lo}-{hi}"),
+            ));
+        }
+        check_replay_window(names.replay_window, self.replay_window)
+    }
+
+    /// `app` limited to the body size, served on `listener` (TLS when configured)
+    /// until the returned token is cancelled.
+    ///
+    /// Errors: [`Error::Invalid`] for a bad certificate or key; [`Error::Backend`]
+    /// when the listener has no address.
+    pub(crate) fn serve(
+        &self,
+        names: &OptionNames,
+        listener: tokio::net::TcpListener,
+        app: axum::Router,
+    ) -> Result<(
+        std::net::SocketAddr,
+        tokio_util::sync::CancellationToken,
+        tokio::task::JoinHandle<()>,
+    )> {
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::backend(names.server, "bind", false, e))?;
+        let tls = match &self.tls {
+            Some((cert, key)) => Some(super::tls::server_config(names.tls, cert, key)?),
+            None => None,
+        };
+        let app = app.layer(axum::extract::DefaultBodyLimit::max(self.max_body_bytes));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = super::tls::spawn_serve(listener, addr, app, tls, stop.clone());
+        Ok((addr, stop, task))
+    }
 }

@@ -86,6 +86,8 @@ pub mod job;
 pub mod limits;
 pub mod local_executor;
 pub mod lock;
+#[cfg(feature = "openapi")]
+mod openapi;
 pub mod ops;
 pub mod placement;
 pub mod policy;

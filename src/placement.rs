@@ -180,6 +180,7 @@ impl Routing {
 /// `index` of `total` (0-based), so a handler can take its slice of the work (say the
 /// rows whose id modulo `total` is `index`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct Shard {
     /// This shard, 0-based (`index < total`).
     pub index: u32,
@@ -190,6 +191,7 @@ pub struct Shard {
 /// What an executor instance does with a run of a job that it is still running
 /// (XXL-JOB's block strategies).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum BlockStrategy {

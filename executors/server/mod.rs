@@ -29,13 +29,12 @@ pub use logs::{MAX_LINE_BYTES, RUN_SPAN, RunLogLayer, log_layer};
 
 use super::auth::{Secret, Verifier};
 use super::protocol;
-use super::signed::{Body, authed, check_replay_window, json_answer, nonce_of, refuse};
-use super::tls;
+use super::signed::{OptionNames, Replier, ServerOptions, Signed, Verifies, nonce_of, refuse};
 use crate::error::{Error, Result};
 use crate::handler::{IntoHandler, JobHandler};
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{HeaderMap, Method, Uri};
+use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::post;
 use runs::{Limits, Runs};
@@ -57,17 +56,23 @@ pub struct ExecutorServerBuilder {
     handlers: HashMap<String, Arc<dyn JobHandler>>,
     capacity: usize,
     max_queued_per_job: usize,
-    replay_window: Duration,
-    max_body_bytes: usize,
+    /// The replay window, body limit and TLS, as the registration endpoint has them.
+    options: ServerOptions,
     log_lines: usize,
     result_retention: Duration,
     max_results: usize,
     register_in: Option<RegisterIn>,
     advertise: Option<String>,
     beat_every: Duration,
-    /// PEM certificate chain and key, when it serves TLS.
-    tls: Option<(Vec<u8>, Vec<u8>)>,
 }
+
+/// The names the executor server's options are refused under.
+const NAMES: OptionNames = OptionNames {
+    server: "executor",
+    replay_window: "executor.replay_window",
+    max_body_bytes: "executor.max_body_bytes",
+    tls: ("executor.tls.cert", "executor.tls.key"),
+};
 
 impl std::fmt::Debug for ExecutorServerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,15 +119,13 @@ impl ExecutorServer {
             handlers: HashMap::new(),
             capacity: 64,
             max_queued_per_job: 1_000,
-            replay_window: Duration::from_secs(60),
-            max_body_bytes: 1 << 20,
+            options: ServerOptions::new(1 << 20),
             log_lines: 1_000,
             result_retention: Duration::from_secs(600),
             max_results: 100_000,
             register_in: None,
             advertise: None,
             beat_every: Duration::from_secs(30),
-            tls: None,
         })
     }
 
@@ -173,12 +176,12 @@ impl ExecutorServerBuilder {
     /// How far a request's timestamp may be from this instance's clock (default
     /// 60 s); nonces are remembered this long.
     pub fn replay_window(mut self, window: Duration) -> Self {
-        self.replay_window = window;
+        self.options.replay_window = window;
         self
     }
     /// Largest request body accepted (default 1 MiB); larger ones get 413.
     pub fn max_body_bytes(mut self, bytes: usize) -> Self {
-        self.max_body_bytes = bytes;
+        self.options.max_body_bytes = bytes;
         self
     }
     /// Lines kept per run (default 1,000; the oldest are dropped first).
@@ -238,7 +241,7 @@ impl ExecutorServerBuilder {
     /// The HMAC signatures apply either way; TLS adds confidentiality of payloads
     /// and results on the wire.
     pub fn tls(mut self, cert_pem: impl Into<Vec<u8>>, key_pem: impl Into<Vec<u8>>) -> Self {
-        self.tls = Some((cert_pem.into(), key_pem.into()));
+        self.options.tls = Some((cert_pem.into(), key_pem.into()));
         self
     }
 
@@ -258,12 +261,6 @@ impl ExecutorServerBuilder {
                 0,
                 1_000_000,
             ),
-            (
-                "executor.max_body_bytes",
-                self.max_body_bytes,
-                1024,
-                64 << 20,
-            ),
             ("executor.log_lines", self.log_lines, 1, 1_000_000),
             ("executor.max_results", self.max_results, 1, 10_000_000),
         ] {
@@ -271,7 +268,7 @@ impl ExecutorServerBuilder {
                 return Err(Error::invalid(field, v, format!("must be {lo}-{hi}")));
             }
         }
-        check_replay_window("executor.replay_window", self.replay_window)
+        self.options.validate(&NAMES, (1024, 64 << 20))
     }
 
     /// Binds `addr` and serves until [`ExecutorServer::shutdown`].
@@ -299,14 +296,7 @@ impl ExecutorServerBuilder {
             .clone()
             .unwrap_or_else(|| addr.to_string())
             .into();
-        let tls = match &self.tls {
-            Some((cert, key)) => Some(tls::server_config(
-                ("executor.tls.cert", "executor.tls.key"),
-                cert,
-                key,
-            )?),
-            None => None,
-        };
+        let tls = self.options.tls.is_some();
         let target = match &self.register_in {
             None => None,
             Some(RegisterIn::Store(store)) => Some(register::Target::Store(store.clone())),
@@ -324,7 +314,7 @@ impl ExecutorServerBuilder {
             target,
             advertise: self.advertise.clone(),
             every: self.beat_every,
-            scheme: if tls.is_some() { "https" } else { "http" },
+            scheme: if tls { "https" } else { "http" },
         });
         let registered = match &registration {
             Some(r) => Some((
@@ -352,7 +342,11 @@ impl ExecutorServerBuilder {
             logs,
         )?);
         let state = Arc::new(Served {
-            verifier: Verifier::new(self.secret, self.replay_window, 1_000_000),
+            verifier: Arc::new(Verifier::new(
+                self.secret,
+                self.options.replay_window,
+                1_000_000,
+            )),
             runs,
             instance,
         });
@@ -364,10 +358,8 @@ impl ExecutorServerBuilder {
             .route(protocol::KILL, post(kill))
             .route(protocol::LOG, post(log))
             .fallback(not_found)
-            .layer(DefaultBodyLimit::max(self.max_body_bytes))
             .with_state(state);
-        let stop = CancellationToken::new();
-        let task = tls::spawn_serve(listener, addr, app, tls, stop.clone());
+        let (addr, stop, task) = self.options.serve(&NAMES, listener, app)?;
         tracing::info!(group = %self.group, %addr, "executor server listening");
         let beats = registered.map(|(target, info, every)| {
             tokio::spawn(register::beat_loop(target, info, every, stop.clone()))
@@ -382,121 +374,88 @@ impl ExecutorServerBuilder {
 }
 
 struct Served {
-    verifier: Verifier,
+    verifier: Arc<Verifier>,
     runs: Arc<Runs>,
     instance: Arc<str>,
 }
 
-async fn beat(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
-    let (_, nonce) = match authed::<serde_json::Value>(&s.verifier, &m, &u, &h, &b) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    let (running, queued, capacity) = s.runs.load();
-    json_answer(
-        &s.verifier,
-        &nonce,
-        &protocol::Beat {
-            instance: s.instance.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            handlers: s.runs.handler_names(),
-            capacity,
-            running,
-            queued,
-        },
-    )
-}
-
-async fn idle_beat(
-    State(s): State<Arc<Served>>,
-    m: Method,
-    u: Uri,
-    h: HeaderMap,
-    b: Body,
-) -> Response {
-    match authed::<protocol::IdleBeatRequest>(&s.verifier, &m, &u, &h, &b) {
-        Ok((q, nonce)) => json_answer(
-            &s.verifier,
-            &nonce,
-            &protocol::IdleBeat {
-                idle: s.runs.idle_for(&q.job_id),
-            },
-        ),
-        Err(r) => *r,
+impl Verifies for Served {
+    fn verifier_for(&self, _body: &[u8]) -> std::result::Result<Arc<Verifier>, Box<Response>> {
+        Ok(self.verifier.clone())
     }
 }
 
-async fn run(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
-    let (q, nonce) = match authed::<protocol::RunRequest>(&s.verifier, &m, &u, &h, &b) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
+async fn beat(State(s): State<Arc<Served>>, q: Signed<serde_json::Value>) -> Response {
+    let (running, queued, capacity) = s.runs.load();
+    q.reply.ok(&protocol::Beat {
+        instance: s.instance.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        handlers: s.runs.handler_names(),
+        capacity,
+        running,
+        queued,
+    })
+}
+
+async fn idle_beat(State(s): State<Arc<Served>>, q: Signed<protocol::IdleBeatRequest>) -> Response {
+    q.reply.ok(&protocol::IdleBeat {
+        idle: s.runs.idle_for(&q.body.job_id),
+    })
+}
+
+async fn run(State(s): State<Arc<Served>>, q: Signed<protocol::RunRequest>) -> Response {
+    let Signed { body: q, reply } = q;
     let (key, token) = ((q.run_id, q.shard.map(|s| s.index)), q.token);
     let wait = Duration::from_millis(q.wait_ms).min(MAX_RESULT_WAIT);
     match s.runs.admit(q) {
         Ok(state) if state.phase != protocol::Phase::Done && !wait.is_zero() => {
             let state = s.runs.state(key, token, wait).await.unwrap_or(state);
-            json_answer(&s.verifier, &nonce, &state)
+            reply.ok(&state)
         }
-        Ok(state) => json_answer(&s.verifier, &nonce, &state),
+        Ok(state) => reply.ok(&state),
         Err(refused) => {
             let (status, code, message) = refused.answer();
-            refuse(&s.verifier, &nonce, status, code, message)
+            reply.refuse(status, code, message)
         }
     }
 }
 
-async fn result(
-    State(s): State<Arc<Served>>,
-    m: Method,
-    u: Uri,
-    h: HeaderMap,
-    b: Body,
-) -> Response {
-    let (q, nonce) = match authed::<protocol::ResultRequest>(&s.verifier, &m, &u, &h, &b) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    let wait = Duration::from_millis(q.wait_ms).min(MAX_RESULT_WAIT);
-    match s.runs.state((q.run_id, q.shard), q.token, wait).await {
-        Some(state) => json_answer(&s.verifier, &nonce, &state),
-        None => unknown_run(&s, &nonce),
+async fn result(State(s): State<Arc<Served>>, q: Signed<protocol::ResultRequest>) -> Response {
+    let wait = Duration::from_millis(q.body.wait_ms).min(MAX_RESULT_WAIT);
+    match s
+        .runs
+        .state((q.body.run_id, q.body.shard), q.body.token, wait)
+        .await
+    {
+        Some(state) => q.reply.ok(&state),
+        None => unknown_run(&q.reply),
     }
 }
 
-async fn kill(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
-    let (q, nonce) = match authed::<protocol::KillRequest>(&s.verifier, &m, &u, &h, &b) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
-    match s.runs.kill((q.run_id, q.shard), q.token) {
-        Some(killed) => json_answer(&s.verifier, &nonce, &protocol::KillReply { killed }),
-        None => unknown_run(&s, &nonce),
+async fn kill(State(s): State<Arc<Served>>, q: Signed<protocol::KillRequest>) -> Response {
+    match s.runs.kill((q.body.run_id, q.body.shard), q.body.token) {
+        Some(killed) => q.reply.ok(&protocol::KillReply { killed }),
+        None => unknown_run(&q.reply),
     }
 }
 
-async fn log(State(s): State<Arc<Served>>, m: Method, u: Uri, h: HeaderMap, b: Body) -> Response {
-    let (q, nonce) = match authed::<protocol::LogRequest>(&s.verifier, &m, &u, &h, &b) {
-        Ok(v) => v,
-        Err(r) => return *r,
-    };
+async fn log(State(s): State<Arc<Served>>, q: Signed<protocol::LogRequest>) -> Response {
+    let Signed { body: q, reply } = q;
     let key = (q.run_id, q.shard);
     if !s.runs.knows(key, q.token) {
-        return unknown_run(&s, &nonce);
+        return unknown_run(&reply);
     }
     match s.runs.logs.read(key, q.offset, q.limit.min(1_000)) {
         Some(mut chunk) => {
             chunk.done = chunk.done || s.runs.is_done(key);
-            json_answer(&s.verifier, &nonce, &chunk)
+            reply.ok(&chunk)
         }
-        None => unknown_run(&s, &nonce),
+        None => unknown_run(&reply),
     }
 }
 
-fn unknown_run(s: &Served, nonce: &str) -> Response {
-    refuse(
-        &s.verifier,
-        nonce,
+fn unknown_run(reply: &Replier) -> Response {
+    reply.refuse(
         404,
         "unknown_run",
         "no run with this id and token on this instance (never admitted, or its result was dropped after the retention)".into(),

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a remote executor instance tells the registry about itself at each beat.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ExecutorInfo {
     /// The executor group it serves (1-128 bytes, no control characters).
     pub group: String,

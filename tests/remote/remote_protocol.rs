@@ -297,9 +297,8 @@ async fn tails_logs_and_kills(b: &str) {
 }
 
 async fn answers_what_the_protocol_document_describes(b: &str) {
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string("docs/executor-protocol.json").unwrap())
-            .unwrap();
+    use support::openapi::{answer_schema, conforms, request_schema};
+    let doc = support::remote::protocol_doc();
     assert_eq!(doc["openapi"], "3.1.0");
     // The executor's paths (a scheduler's registration endpoint serves the others:
     // remote_registration.rs checks those).
@@ -311,60 +310,37 @@ async fn answers_what_the_protocol_document_describes(b: &str) {
         .filter(|p| !p.starts_with("/v1/registry/"))
         .collect();
     documented.sort();
-    let mut served = vec![
-        protocol::BEAT,
-        protocol::IDLE_BEAT,
-        protocol::RUN,
-        protocol::RESULT,
-        protocol::KILL,
-        protocol::LOG,
-    ];
+    let examples = support::remote::protocol_examples();
+    let mut served: Vec<&str> = examples.iter().map(|(p, _)| *p).collect();
     served.sort();
     assert_eq!(documented, served);
-    // Each path's example, in an order where every one is answered 200.
-    for path in [
-        protocol::RUN,
-        protocol::RESULT,
-        protocol::LOG,
-        protocol::KILL,
-        protocol::IDLE_BEAT,
-        protocol::BEAT,
-    ] {
-        let op = &doc["paths"][path]["post"];
-        let body = &op["requestBody"]["content"]["application/json"];
-        conforms(&doc, &body["schema"], &body["example"], path).unwrap();
-        // The example, about a run of its own and a handler every suite instance has.
-        let mut example = body["example"].clone();
-        if example.get("run_id").is_some() {
-            example["run_id"] = json!(21);
-        }
-        if example.get("job").is_some() {
-            example["job"]["handler"] = json!("echo");
-        }
-        let (status, answer, verified) = ask(b, path, &example).await;
+    // Each path's example conforms to the documented request, and its answer to the
+    // documented answer (no undocumented field).
+    for (path, example) in &examples {
+        conforms(&doc, request_schema(&doc, "post", path), example)
+            .unwrap_or_else(|e| panic!("{path}: the example: {e}"));
+        let (status, answer, verified) = ask(b, path, example).await;
         assert!(verified, "{path}: the answer is signed");
         assert_eq!(status, 200, "{path}: {answer}");
-        let schema = &op["responses"]["200"]["content"]["application/json"]["schema"];
-        conforms(&doc, schema, &answer, path).unwrap_or_else(|e| panic!("{e}: {answer}"));
+        let schema = answer_schema(&doc, "post", path, 200).expect("documented");
+        conforms(&doc, schema, &answer).unwrap_or_else(|e| panic!("{path}: {e}: {answer}"));
     }
     // Refusals are documented per path, with their body.
     let (status, answer, _) = raw(b, protocol::RUN, b"{}".to_vec(), None).await;
-    let refusal = &doc["paths"][protocol::RUN]["post"]["responses"][status.to_string()];
-    assert!(refusal.is_object(), "{status} is not documented");
-    conforms(
-        &doc,
-        &refusal["content"]["application/json"]["schema"],
-        &answer,
-        "401",
-    )
-    .unwrap();
+    let schema = answer_schema(&doc, "post", protocol::RUN, status)
+        .unwrap_or_else(|| panic!("{status} is not documented"));
+    conforms(&doc, schema, &answer).unwrap();
     let (status, answer, _) = ask(b, protocol::RESULT, &json!({"run_id": 404, "token": 1})).await;
     assert_eq!(status, 404);
-    conforms(
-        &doc,
-        &json!({"$ref": "#/components/schemas/ErrorBody"}),
-        &answer,
-        "404",
-    )
-    .unwrap();
+    let schema = answer_schema(&doc, "post", protocol::RESULT, 404).expect("404 documented");
+    conforms(&doc, schema, &answer).unwrap();
+}
+
+/// The committed `docs/executor-protocol.json` is the document the code generates.
+#[test]
+fn protocol_document_is_committed() {
+    support::openapi::committed_equals(
+        "docs/executor-protocol.json",
+        &jobwheel::executors::openapi(),
+    );
 }

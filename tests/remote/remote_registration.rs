@@ -201,9 +201,8 @@ async fn the_endpoint_refuses_what_the_group_did_not_sign_or_cannot_be_registere
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_endpoint_answers_what_the_protocol_document_describes() {
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string("docs/executor-protocol.json").unwrap())
-            .unwrap();
+    use support::openapi::{answer_schema, conforms, request_schema};
+    let doc = support::remote::protocol_doc();
     let mut documented: Vec<&str> = doc["paths"]
         .as_object()
         .unwrap()
@@ -215,32 +214,27 @@ async fn the_endpoint_answers_what_the_protocol_document_describes() {
     assert_eq!(documented, [protocol::REGISTER, protocol::LEAVE]);
     let store = MemoryStore::new();
     let (registry, url) = registry(&store).await;
+    let beat = json!({"group": "billing", "address": "http://127.0.0.1:9102", "handlers": ["echo"], "capacity": 4, "version": "0.1.0"});
+    let leave = json!({"group": "billing", "address": "http://127.0.0.1:9102"});
     // Each path's example, beat first so the leave finds the registration.
-    for path in [protocol::REGISTER, protocol::LEAVE] {
-        let op = &doc["paths"][path]["post"];
-        let body = &op["requestBody"]["content"]["application/json"];
-        conforms(&doc, &body["schema"], &body["example"], path).unwrap();
-        let (status, answer, verified) = ask(&url, path, &body["example"]).await;
+    for (path, example) in [(protocol::REGISTER, &beat), (protocol::LEAVE, &leave)] {
+        conforms(&doc, request_schema(&doc, "post", path), example)
+            .unwrap_or_else(|e| panic!("{path}: the example: {e}"));
+        let (status, answer, verified) = ask(&url, path, example).await;
         assert_eq!((status, verified), (200, true), "{path}: {answer}");
-        let schema = &op["responses"]["200"]["content"]["application/json"]["schema"];
-        conforms(&doc, schema, &answer, path).unwrap_or_else(|e| panic!("{e}: {answer}"));
+        let schema = answer_schema(&doc, "post", path, 200).expect("documented");
+        conforms(&doc, schema, &answer).unwrap_or_else(|e| panic!("{path}: {e}: {answer}"));
     }
     assert_eq!(
-        ask(&url, protocol::LEAVE, &doc["paths"][protocol::LEAVE]["post"]["requestBody"]["content"]["application/json"]["example"]).await.1,
+        ask(&url, protocol::LEAVE, &leave).await.1,
         json!({"removed": false}),
-        "the beat's example registered the leave's instance, which is gone"
+        "the beat registered the leave's instance, which is gone"
     );
     // A refusal's body is documented.
     let (status, answer, _) = raw(&url, protocol::REGISTER, b"{}".to_vec(), None).await;
-    let refusal = &doc["paths"][protocol::REGISTER]["post"]["responses"][status.to_string()];
-    assert!(refusal.is_object(), "{status} is not documented");
-    conforms(
-        &doc,
-        &refusal["content"]["application/json"]["schema"],
-        &answer,
-        "refusal",
-    )
-    .unwrap();
+    let schema = answer_schema(&doc, "post", protocol::REGISTER, status)
+        .unwrap_or_else(|| panic!("{status} is not documented"));
+    conforms(&doc, schema, &answer).unwrap();
     registry.shutdown().await;
 }
 

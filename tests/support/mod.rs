@@ -7,6 +7,7 @@ pub mod cluster;
 #[cfg(all(feature = "postgres", feature = "mysql", feature = "redis"))]
 pub mod faults;
 pub mod migrations;
+pub mod openapi;
 #[cfg(feature = "conformance")]
 pub mod raw_rows;
 #[cfg(feature = "redis")]

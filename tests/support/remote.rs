@@ -305,56 +305,37 @@ pub async fn result_of(base: &str, run_id: i64, token: u64, wait_ms: u64) -> Run
     serde_json::from_value(v).unwrap()
 }
 
-/// Whether `v` conforms to `schema` of the OpenAPI document `doc` (the subset the
-/// protocol document uses: `$ref`, `enum`, `type`, `properties`, `required`,
-/// `additionalProperties: false`, `items`); the error says where it does not.
-pub fn conforms(doc: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String> {
-    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
-        let name = r.trim_start_matches("#/components/schemas/");
-        return conforms(doc, &doc["components"]["schemas"][name], v, at);
-    }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
-        && !allowed.contains(v)
-    {
-        return Err(format!("{at}: {v} is not one of {allowed:?}"));
-    }
-    let ok = match schema.get("type").and_then(Value::as_str) {
-        Some("object") => v.is_object(),
-        Some("array") => v.is_array(),
-        Some("string") => v.is_string(),
-        Some("integer") => v.is_i64() || v.is_u64(),
-        Some("boolean") => v.is_boolean(),
-        _ => true,
-    };
-    if !ok {
-        return Err(format!("{at}: {v} is not {}", schema["type"]));
-    }
-    if let (Some(props), Some(obj)) = (
-        schema.get("properties").and_then(Value::as_object),
-        v.as_object(),
-    ) {
-        for req in schema["required"].as_array().into_iter().flatten() {
-            let k = req.as_str().unwrap();
-            if !obj.contains_key(k) {
-                return Err(format!("{at}: required {k} missing"));
-            }
-        }
-        for (k, val) in obj {
-            match props.get(k) {
-                Some(p) => conforms(doc, p, val, &format!("{at}.{k}"))?,
-                None if schema["additionalProperties"] == Value::Bool(false) => {
-                    return Err(format!("{at}: {k} is not in the schema"));
-                }
-                None => {}
-            }
-        }
-    }
-    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
-        for (i, x) in arr.iter().enumerate() {
-            conforms(doc, items, x, &format!("{at}[{i}]"))?;
-        }
-    }
-    Ok(())
+/// The protocol's OpenAPI document, as the code generates it (equal to the
+/// committed `docs/executor-protocol.json`: `protocol_document_is_committed`).
+pub fn protocol_doc() -> Value {
+    serde_json::from_str(&jobwheel::executors::openapi()).unwrap()
+}
+
+/// A request body for each endpoint of the protocol, in an order where every one is
+/// answered 200 by a suite instance (a run of its own, a handler it serves).
+pub fn protocol_examples() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            protocol::RUN,
+            json!({
+                "run_id": 21, "token": 7,
+                "job": {"id": "export.daily", "handler": "echo", "payload": {"month": "2026-11"}},
+                "fire_at": 1764806400000i64, "attempt": 1, "trigger": "schedule",
+                "node": "scheduler-1", "timeout_ms": 60000, "block": "serial", "wait_ms": 2000,
+            }),
+        ),
+        (
+            protocol::RESULT,
+            json!({"run_id": 21, "token": 7, "wait_ms": 1000}),
+        ),
+        (
+            protocol::LOG,
+            json!({"run_id": 21, "token": 7, "offset": 0, "limit": 100}),
+        ),
+        (protocol::KILL, json!({"run_id": 21, "token": 7})),
+        (protocol::IDLE_BEAT, json!({"job_id": "export.daily"})),
+        (protocol::BEAT, json!({})),
+    ]
 }
 
 /// The target of a sharding broadcast over group `billing`.
