@@ -43,7 +43,19 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// What an account or token may do; each role may do everything the one before may.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Reads jobs, runs, logs, statistics, nodes, executors and alarms.
@@ -296,8 +308,9 @@ fn default_session_ttl() -> Duration {
 fn default_max_body() -> usize {
     1 << 20
 }
+/// The scheduler's own default, so a server and an embedded scheduler agree.
 fn default_max_payload() -> usize {
-    crate::job::DEFAULT_MAX_PAYLOAD_BYTES
+    crate::SchedulerConfig::default().max_payload_bytes
 }
 fn default_poll_interval() -> Duration {
     Duration::from_secs(1)

@@ -9,7 +9,7 @@ use crate::time::Timestamp;
 use serde::Serialize;
 
 /// What a preview shows.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct CronPreview {
     /// The expression as given.
     pub expr: String,

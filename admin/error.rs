@@ -8,7 +8,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 /// A refused or failed request.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Error")]
 pub struct ApiError {
     #[serde(skip)]
     status: StatusCode,

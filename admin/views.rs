@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::sync::Arc;
 
 /// A job with its scheduling state.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct JobView {
     /// The definition (the same JSON that creates it).
     pub job: Arc<Job>,
@@ -50,7 +50,7 @@ impl From<&JobRecord> for JobView {
 }
 
 /// One upcoming fire.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Fire {
     /// The instant.
     pub at: Timestamp,

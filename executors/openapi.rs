@@ -83,6 +83,7 @@ fn op(
         body: Some((body, false)),
         ok: (200, "Answered.", Some(answer)),
         refusals,
+        role: None,
     }
 }
 
@@ -208,6 +209,7 @@ pub fn openapi() -> String {
             },
         }),
         security: Some(json!([{"signature": []}])),
+        root_security: None,
         common_params: json!([
             {"$ref": "#/components/parameters/Timestamp"},
             {"$ref": "#/components/parameters/Nonce"},

@@ -336,6 +336,7 @@ impl JobBuilder {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 struct JobRepr {
     id: String,
     handler: String,
@@ -351,12 +352,14 @@ struct JobRepr {
         with = "humantime_serde",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<String>"))]
     misfire_threshold: Option<Duration>,
     #[serde(
         default,
         with = "humantime_serde",
         skip_serializing_if = "Option::is_none"
     )]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<String>"))]
     timeout: Option<Duration>,
     #[serde(default)]
     alarm: AlarmPolicy,
@@ -374,6 +377,32 @@ fn yes() -> bool {
 /// supplies one: an unknown field anywhere in it is refused (naming its path), and the
 /// payload is held to the default limit. Rows a store reads back use
 /// [`Job::from_stored`] instead.
+/// A job's schema is its definition's: the JSON that creates it.
+#[cfg(feature = "openapi")]
+impl schemars::JsonSchema for Job {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Job".into()
+    }
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        JobRepr::json_schema(g)
+    }
+}
+
+/// A job id: 1-200 characters of `[A-Za-z0-9._:-]`.
+#[cfg(feature = "openapi")]
+impl schemars::JsonSchema for JobId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "JobId".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[A-Za-z0-9._:-]+$",
+            "description": "A job id: letters, digits, `.`, `_`, `:` and `-`.",
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Job {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         use serde::de::Error as _;

@@ -51,6 +51,10 @@ pub(crate) struct Operation {
     pub(crate) ok: (u16, &'static str, Option<SchemaFn>),
     /// The refusals: status and the error codes it carries.
     pub(crate) refusals: &'static [(u16, &'static str)],
+    /// The least role the operation needs (`x-role`); `Some("none")`: no
+    /// credentials (the operation's `security` is then empty). `None`: the API has
+    /// no roles.
+    pub(crate) role: Option<&'static str>,
 }
 
 /// What a document holds besides its operations: its `info`, `servers`, `tags` and
@@ -63,6 +67,9 @@ pub(crate) struct Document {
     pub(crate) components: Value,
     /// The `security` of every operation (`None`: the operation's own, or none).
     pub(crate) security: Option<Value>,
+    /// The document's top-level `security`, which an operation may lift (`None`:
+    /// none).
+    pub(crate) root_security: Option<Value>,
     /// Parameters every operation takes (the protocol's signature headers).
     pub(crate) common_params: Value,
     /// Headers every answer carries (the protocol's answer signature).
@@ -175,6 +182,12 @@ pub(crate) fn document(doc: &Document, ops: &[Operation]) -> Value {
         if let Some(s) = &doc.security {
             operation["security"] = s.clone();
         }
+        if let Some(role) = op.role {
+            operation["x-role"] = json!(role);
+            if role == "none" {
+                operation["security"] = json!([]);
+            }
+        }
         let item = paths
             .entry(op.path.to_string())
             .or_insert_with(|| json!({}));
@@ -182,14 +195,18 @@ pub(crate) fn document(doc: &Document, ops: &[Operation]) -> Value {
     }
     let mut components = doc.components.clone();
     components["schemas"] = Value::Object(g.take_definitions(true));
-    json!({
+    let mut document = json!({
         "openapi": "3.1.0",
         "info": doc.info,
         "servers": doc.servers,
         "tags": doc.tags,
         "paths": paths,
         "components": components,
-    })
+    });
+    if let Some(s) = &doc.root_security {
+        document["security"] = s.clone();
+    }
+    document
 }
 
 /// `value` as the committed file holds it: pretty JSON and a final newline.

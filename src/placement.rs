@@ -23,6 +23,7 @@ pub const MAX_GROUP_LEN: usize = 100;
 /// # Ok::<(), jobwheel::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(try_from = "TargetRepr", into = "TargetRepr")]
 pub struct RemoteTarget {
     group: String,
@@ -31,6 +32,7 @@ pub struct RemoteTarget {
 }
 
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 struct TargetRepr {
     group: String,
@@ -130,6 +132,7 @@ pub fn check_group(group: &str) -> Result<()> {
 /// routing strategies). Instances are taken in address order, so every scheduler
 /// node sees the same list.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Routing {

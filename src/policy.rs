@@ -12,6 +12,7 @@ use std::time::Duration;
 /// `min(base × 2^min(n-1, 12), max_delay)`, shortened by up to `jitter` of itself;
 /// otherwise the attempt count resets and the job returns to its schedule.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(try_from = "RetryRepr", into = "RetryRepr")]
 pub struct RetryPolicy {
     max_attempts: u32,
@@ -21,12 +22,15 @@ pub struct RetryPolicy {
 }
 
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 struct RetryRepr {
     #[serde(default = "default_attempts")]
     max_attempts: u32,
     #[serde(with = "humantime_serde", default = "default_base")]
+    #[cfg_attr(feature = "openapi", schemars(with = "String"))]
     base: Duration,
     #[serde(with = "humantime_serde", default = "default_max_delay")]
+    #[cfg_attr(feature = "openapi", schemars(with = "String"))]
     max_delay: Duration,
     #[serde(default)]
     jitter: f64,
@@ -178,6 +182,7 @@ impl From<RetryPolicy> for RetryRepr {
 
 /// What to do with a fire that starts more than the misfire threshold late.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case", tag = "policy")]
 #[non_exhaustive]
 pub enum MisfirePolicy {
@@ -209,6 +214,7 @@ impl MisfirePolicy {
 
 /// Kinds of alarm events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AlarmKind {
@@ -252,6 +258,7 @@ impl AlarmKind {
 
 /// Which events of a job raise alarms, and who hears of them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct AlarmPolicy {
     /// Kinds that raise an alarm. Default: final failure, lost run, and misfires of

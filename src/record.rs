@@ -84,6 +84,7 @@ pub enum UpsertOutcome {
 
 /// What a node tells the registry about itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct NodeInfo {
     /// Unique per process start.
     pub node_id: String,
@@ -101,6 +102,7 @@ pub struct NodeInfo {
 
 /// A registered node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct NodeRecord {
     /// What the node said.
     pub info: NodeInfo,

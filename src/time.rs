@@ -132,6 +132,22 @@ impl From<Timestamp> for DateTime<Utc> {
     }
 }
 
+/// An instant: RFC 3339 text in UTC with milliseconds (an integer of milliseconds
+/// outside the years 1-9999); any offset, or an integer, when read.
+#[cfg(feature = "openapi")]
+impl schemars::JsonSchema for Timestamp {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Timestamp".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "An instant: RFC 3339 in UTC with milliseconds (`2026-12-02T17:08:53.123Z`), or milliseconds since the epoch outside the years 1-9999.",
+            "type": ["string", "integer"],
+            "format": "date-time",
+        })
+    }
+}
+
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         if *self < Timestamp::MIN || *self > Timestamp::MAX {

@@ -1,6 +1,9 @@
 //! The cluster as a whole: daily statistics, the overview, nodes, executor
 //! instances, the alarm outbox and the audit log.
 
+use super::answers::{
+    AlarmChanged, Alarms, AuditPage, Daily, Executors, Failing, JobCounts, Nodes, Overview, Slow,
+};
 use super::extract::{AdminReader, OperatorChange, Reader};
 use super::{ApiResult, JobGroups, P, Q, St, json, page_size, path, query};
 use crate::admin::{AdminState, ApiError, Principal};
@@ -10,6 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{Duration as Days, NaiveDate};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -27,10 +31,12 @@ fn day(field: &str, d: &Option<String>) -> ApiResult<Option<NaiveDate>> {
         .transpose()
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct DailyQuery {
+    /// The first UTC day, YYYY-MM-DD (13 days before `to`).
     from: Option<String>,
+    /// The last UTC day, YYYY-MM-DD (today); at most 366 days after `from`.
     to: Option<String>,
 }
 
@@ -47,10 +53,7 @@ pub(super) async fn daily(State(s): St, _: Reader, q: Q<DailyQuery>) -> ApiResul
         ));
     }
     let days = s.store.daily_stats(from, to).await?;
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({"from": from, "to": to, "days": days}),
-    ))
+    Ok(json(StatusCode::OK, &Daily { from, to, days }))
 }
 
 pub(super) async fn overview(State(s): St, Reader(p): Reader) -> ApiResult<Response> {
@@ -98,29 +101,26 @@ pub(super) async fn overview(State(s): St, Reader(p): Reader) -> ApiResult<Respo
             e.2 += d.as_millis() as u64;
         }
     }
-    let mut failing: Vec<_> = per_job
+    let mut most_failing: Vec<Failing> = per_job
         .iter()
         .filter(|(_, v)| v.0 > 0)
-        .map(|(k, v)| serde_json::json!({"job": k, "failures": v.0}))
+        .map(|(k, v)| Failing {
+            job: k.clone(),
+            failures: v.0,
+        })
         .collect();
-    failing.sort_by(|a, b| {
-        b["failures"]
-            .as_u64()
-            .cmp(&a["failures"].as_u64())
-            .then(a["job"].as_str().cmp(&b["job"].as_str()))
-    });
-    failing.truncate(5);
-    let mut slowest: Vec<_> = per_job
+    most_failing.sort_by(|a, b| b.failures.cmp(&a.failures).then(a.job.cmp(&b.job)));
+    most_failing.truncate(5);
+    let mut slowest: Vec<Slow> = per_job
         .iter()
         .filter(|(_, v)| v.1 > 0)
-        .map(|(k, v)| serde_json::json!({"job": k, "mean_ms": v.2 / v.1, "runs": v.1}))
+        .map(|(k, v)| Slow {
+            job: k.clone(),
+            mean_ms: v.2 / v.1,
+            runs: v.1,
+        })
         .collect();
-    slowest.sort_by(|a, b| {
-        b["mean_ms"]
-            .as_u64()
-            .cmp(&a["mean_ms"].as_u64())
-            .then(a["job"].as_str().cmp(&b["job"].as_str()))
-    });
+    slowest.sort_by(|a, b| b.mean_ms.cmp(&a.mean_ms).then(a.job.cmp(&b.job)));
     slowest.truncate(5);
     let nodes = s.store.nodes().await?.items;
     let executors: Vec<_> = s
@@ -133,17 +133,21 @@ pub(super) async fn overview(State(s): St, Reader(p): Reader) -> ApiResult<Respo
         .collect();
     Ok(json(
         StatusCode::OK,
-        &serde_json::json!({
-            "now": now,
-            "jobs": {"total": jobs, "paused": paused, "more": more},
-            "days": days,
-            "success_ratio": (ended > 0).then(|| ok as f64 / ended as f64),
-            "most_failing": failing,
-            "slowest": slowest,
-            "runs_considered": runs.len(),
-            "nodes": nodes,
-            "executors": executors,
-        }),
+        &Overview {
+            now,
+            jobs: JobCounts {
+                total: jobs,
+                paused,
+                more,
+            },
+            days,
+            success_ratio: (ended > 0).then(|| ok as f64 / ended as f64),
+            most_failing,
+            slowest,
+            runs_considered: runs.len(),
+            nodes,
+            executors,
+        },
     ))
 }
 
@@ -152,13 +156,18 @@ pub(super) async fn nodes(State(s): St, _: Reader) -> ApiResult<Response> {
     let now = s.store.now().await?;
     Ok(json(
         StatusCode::OK,
-        &serde_json::json!({"now": now, "items": page.items, "unreadable": page.corrupt.len()}),
+        &Nodes {
+            now,
+            items: page.items,
+            unreadable: page.corrupt.len(),
+        },
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ExecutorsQuery {
+    /// Only instances of this group.
     group: Option<String>,
 }
 
@@ -175,18 +184,18 @@ pub(super) async fn executors(
         .into_iter()
         .filter(|e| p.groups.is_none() || p.sees(Some(&e.info.group)))
         .collect();
-    let mut groups: Vec<&String> = s.groups.keys().collect();
+    let mut groups: Vec<String> = s.groups.keys().cloned().collect();
     groups.sort();
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({"now": now, "groups": groups, "items": items}),
-    ))
+    Ok(json(StatusCode::OK, &Executors { now, groups, items }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AlarmsQuery {
+    /// Only events with this status (`pending`, `sending`, `sent`, `failed`,
+    /// `not_needed`).
     status: Option<String>,
+    /// Most events, 1-1000 (50).
     limit: Option<usize>,
 }
 
@@ -215,7 +224,7 @@ pub(super) async fn alarms(
             items.push(a);
         }
     }
-    Ok(json(StatusCode::OK, &serde_json::json!({"items": items})))
+    Ok(json(StatusCode::OK, &Alarms { items }))
 }
 
 /// Retry or discard: an operator's action on one alarm event.
@@ -226,10 +235,7 @@ async fn alarm_action(s: &AdminState, p: &Principal, change: AlarmChange) -> Api
         AlarmChange::Retry(_) => "pending",
         _ => "failed",
     };
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({"id": id, "status": status}),
-    ))
+    Ok(json(StatusCode::OK, &AlarmChanged { id, status }))
 }
 
 pub(super) async fn retry_alarm(
@@ -248,12 +254,16 @@ pub(super) async fn discard_alarm(
     alarm_action(&s, &p, AlarmChange::Discard(AlarmId(path(id)?))).await
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AuditQueryParams {
+    /// Only entries of this actor (`user:NAME`, `token:NAME`, `cli:USER`, `library`).
     actor: Option<String>,
+    /// Only entries about this target (a job id, a run id, an alarm id).
     target: Option<String>,
+    /// The page before this entry id (the `next` of the page before).
     before: Option<i64>,
+    /// Entries per page, 1-1000 (50).
     limit: Option<usize>,
 }
 
@@ -301,8 +311,5 @@ pub(super) async fn audit(
             items.push(r);
         }
     }
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({"items": items, "next": next}),
-    ))
+    Ok(json(StatusCode::OK, &AuditPage { items, next }))
 }

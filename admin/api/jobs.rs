@@ -2,8 +2,9 @@
 //! fires; and the cron preview the job form uses. Every change goes through the
 //! server's operations layer ([`Ops`](crate::ops::Ops)) as the caller.
 
+use super::answers::{Fires, JobPage, Removed};
 use super::extract::{AdminChange, OperatorChange, Reader};
-use super::{ApiResult, Paged, Q, St, body_bytes, json, json_body, page_size, query};
+use super::{ApiResult, Q, St, body_bytes, json, json_body, page_size, query};
 use crate::admin::views::{JobView, next_fires};
 use crate::admin::{AdminState, ApiError};
 use crate::job::{Job, JobId};
@@ -15,6 +16,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 fn group_of(job: &Job) -> Option<&str> {
@@ -56,15 +58,20 @@ fn created(out: UpsertOutcome, id: &JobId) -> ApiResult<()> {
     Ok(())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ListQuery {
+    /// The page after this job id (the `next` of the page before).
     after: Option<String>,
+    /// Jobs per page, 1-1000 (50).
     limit: Option<usize>,
     /// Only ids containing this text.
     q: Option<String>,
+    /// Only jobs of this handler.
     handler: Option<String>,
+    /// Only jobs of this executor group.
     group: Option<String>,
+    /// Only enabled (`true`) or paused (`false`) jobs.
     enabled: Option<bool>,
 }
 
@@ -94,7 +101,7 @@ pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> Ap
         .filter(|r| q.enabled.is_none_or(|e| r.job.enabled() == e))
         .map(JobView::from)
         .collect();
-    Ok(json(StatusCode::OK, &Paged { items, next }))
+    Ok(json(StatusCode::OK, &JobPage { items, next }))
 }
 
 pub(super) async fn get_one(
@@ -129,9 +136,10 @@ pub(super) async fn update(
     answer(&s, &id, StatusCode::OK).await
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CopyTo {
+    /// The new job's id.
     id: String,
 }
 
@@ -155,7 +163,7 @@ pub(super) async fn remove(
     if !s.ops.remove(&p.actor(), &job_id(&id)?).await? {
         return Err(ApiError::not_found("job", &id));
     }
-    Ok(json(StatusCode::OK, &serde_json::json!({"removed": id})))
+    Ok(json(StatusCode::OK, &Removed { removed: id }))
 }
 
 /// The job as stored after an operator's action.
@@ -181,9 +189,10 @@ pub(super) async fn resume(
 
 /// The optional body of a trigger: `{"payload": …}` runs that fire with it in place
 /// of the job's payload (`null` or no body: the job's own).
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct TriggerBody {
+    /// The payload of this fire; `null`: the job's own.
     payload: Option<serde_json::Value>,
 }
 
@@ -205,9 +214,10 @@ pub(super) async fn trigger(
     Ok(after(&s.ops.trigger(&p.actor(), &id, body.payload).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FiresQuery {
+    /// How many fires, 1-1000 (5).
     next: Option<usize>,
 }
 
@@ -228,18 +238,19 @@ pub(super) async fn fires(
     let r = s.ops.visible(&p.actor(), &job_id(&id)?).await?;
     let now = s.store.now().await?;
     let fires = next_fires(r.job.schedule(), now, count(q.next)?);
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({"after": now, "fires": fires}),
-    ))
+    Ok(json(StatusCode::OK, &Fires { after: now, fires }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PreviewQuery {
+    /// A Quartz (6-7 fields) or Unix (5 fields) cron expression.
     expr: String,
+    /// The IANA zone it fires in (`UTC`).
     zone: Option<String>,
+    /// How many fires, 1-1000 (5).
     next: Option<usize>,
+    /// The fires after this RFC 3339 instant (now).
     after: Option<String>,
 }
 

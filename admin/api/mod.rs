@@ -1,9 +1,11 @@
 //! The routes under `/api/v1`, and what the handlers share: JSON bodies decoded with
 //! the failing field named, size limits answered as JSON, paging.
 
+mod answers;
 mod cluster;
 mod extract;
 mod jobs;
+mod openapi;
 mod runs;
 mod session;
 
@@ -16,7 +18,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::de::DeserializeOwned;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+pub(crate) use openapi::openapi;
+
+/// The document, generated once.
+pub(super) static OPENAPI: LazyLock<String> = LazyLock::new(openapi);
 
 /// Handlers' state.
 pub(super) type St = axum::extract::State<Arc<AdminState>>;
@@ -133,13 +140,6 @@ pub(super) fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>
 /// A JSON answer with `status`.
 pub(super) fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Response {
     (status, axum::Json(value)).into_response()
-}
-
-/// A page of items and the cursor of the next one (`None` at the end).
-#[derive(serde::Serialize)]
-pub(super) struct Paged<T, C> {
-    pub items: Vec<T>,
-    pub next: Option<C>,
 }
 
 /// The executor groups of the jobs a request meets, each read from the store once.

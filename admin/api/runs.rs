@@ -1,7 +1,8 @@
 //! The run log: list with filters, one run, its log tail and killing it.
 
+use super::answers::{Killed, RunDetail, RunLog, RunPage};
 use super::extract::{OperatorChange, Reader};
-use super::{ApiResult, JobGroups, P, Paged, Q, St, json, page_size, path, query};
+use super::{ApiResult, JobGroups, P, Q, St, json, page_size, path, query};
 use crate::admin::{AdminState, ApiError, Principal};
 use crate::executors::RemoteGroup;
 use crate::job::JobId;
@@ -11,6 +12,7 @@ use crate::time::Timestamp;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 fn instant(field: &str, t: &Option<String>) -> ApiResult<Option<Timestamp>> {
@@ -23,16 +25,25 @@ fn instant(field: &str, t: &Option<String>) -> ApiResult<Option<Timestamp>> {
         .transpose()
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ListQuery {
+    /// Only runs of this job.
     job: Option<String>,
+    /// Only runs with this status (`running`, `succeeded`, `failed`, `timed_out`,
+    /// `cancelled`, `lost`, `misfired`, `returned`).
     status: Option<String>,
+    /// Only runs on this scheduler node.
     node: Option<String>,
+    /// Only runs of this trigger (`schedule`, `retry`, `manual`, `misfire`).
     trigger: Option<String>,
+    /// Only runs that started at or after this RFC 3339 instant.
     since: Option<String>,
+    /// Only runs that started before this RFC 3339 instant.
     until: Option<String>,
+    /// The page before this run id (the `next` of the page before).
     before: Option<i64>,
+    /// Runs per page, 1-1000 (50).
     limit: Option<usize>,
 }
 
@@ -79,7 +90,7 @@ pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> Ap
             items.push(r);
         }
     }
-    Ok(json(StatusCode::OK, &Paged { items, next }))
+    Ok(json(StatusCode::OK, &RunPage { items, next }))
 }
 
 /// Run `id` as `p` may see it, and its job's group. Errors: 404.
@@ -101,10 +112,7 @@ async fn visible(s: &AdminState, p: &Principal, id: i64) -> ApiResult<(RunRecord
 pub(super) async fn get_one(State(s): St, Reader(p): Reader, id: P<i64>) -> ApiResult<Response> {
     let id = path(id)?;
     let (run, group) = visible(&s, &p, id).await?;
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({"run": run, "group": group}),
-    ))
+    Ok(json(StatusCode::OK, &RunDetail { run, group }))
 }
 
 /// The executor group a run of `group` was dispatched to, as this server knows it.
@@ -125,9 +133,10 @@ fn remote<'a>(s: &'a AdminState, group: &Option<String>) -> ApiResult<&'a Remote
     })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct LogQuery {
+    /// The first line wanted (0); a tail asks from the last answer's `next_offset`.
     offset: Option<u64>,
 }
 
@@ -148,7 +157,10 @@ pub(super) async fn log(
         {
             return Ok(json(
                 StatusCode::OK,
-                &serde_json::json!({"instance": instance, "log": chunk}),
+                &RunLog {
+                    instance,
+                    log: chunk,
+                },
             ));
         }
     }
@@ -165,8 +177,5 @@ pub(super) async fn kill(
     id: P<i64>,
 ) -> ApiResult<Response> {
     let killed = s.ops.kill(&p.actor(), RunId(path(id)?)).await?;
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({"killed_on": killed}),
-    ))
+    Ok(json(StatusCode::OK, &Killed { killed_on: killed }))
 }

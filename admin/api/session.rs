@@ -1,8 +1,8 @@
 //! Logging in and out, who am I, health, and the OpenAPI document.
 
+use super::answers::{Health, Session};
 use super::extract::Reader;
 use super::{ApiResult, St, json, json_body};
-use crate::admin::OPENAPI;
 use crate::admin::auth::Via;
 use crate::time::Timestamp;
 use axum::body::Bytes;
@@ -10,28 +10,31 @@ use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct Login {
+    /// The account's name.
     name: String,
+    /// Its password.
     password: String,
 }
 
 /// What the session endpoints answer.
-fn session_json(s: &crate::admin::AdminState, p: &crate::admin::Principal) -> serde_json::Value {
+fn session_json(s: &crate::admin::AdminState, p: &crate::admin::Principal) -> Session {
     let csrf = match &p.via {
         Via::Session(n) => Some(s.auth.csrf(n)),
         Via::Token => None,
     };
-    serde_json::json!({
-        "name": p.name,
-        "role": p.role,
-        "groups": p.groups,
-        "csrf": csrf,
-        "read_only": s.read_only,
-    })
+    Session {
+        name: p.name.clone(),
+        role: p.role,
+        groups: p.groups.clone(),
+        csrf,
+        read_only: s.read_only,
+    }
 }
 
 pub(super) async fn login(
@@ -64,9 +67,13 @@ pub(super) async fn logout(State(s): St) -> Response {
 }
 
 pub(super) async fn health() -> Response {
-    json(StatusCode::OK, &serde_json::json!({"status": "ok"}))
+    json(StatusCode::OK, &Health { status: "ok" })
 }
 
 pub(super) async fn openapi() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        super::OPENAPI.as_str(),
+    )
+        .into_response()
 }

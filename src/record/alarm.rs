@@ -8,11 +8,13 @@ use serde::{Deserialize, Serialize};
 
 /// Id of an alarm event in the outbox.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct AlarmId(pub i64);
 
 /// Something an operator should hear about.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AlarmEvent {
     /// Kind.
     pub kind: AlarmKind,
@@ -102,6 +104,7 @@ fn local(t: Timestamp, zone: &str) -> String {
 
 /// Delivery state of an alarm event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum AlarmStatus {
@@ -145,6 +148,7 @@ impl AlarmStatus {
 
 /// An alarm event with its delivery state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AlarmRecord {
     /// Id.
     pub id: AlarmId,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 /// One change made by a person or a token through the admin API or the command
 /// line, as it is appended to the audit log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AuditEntry {
     /// Who made it: an account's name, or `token:<name>` for an API token.
     pub actor: String,
@@ -22,6 +23,7 @@ pub struct AuditEntry {
 
 /// An [`AuditEntry`] as the store keeps it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AuditRecord {
     /// Increases with every entry appended to one store.
     pub id: i64,

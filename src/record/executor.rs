@@ -86,6 +86,7 @@ impl ExecutorInfo {
 
 /// A registered executor instance.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ExecutorRecord {
     /// What the instance said at its last beat.
     pub info: ExecutorInfo,

@@ -17,6 +17,7 @@ use serde_json::Value;
 /// older row reads as the field's default, and an unknown field in a row is
 /// ignored.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(default)]
 #[non_exhaustive]
 pub struct FireContext {
@@ -64,6 +65,7 @@ impl FireContext {
 /// [`DueFire::fire`]: super::DueFire::fire
 /// [`FinishRun::next`]: super::FinishRun::next
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct FireState {
     /// The fire's instant.
     pub at: Timestamp,

@@ -10,6 +10,7 @@ use super::{AlarmEvent, FireContext, FireState};
 
 /// Id of a run, unique within one store.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct RunId(pub i64);
 
@@ -27,6 +28,7 @@ impl fmt::Debug for RunId {
 
 /// Why a fire happens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TriggerKind {
@@ -62,6 +64,7 @@ impl TriggerKind {
 
 /// State of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RunStatus {
@@ -248,6 +251,7 @@ pub enum FinishOutcome {
 
 /// One run in the run log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct RunRecord {
     /// Id.
     pub id: RunId,
@@ -297,6 +301,7 @@ impl RunRecord {
 
 /// Run counts of one UTC day (by start time), over the runs still in the log.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct DailyStats {
     /// The day, UTC.
     pub day: chrono::NaiveDate,
@@ -349,6 +354,7 @@ impl DailyStats {
 /// coalesces (`through` is the instant it started); a `misfired` record covers the
 /// fires it skipped; a late run under `CatchUp` covers itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct FireSpan {
     /// How many scheduled fires the span holds. Exact for intervals and one-shots;
     /// for cron, counted up to [`FireSpan::MAX_COUNTED`].

@@ -107,6 +107,7 @@ pub fn parse_zone(name: &str) -> Result<Tz> {
 
 /// When a job fires.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(try_from = "ScheduleRepr", into = "ScheduleRepr")]
 #[non_exhaustive]
 pub enum Schedule {
@@ -277,6 +278,7 @@ impl Schedule {
 }
 
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum ScheduleRepr {
     Cron {
@@ -286,6 +288,7 @@ enum ScheduleRepr {
     },
     Interval {
         #[serde(with = "humantime_serde")]
+        #[cfg_attr(feature = "openapi", schemars(with = "String"))]
         every: Duration,
         #[serde(default)]
         anchor: Timestamp,

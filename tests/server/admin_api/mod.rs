@@ -12,7 +12,6 @@ mod generated;
 mod jobs;
 mod read_only;
 mod runs;
-mod schema;
 mod sessions;
 
 use serde_json::{Value, json};
@@ -183,18 +182,14 @@ fn check_document(api: &Api, doc: &Value) {
     let mut errors = Vec::new();
     let mut checked = 0;
     for ((method, path, status), bodies) in api.samples.lock().unwrap().iter() {
-        let Some(schema) = schema::answer_schema(doc, method, path, *status) else {
+        let Some(schema) = support::openapi::answer_schema(doc, method, path, *status) else {
             continue;
         };
         for body in bodies {
             checked += 1;
-            schema::check(
-                doc,
-                schema,
-                body,
-                &format!("{method} {path} {status}"),
-                &mut errors,
-            );
+            if let Err(e) = support::openapi::conforms(doc, schema, body) {
+                errors.push(format!("{method} {path} {status}: {e}: {body}"));
+            }
         }
     }
     assert!(
@@ -206,6 +201,13 @@ fn check_document(api: &Api, doc: &Value) {
         "answers differ from the document:\n{}",
         errors.join("\n")
     );
+}
+
+/// The committed `docs/admin-api.json` is the document the code generates, and the
+/// one the server serves.
+#[test]
+fn admin_document_is_committed() {
+    support::openapi::committed_equals("docs/admin-api.json", &jobwheel::admin::openapi());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
