@@ -4,7 +4,7 @@
 //! ```toml
 //! listen = "127.0.0.1:8080"
 //! store = "postgres://jobwheel@db/jobwheel"
-//! secret = "…at least 32 characters, signs sessions and CSRF tokens…"
+//! session_secret = "…at least 32 characters, signs sessions and CSRF tokens…"
 //!
 //! [[users]]
 //! name = "alice"
@@ -32,9 +32,12 @@
 //! ```
 //!
 //! Environment overrides (after the file): `JOBWHEEL_LISTEN`, `JOBWHEEL_URL` (the
-//! store), `JOBWHEEL_PREFIX`, `JOBWHEEL_SECRET`, `JOBWHEEL_READ_ONLY`
+//! store), `JOBWHEEL_PREFIX`, `JOBWHEEL_SESSION_SECRET`, `JOBWHEEL_READ_ONLY`
 //! (`true`/`false`), `JOBWHEEL_SESSION_TTL` (`12h`), `JOBWHEEL_SECURE_COOKIES`,
-//! `JOBWHEEL_MAX_BODY_BYTES`. The reference with every field and default is
+//! `JOBWHEEL_MAX_BODY_BYTES`, `JOBWHEEL_MAX_PAYLOAD_BYTES`, `JOBWHEEL_POLL_INTERVAL`,
+//! `JOBWHEEL_LOGIN_CONCURRENCY`. `JOBWHEEL_SECRET` is refused: it named the session
+//! secret once and is what executors were given for their group's secret, so one
+//! exported value would have been both. The reference with every field and default is
 //! docs/SERVER.md.
 
 use crate::error::{Error, Result};
@@ -94,10 +97,11 @@ pub struct ServerConfig {
     /// Table or key prefix of the store (the backend's default without it).
     #[serde(default)]
     pub prefix: Option<String>,
-    /// Signs session cookies and CSRF tokens: at least 32 characters, required. Every
-    /// server of a cluster has the same one.
+    /// Signs session cookies and CSRF tokens: at least 32 characters, required, and
+    /// different from every group's secret. Every server of a cluster has the same
+    /// one.
     #[serde(default)]
-    pub secret: Redacted,
+    pub session_secret: Redacted,
     /// Refuse every change (403 `read_only`): a console for people who only look.
     #[serde(default)]
     pub read_only: bool,
@@ -122,6 +126,11 @@ pub struct ServerConfig {
     /// 1 s, 10 ms to 1 min). A change through this server's API wakes it at once.
     #[serde(default = "default_poll_interval", with = "humantime_serde")]
     pub poll_interval: Duration,
+    /// Password checks run at once (default 2, 1-64): each holds argon2's memory (19
+    /// MiB for hashes of `jobwheel hash-password`), so this bounds what logins cost
+    /// however many arrive; 8 more per check may wait, the rest are refused 429.
+    #[serde(default = "default_login_concurrency")]
+    pub login_concurrency: usize,
     /// How long audit entries are kept (default 365 days).
     #[serde(default = "default_audit_retention", with = "humantime_serde")]
     pub audit_retention: Duration,
@@ -315,6 +324,9 @@ fn default_max_payload() -> usize {
 fn default_poll_interval() -> Duration {
     Duration::from_secs(1)
 }
+fn default_login_concurrency() -> usize {
+    2
+}
 fn default_audit_retention() -> Duration {
     Duration::from_secs(365 * 86_400)
 }
@@ -325,13 +337,14 @@ impl Default for ServerConfig {
             listen: default_listen(),
             store: default_store(),
             prefix: None,
-            secret: Redacted::default(),
+            session_secret: Redacted::default(),
             read_only: false,
             session_ttl: default_session_ttl(),
             secure_cookies: false,
             max_body_bytes: default_max_body(),
             max_payload_bytes: default_max_payload(),
             poll_interval: default_poll_interval(),
+            login_concurrency: default_login_concurrency(),
             audit_retention: default_audit_retention(),
             users: Vec::new(),
             tokens: Vec::new(),
@@ -385,8 +398,20 @@ impl ServerConfig {
         if let Some(v) = var("JOBWHEEL_PREFIX") {
             self.prefix = Some(v);
         }
-        if let Some(v) = var("JOBWHEEL_SECRET") {
-            self.secret = Redacted(v);
+        if var("JOBWHEEL_SECRET").is_some() {
+            return Err(Error::invalid(
+                "JOBWHEEL_SECRET",
+                "(hidden)",
+                "is not read: the session secret is JOBWHEEL_SESSION_SECRET, and an executor's group secret JOBWHEEL_GROUP_SECRET; unset it",
+            ));
+        }
+        if let Some(v) = var("JOBWHEEL_SESSION_SECRET") {
+            self.session_secret = Redacted(v);
+        }
+        if let Some(v) = var("JOBWHEEL_LOGIN_CONCURRENCY") {
+            self.login_concurrency = v.parse().map_err(|_| {
+                Error::invalid("JOBWHEEL_LOGIN_CONCURRENCY", &v, "must be a number")
+            })?;
         }
         if let Some(v) = var("JOBWHEEL_READ_ONLY") {
             self.read_only = parse_bool("JOBWHEEL_READ_ONLY", &v)?;
@@ -427,10 +452,10 @@ impl ServerConfig {
         if self.store.trim().is_empty() {
             return Err(Error::invalid("store", "", "must be a store URL"));
         }
-        if self.secret.0.chars().count() < 32 {
+        if self.session_secret.0.chars().count() < 32 {
             return Err(Error::invalid(
-                "secret",
-                if self.secret.0.is_empty() {
+                "session_secret",
+                if self.session_secret.0.is_empty() {
                     "empty"
                 } else {
                     "(hidden)"
@@ -467,6 +492,13 @@ impl ServerConfig {
                 "must be 10 ms to 1 min",
             ));
         }
+        if !(1..=64).contains(&self.login_concurrency) {
+            return Err(Error::invalid(
+                "login_concurrency",
+                self.login_concurrency,
+                "must be 1-64",
+            ));
+        }
         if self.audit_retention < Duration::from_secs(day) {
             return Err(Error::invalid(
                 "audit_retention",
@@ -487,11 +519,11 @@ impl ServerConfig {
             if !names.insert(u.name.clone()) {
                 return Err(Error::invalid("users.name", &u.name, "appears twice"));
             }
-            argon2::PasswordHash::new(&u.password_hash.0).map_err(|e| {
+            super::auth::check_hash(&u.password_hash.0).map_err(|e| {
                 Error::invalid(
                     "users.password_hash",
                     &u.name,
-                    format!("not an argon2 PHC string ({e}): use jobwheel hash-password"),
+                    format!("{e}: use jobwheel hash-password"),
                 )
             })?;
             check_groups("users.groups", &u.groups)?;
@@ -521,6 +553,16 @@ impl ServerConfig {
                     "groups.secret",
                     &g.name,
                     "must be at least 16 characters",
+                ));
+            }
+            if g.secret.0.as_bytes() == self.session_secret.0.as_bytes() {
+                return Err(Error::invalid(
+                    "session_secret",
+                    "(hidden)",
+                    format!(
+                        "must differ from group {}'s secret: an executor of the group holds it, and with it could sign sessions",
+                        g.name
+                    ),
                 ));
             }
         }

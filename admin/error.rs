@@ -85,6 +85,11 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         self.status
     }
+
+    /// The stable code (`invalid`, `not_found` …).
+    pub fn code(&self) -> &'static str {
+        self.error
+    }
 }
 
 impl From<Error> for ApiError {
@@ -122,8 +127,14 @@ impl From<Error> for ApiError {
     }
 }
 
+/// The code of a refusal, kept on its response for the request log.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RefusalCode(pub(crate) &'static str);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(&self)).into_response()
+        let mut r = (self.status, Json(&self)).into_response();
+        r.extensions_mut().insert(RefusalCode(self.error));
+        r
     }
 }

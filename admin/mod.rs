@@ -92,23 +92,23 @@ impl AdminState {
         })
     }
 
-    /// Appends an audit entry about a session (a login). Errors: 500
-    /// `audit_failed`.
+    /// Appends an audit entry about a session (a login) by `actor` (`user:NAME`, or
+    /// `anonymous` for a failed login). Errors: 500 `audit_failed`.
     pub(crate) async fn audit(
         &self,
-        p: &Principal,
+        actor: &str,
         action: &str,
         target: &str,
     ) -> Result<(), ApiError> {
         let entry = AuditEntry {
-            actor: p.actor().name().to_string(),
+            actor: actor.to_string(),
             action: action.to_string(),
             target: target.to_string(),
             before: None,
             after: None,
         };
         self.store.append_audit(&entry).await.map_err(|e| {
-            tracing::error!(error = %e, actor = %p.name, action, target, "an audit entry could not be written");
+            tracing::error!(error = %e, actor, action, target, "an audit entry could not be written");
             ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                 "audit_failed",

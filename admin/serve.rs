@@ -122,6 +122,7 @@ impl Server {
         let stop = CancellationToken::new();
         let s = stop.clone();
         let task = tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(async move { s.cancelled().await })
                 .await;

@@ -15,7 +15,7 @@
 //! start; then it sleeps `payload.sleep_ms`; the row insert is retried through an outage of up
 //! to 30 s. The node runs until SIGTERM or SIGINT, shuts down gracefully and prints
 //! one line `METRICS {json}` with its counters. `--remote <base URL>` also dispatches
-//! the jobs of executor group `billing` to that instance (secret: `JOBWHEEL_SECRET`;
+//! the jobs of executor group `billing` to that instance (secret: `JOBWHEEL_GROUP_SECRET`;
 //! `tests/faults/remote_faults.rs`). Short lease (3 s) and heartbeat (1 s)
 //! make faults show quickly.
 
@@ -129,9 +129,9 @@ async fn main() -> jobwheel::Result<()> {
         };
     let mut builder = Scheduler::builder();
     // With `--remote <base URL>`: jobs of executor group `billing` go to that
-    // instance, signed with the secret in `JOBWHEEL_SECRET`.
+    // instance, signed with the secret in `JOBWHEEL_GROUP_SECRET`.
     if let Some(instance) = arg("--remote") {
-        let secret = std::env::var("JOBWHEEL_SECRET").unwrap_or_default();
+        let secret = std::env::var("JOBWHEEL_GROUP_SECRET").unwrap_or_default();
         builder = builder.remote(jobwheel::executors::RemoteGroup::fixed(
             "billing",
             secret,

@@ -6,8 +6,16 @@
 //! ```text
 //! x-jobwheel-timestamp: <unix ms on the receiver's clock, as the sender estimates it>
 //! x-jobwheel-nonce:     <32 hex digits, random>
-//! x-jobwheel-signature: <hex HMAC-SHA256(secret, "jobwheel-v1\n" METHOD "\n" PATH "\n" TS "\n" NONCE "\n" hex(SHA256(body)))>
+//! x-jobwheel-signature: <hex HMAC-SHA256(secret, "jobwheel-v1\n" METHOD "\n" TARGET "\n" TS "\n" NONCE "\n" hex(SHA256(body)))>
 //! ```
+//!
+//! TARGET is what the request is addressed to. To an executor instance, it is the
+//! URL called: the instance's base address as the group knows it (lower case, no
+//! final `/`) and the path, `http://10.0.0.5:9101/v1/run` ([`addressed`]); an
+//! instance accepts only requests addressed to one of its own addresses, so a
+//! request captured on its way to one instance does not pass at another of the
+//! group (whose nonce cache has not seen it). To a registration endpoint, which is
+//! not an instance, it is the path (`/v1/registry/beat`).
 //!
 //! The receiver refuses (401) a request with a header missing, a signature that does
 //! not match, a timestamp more than the replay window away from its own clock, or a
@@ -31,6 +39,15 @@ pub const TIMESTAMP: &str = "x-jobwheel-timestamp";
 pub const NONCE: &str = "x-jobwheel-nonce";
 /// Header with the signature.
 pub const SIGNATURE: &str = "x-jobwheel-signature";
+
+/// What a request to an instance signs as its target: the instance's base address
+/// (`http://10.0.0.5:9101`, lower case, no final `/`) and `path`.
+pub fn addressed(instance: &str, path: &str) -> String {
+    format!(
+        "{}{path}",
+        instance.trim().trim_end_matches('/').to_ascii_lowercase()
+    )
+}
 
 /// Shortest secret accepted, in bytes.
 pub const MIN_SECRET_BYTES: usize = 16;
@@ -82,6 +99,11 @@ impl Secret {
             ));
         }
         Ok(Secret(s.to_vec()))
+    }
+
+    /// The secret's bytes (to derive another from).
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
     }
 
     fn mac(&self) -> Hmac<Sha256> {
@@ -227,14 +249,15 @@ impl Verifier {
         &self.secret
     }
 
-    /// Checks one request at `now_ms` (the receiver's clock); records its nonce
+    /// Checks one request at `now_ms` (the receiver's clock), signed for one of
+    /// `targets` (the receiver's [`addressed`] URLs, or its path); records its nonce
     /// when it passes.
     #[allow(clippy::too_many_arguments)]
     pub fn check(
         &self,
         now_ms: i64,
         method: &str,
-        path: &str,
+        targets: &[String],
         timestamp: Option<&str>,
         nonce: Option<&str>,
         signature: Option<&str>,
@@ -249,9 +272,9 @@ impl Verifier {
         if nonce.len() < 16 || nonce.len() > 64 || !nonce.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(Refusal::Unsigned);
         }
-        if !self
-            .secret
-            .verify_request(sig, method, path, ts, nonce, body)
+        if !targets
+            .iter()
+            .any(|t| self.secret.verify_request(sig, method, t, ts, nonce, body))
         {
             return Err(Refusal::BadSignature);
         }
@@ -316,7 +339,7 @@ mod tests {
             v.check(
                 now,
                 method,
-                path,
+                &[path.to_string()],
                 Some(&ts.to_string()),
                 Some(n),
                 Some(sig),
@@ -352,7 +375,15 @@ mod tests {
             Err(Refusal::Replayed)
         );
         assert_eq!(
-            v.check(ts, "POST", "/v1/run", None, Some(&n), Some(&sig), body),
+            v.check(
+                ts,
+                "POST",
+                &["/v1/run".to_string()],
+                None,
+                Some(&n),
+                Some(&sig),
+                body
+            ),
             Err(Refusal::Unsigned)
         );
         let other = Secret::new("g", "another-secret-of-enough-bytes").unwrap();
@@ -365,6 +396,28 @@ mod tests {
     }
 
     #[test]
+    fn a_request_passes_only_at_the_instance_it_is_addressed_to() {
+        let s = secret();
+        let (ts, n, body) = (1_000_000, nonce(), b"{}");
+        let to_a = addressed("HTTP://10.0.0.5:9101/", "/v1/run");
+        assert_eq!(to_a, "http://10.0.0.5:9101/v1/run");
+        let sig = s.sign_request("POST", &to_a, ts, &n, body);
+        let at = |me: &str| {
+            Verifier::new(secret(), Duration::from_secs(30), 100).check(
+                ts,
+                "POST",
+                &[addressed(me, "/v1/run")],
+                Some(&ts.to_string()),
+                Some(&n),
+                Some(&sig),
+                body,
+            )
+        };
+        assert_eq!(at("http://10.0.0.6:9101"), Err(Refusal::BadSignature));
+        assert_eq!(at("http://10.0.0.5:9101"), Ok(()));
+    }
+
+    #[test]
     fn the_nonce_cache_is_bounded_and_forgets_outside_the_window() {
         let v = Verifier::new(secret(), Duration::from_secs(1), 2);
         let s = secret();
@@ -374,7 +427,7 @@ mod tests {
             v.check(
                 now,
                 "POST",
-                "/v1/beat",
+                &["/v1/beat".to_string()],
                 Some(&ts.to_string()),
                 Some(&n),
                 Some(&sig),

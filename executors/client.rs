@@ -105,7 +105,14 @@ impl Client {
             let sent = now_ms();
             let ts = sent + offset;
             let nonce = auth::nonce();
-            let sig = self.secret.sign_request("POST", path, ts, &nonce, &body);
+            // A request to an instance names it, so it passes there only; the
+            // registration endpoint is not one, and its requests name the path.
+            let target = if path.starts_with("/v1/registry/") {
+                path.to_string()
+            } else {
+                auth::addressed(instance, path)
+            };
+            let sig = self.secret.sign_request("POST", &target, ts, &nonce, &body);
             let resp = self
                 .http
                 .post(format!("{instance}{path}"))
@@ -148,8 +155,13 @@ impl Client {
                 .secret
                 .verify_response(&rsig, status, &nonce, rts, &bytes)
             {
+                let hint = if status == 401 {
+                    ": the peer refused our signature, so the secret this side was given is probably not the group's secret there (or the peer serves no such group)"
+                } else {
+                    ""
+                };
                 return Err(CallError::Unauthentic(format!(
-                    "HTTP {status} not signed with the group's secret"
+                    "HTTP {status} whose signature does not verify with the group's secret{hint}"
                 )));
             }
             let received = now_ms();

@@ -29,7 +29,7 @@ const REGISTRY: &[(u16, &str)] = &[
     ),
     (
         401,
-        "`unsigned`, `bad_signature`, `skewed_timestamp`, `replayed` — signed; a body naming a group the endpoint does not serve is refused `bad_signature` unsigned (there is no secret to sign with), as a caller without the group's secret must learn nothing about which groups exist",
+        "`unsigned`, `bad_signature`, `skewed_timestamp`, `replayed` — signed; a body naming a group the endpoint does not serve is checked against a decoy secret and refused as a bad signature is, signed with the decoy, so a caller without a group's secret learns nothing about which groups exist",
     ),
     (413, "`too_large` (unsigned: the body was not read)"),
     (

@@ -7,7 +7,10 @@
 //! Each request is signed with the secret of the group its body names, as every
 //! request of the protocol is (timestamp in the replay window, nonce never reused,
 //! answers signed over the nonce). A request naming a group the endpoint does not
-//! serve is refused exactly as a bad signature is. A beat is written with
+//! serve is refused exactly as a bad signature is: checked against a decoy secret
+//! (derived from the served groups' secrets, unknown without them) and refused
+//! signed with it, so the status, body, headers and time of the answer do not tell
+//! a caller without a group's secret whether the group exists. A beat is written with
 //! [`NodeRegistry::executor_beat`](crate::store::NodeRegistry::executor_beat), so it
 //! carries the store's clock, and schedulers whose group is
 //! [`RemoteGroup::registered`](super::RemoteGroup::registered) see the instance as
@@ -27,13 +30,12 @@
 
 use super::auth::{Secret, Verifier};
 use super::protocol::{self, LeaveRequest, Left, Registered};
-use super::signed::{OptionNames, ServerOptions, Signed, Verifies, unsigned_refusal};
+use super::signed::{OptionNames, ServerOptions, Signed, Verifies};
 use crate::error::{Error, Result};
 use crate::record::ExecutorInfo;
 use crate::store::JobStore;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::post;
 use serde::Deserialize;
@@ -163,8 +165,10 @@ impl RegistryServerBuilder {
 
     fn app(self) -> Router {
         let window = self.options.replay_window;
+        let decoy = decoy_secret(&self.groups);
         let state = Arc::new(Registry {
             store: self.store,
+            decoy: Arc::new(Verifier::new(decoy, window, 100_000)),
             groups: self
                 .groups
                 .into_iter()
@@ -205,6 +209,25 @@ impl RegistryServerBuilder {
 struct Registry {
     store: Arc<dyn JobStore>,
     groups: HashMap<String, Arc<Verifier>>,
+    /// What a request naming no served group is checked against and refused with.
+    decoy: Arc<Verifier>,
+}
+
+/// A secret no caller knows without the served groups' secrets: the SHA-256 of
+/// them all, in name order, under a label of its own.
+fn decoy_secret(groups: &HashMap<String, Secret>) -> Secret {
+    use sha2::{Digest, Sha256};
+    let mut names: Vec<&String> = groups.keys().collect();
+    names.sort();
+    let mut h = Sha256::new();
+    h.update(b"jobwheel-registry-decoy\n");
+    for n in names {
+        h.update(n.as_bytes());
+        h.update(b"\n");
+        h.update(groups[n].as_bytes());
+        h.update(b"\n");
+    }
+    Secret::new("registry.decoy", hex::encode(h.finalize())).expect("64 hex digits make a secret")
 }
 
 /// Just the group a body names, to find the secret that must have signed it.
@@ -214,20 +237,13 @@ struct Names {
 }
 
 impl Verifies for Registry {
-    /// The verifier of the group the body names. An unknown group (or a body that
-    /// names none) is refused like a bad signature, unsigned: there is no secret to
-    /// sign with.
+    /// The verifier of the group the body names; for an unknown group (or a body
+    /// that names none), the decoy's, which refuses it as a bad signature would be.
     fn verifier_for(&self, body: &[u8]) -> std::result::Result<Arc<Verifier>, Box<Response>> {
-        serde_json::from_slice::<Names>(body)
+        Ok(serde_json::from_slice::<Names>(body)
             .ok()
             .and_then(|n| self.groups.get(&n.group).cloned())
-            .ok_or_else(|| {
-                Box::new(unsigned_refusal(
-                    StatusCode::UNAUTHORIZED,
-                    "bad_signature",
-                    "the signature does not match the secret of the group the body names",
-                ))
-            })
+            .unwrap_or_else(|| self.decoy.clone()))
     }
 }
 

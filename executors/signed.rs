@@ -8,7 +8,7 @@ use super::protocol::ErrorBody;
 use crate::error::{Error, Result};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -54,11 +54,12 @@ pub(crate) fn refuse(
     answer(v, nonce, status, body)
 }
 
-/// Checks a request's signature and decodes its body; the error is the answer.
+/// Checks a request's signature (for one of `targets`, see
+/// [`Verifies::targets`]) and decodes its body; the error is the answer.
 pub(crate) fn authed<T: DeserializeOwned>(
     v: &Verifier,
+    targets: &[String],
     method: &Method,
-    uri: &Uri,
     headers: &HeaderMap,
     body: &Body,
 ) -> std::result::Result<(T, String), Box<Response>> {
@@ -76,11 +77,11 @@ pub(crate) fn authed<T: DeserializeOwned>(
             )));
         }
     };
-    let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    let path = targets.first().map_or("", String::as_str);
     if let Err(r) = v.check(
         now_ms(),
         method.as_str(),
-        path,
+        targets,
         h(auth::TIMESTAMP),
         h(auth::NONCE),
         h(auth::SIGNATURE),
@@ -111,7 +112,7 @@ pub(crate) fn authed<T: DeserializeOwned>(
 fn refusal_message(r: Refusal) -> String {
     match r {
         Refusal::Unsigned => "sign the request: x-jobwheel-timestamp, x-jobwheel-nonce, x-jobwheel-signature",
-        Refusal::BadSignature => "the signature does not match this group's secret",
+        Refusal::BadSignature => "the signature does not match this group's secret and a request addressed to this instance",
         Refusal::Skewed => "the timestamp is outside the replay window of this instance's clock (given in x-jobwheel-timestamp)",
         Refusal::Replayed => "this nonce was already used",
         Refusal::Overloaded => "too many requests within the replay window",
@@ -166,6 +167,12 @@ pub(crate) trait Verifies: Send + Sync + 'static {
     /// The verifier for a request whose body is `body`; the (unsigned) refusal when
     /// no secret applies.
     fn verifier_for(&self, body: &[u8]) -> std::result::Result<Arc<Verifier>, Box<Response>>;
+
+    /// What a request for `path` may be signed for: the path itself, unless the
+    /// server is an instance, whose requests name it ([`auth::addressed`]).
+    fn targets(&self, path: &str) -> Vec<String> {
+        vec![path.to_string()]
+    }
 }
 
 /// What signs the answers to one request: its secret's verifier and its nonce.
@@ -219,9 +226,13 @@ where
                 return Err(unsigned_refusal(e.status(), "too_large", &e.body_text()));
             }
         };
-        let (body, nonce) =
-            authed::<T>(&verifier, &parts.method, &parts.uri, &parts.headers, &bytes)
-                .map_err(|r| *r)?;
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or(parts.uri.path(), |p| p.as_str());
+        let targets = state.targets(path);
+        let (body, nonce) = authed::<T>(&verifier, &targets, &parts.method, &parts.headers, &bytes)
+            .map_err(|r| *r)?;
         Ok(Signed {
             body,
             reply: Replier { verifier, nonce },

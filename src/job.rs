@@ -28,7 +28,9 @@ pub const MAX_JOB_ID_LEN: usize = 200;
 pub struct JobId(Arc<str>);
 
 impl JobId {
-    /// Validates and wraps an id. Errors: [`Error::Invalid`] on `job.id`.
+    /// Validates and wraps an id: 1-[`MAX_JOB_ID_LEN`] of `[A-Za-z0-9._:-]`, not
+    /// only dots (so every id is one path segment of the admin API's URLs).
+    /// Errors: [`Error::Invalid`] on `job.id`.
     pub fn new(id: impl AsRef<str>) -> Result<Self> {
         let id = id.as_ref();
         if id.is_empty() || id.len() > MAX_JOB_ID_LEN {
@@ -46,6 +48,15 @@ impl JobId {
                 "job.id",
                 id,
                 format!("character {c:?} is not allowed; use [A-Za-z0-9._:-]"),
+            ));
+        }
+        if id.bytes().all(|b| b == b'.') {
+            // `.` and `..` are dot-segments: a URL normalizes them away (`%2E` too),
+            // so no API path, console page or command could address such a job.
+            return Err(Error::invalid(
+                "job.id",
+                id,
+                "must not be only dots: `.` and `..` cannot be a URL path segment",
             ));
         }
         Ok(JobId(id.into()))

@@ -5,9 +5,9 @@ use super::answers::{
     AlarmChanged, Alarms, AuditPage, Daily, Executors, Failing, JobCounts, Nodes, Overview, Slow,
 };
 use super::extract::{AdminReader, OperatorChange, Reader};
-use super::{ApiResult, JobGroups, P, Q, St, json, page_size, path, query};
+use super::{ApiResult, P, Q, St, json, page_size, path, query};
 use crate::admin::{AdminState, ApiError, Principal};
-use crate::record::{AlarmId, AlarmStatus, AuditRecord, RunStatus};
+use crate::record::{AlarmId, AlarmStatus, RunStatus};
 use crate::store::{AlarmChange, AlarmQuery, AuditQuery, JobQuery, RunQuery};
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -86,10 +86,11 @@ pub(super) async fn overview(State(s): St, Reader(p): Reader) -> ApiResult<Respo
         (ok + d.succeeded, ended + d.succeeded + failed)
     });
     let runs = s.store.runs(&RunQuery::new().limit(OVERVIEW_RUNS)).await?;
-    let mut groups = JobGroups::default();
+    let actor = p.actor();
+    let mut sight = s.ops.sight(&actor);
     let mut per_job: HashMap<String, (u64, u64, u64)> = HashMap::new(); // failures, ended, total ms
     for r in &runs {
-        if !groups.sees(&s, &p, &r.job_id).await? {
+        if !sight.run(r).await? {
             continue;
         }
         let e = per_job.entry(r.job_id.to_string()).or_default();
@@ -217,10 +218,11 @@ pub(super) async fn alarms(
         .store
         .alarms(&AlarmQuery::new(page_size(q.limit)?).status(status))
         .await?;
-    let mut groups = JobGroups::default();
+    let actor = p.actor();
+    let mut sight = s.ops.sight(&actor);
     let mut items = Vec::new();
     for a in all {
-        if groups.sees(&s, &p, &a.event.job_id).await? {
+        if sight.alarm(&a).await? {
             items.push(a);
         }
     }
@@ -267,17 +269,6 @@ pub(super) struct AuditQueryParams {
     limit: Option<usize>,
 }
 
-/// The job an audit entry is about: its target for a job's change, the job its
-/// before-state names for a run's or an alarm's; `None` for anything else (a login).
-fn audited_job(r: &AuditRecord) -> Option<crate::job::JobId> {
-    let e = &r.entry;
-    if e.action.starts_with("job.") {
-        return crate::job::JobId::new(&e.target).ok();
-    }
-    let job = e.before.as_ref()?.get("job")?.as_str()?;
-    crate::job::JobId::new(job).ok()
-}
-
 pub(super) async fn audit(
     State(s): St,
     AdminReader(p): AdminReader,
@@ -297,17 +288,13 @@ pub(super) async fn audit(
     let next = (page.len() >= limit)
         .then(|| page.last().map(|r| r.id))
         .flatten();
-    // An admin limited to groups reads entries about the jobs of those groups (and
+    // An admin limited to groups reads the entries about its groups' jobs (and
     // their runs and alarms) and its own logins, like every other read.
+    let actor = p.actor();
+    let mut sight = s.ops.sight(&actor);
     let mut items = Vec::with_capacity(page.len());
-    let mut groups = JobGroups::default();
     for r in page {
-        let visible = match (&p.groups, audited_job(&r)) {
-            (None, _) => true,
-            (Some(_), Some(job)) => groups.sees(&s, &p, &job).await?,
-            (Some(_), None) => r.entry.actor == p.actor().name(),
-        };
-        if visible {
+        if sight.audit(&r).await? {
             items.push(r);
         }
     }

@@ -52,7 +52,7 @@ fn created(out: UpsertOutcome, id: &JobId) -> ApiResult<()> {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             "conflict",
-            format!("job {id} exists"),
+            format!("the job id {id} is taken (ids are unique in the store, whoever holds them)"),
         ));
     }
     Ok(())

@@ -66,8 +66,42 @@ pub(super) fn routes(state: Arc<AdminState>, max_body_bytes: usize) -> Router {
         .route("/api/v1/audit", get(cluster::audit))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body_bytes))
+        .layer(axum::middleware::from_fn(log_request))
         .layer(axum::middleware::map_response(secure_headers))
         .with_state(state)
+}
+
+/// Logs each request when it is answered: refusals of credentials, roles and rate
+/// (401, 403, 429) at `warn` with the caller's address, other refusals at `info`,
+/// failures at `error`, the rest at `debug`.
+async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip());
+    let started = std::time::Instant::now();
+    let r = next.run(req).await;
+    let status = r.status().as_u16();
+    let code = r
+        .extensions()
+        .get::<crate::admin::error::RefusalCode>()
+        .map_or("", |c| c.0);
+    let ms = started.elapsed().as_millis() as u64;
+    match status {
+        500.. => {
+            tracing::error!(%method, ?path, status, code, ?peer, ms, "admin API request failed")
+        }
+        401 | 403 | 429 => {
+            tracing::warn!(%method, ?path, status, code, ?peer, ms, "admin API request refused");
+        }
+        400.. => {
+            tracing::info!(%method, ?path, status, code, ?peer, ms, "admin API request refused")
+        }
+        _ => tracing::debug!(%method, ?path, status, ?peer, ms, "admin API request"),
+    }
+    r
 }
 
 async fn not_found() -> ApiError {
@@ -140,44 +174,6 @@ pub(super) fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>
 /// A JSON answer with `status`.
 pub(super) fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Response {
     (status, axum::Json(value)).into_response()
-}
-
-/// The executor groups of the jobs a request meets, each read from the store once.
-#[derive(Default)]
-pub(super) struct JobGroups(std::collections::HashMap<crate::job::JobId, Option<String>>);
-
-impl JobGroups {
-    /// The group of job `id` (`None`: a local job, or one that is gone).
-    pub(super) async fn of(
-        &mut self,
-        s: &AdminState,
-        id: &crate::job::JobId,
-    ) -> ApiResult<Option<String>> {
-        if let Some(g) = self.0.get(id) {
-            return Ok(g.clone());
-        }
-        let g = s
-            .store
-            .get(id)
-            .await?
-            .and_then(|j| j.job.remote().map(|t| t.group().to_string()));
-        self.0.insert(id.clone(), g.clone());
-        Ok(g)
-    }
-
-    /// Whether `p` sees the job `id` (always, for a caller limited to no group:
-    /// nothing is read then).
-    pub(super) async fn sees(
-        &mut self,
-        s: &AdminState,
-        p: &crate::admin::Principal,
-        id: &crate::job::JobId,
-    ) -> ApiResult<bool> {
-        if p.groups.is_none() {
-            return Ok(true);
-        }
-        Ok(p.sees(self.of(s, id).await?.as_deref()))
-    }
 }
 
 /// A page size from a query: 1-1000, 50 by default.

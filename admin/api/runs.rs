@@ -2,7 +2,7 @@
 
 use super::answers::{Killed, RunDetail, RunLog, RunPage};
 use super::extract::{OperatorChange, Reader};
-use super::{ApiResult, JobGroups, P, Q, St, json, page_size, path, query};
+use super::{ApiResult, P, Q, St, json, page_size, path, query};
 use crate::admin::{AdminState, ApiError, Principal};
 use crate::executors::RemoteGroup;
 use crate::job::JobId;
@@ -81,32 +81,30 @@ pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> Ap
     let next = (runs.len() >= limit)
         .then(|| runs.last().map(|r| r.id.0))
         .flatten();
-    let mut groups = JobGroups::default();
+    let actor = p.actor();
+    let mut sight = s.ops.sight(&actor);
     let mut items: Vec<RunRecord> = Vec::with_capacity(runs.len());
     for r in runs {
         let wanted =
             q.node.as_ref().is_none_or(|n| &r.node == n) && trigger.is_none_or(|t| r.trigger == t);
-        if wanted && groups.sees(&s, &p, &r.job_id).await? {
+        if wanted && sight.run(&r).await? {
             items.push(r);
         }
     }
     Ok(json(StatusCode::OK, &RunPage { items, next }))
 }
 
-/// Run `id` as `p` may see it, and its job's group. Errors: 404.
+/// Run `id` as `p` may see it, and the group of the job it belongs to (`None`: a
+/// local job's, or a job's that is gone). Errors: 404.
 async fn visible(s: &AdminState, p: &Principal, id: i64) -> ApiResult<(RunRecord, Option<String>)> {
-    let found = s
-        .store
-        .runs(&RunQuery::new().before(RunId(id.saturating_add(1))).limit(1))
-        .await?
-        .into_iter()
-        .find(|r| r.id.0 == id)
-        .ok_or_else(|| ApiError::not_found("run", id))?;
-    let group = JobGroups::default().of(s, &found.job_id).await?;
-    if p.groups.is_some() && !p.sees(group.as_deref()) {
-        return Err(ApiError::not_found("run", id));
-    }
-    Ok((found, group))
+    let actor = p.actor();
+    let run = s.ops.run(&actor, RunId(id)).await?;
+    let group = s
+        .ops
+        .sight(&actor)
+        .group_at(&run.job_id, run.started_at)
+        .await?;
+    Ok((run, group))
 }
 
 pub(super) async fn get_one(State(s): St, Reader(p): Reader, id: P<i64>) -> ApiResult<Response> {

@@ -42,11 +42,23 @@ pub(super) async fn login(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let req: Login = json_body(body)?;
-    let (p, cookie) = s
+    let (p, cookie) = match s
         .auth
         .login(&req.name, &req.password, Timestamp::now())
-        .await?;
-    s.audit(&p, "session.login", &p.name).await?;
+        .await
+    {
+        Ok(found) => found,
+        Err(e) => {
+            if e.code() == "bad_credentials" {
+                // The name as given, cut to the longest an account may have.
+                let name: String = req.name.chars().take(64).collect();
+                tracing::warn!(name = ?name, "failed login");
+                s.audit("anonymous", "session.login_failed", &name).await?;
+            }
+            return Err(e);
+        }
+    };
+    s.audit(p.actor().name(), "session.login", &p.name).await?;
     let mut r = json(StatusCode::OK, &session_json(&s, &p));
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         r.headers_mut().insert(header::SET_COOKIE, v);

@@ -7,6 +7,29 @@ use crate::admin::{Server, ServerConfig};
 use clap::Args;
 use std::path::{Path, PathBuf};
 
+/// What `serve` logs without `RUST_LOG`: jobwheel's own events from `info` (start,
+/// refused requests, failed logins and runs, misfires, unserved jobs), other crates'
+/// from `warn`.
+pub(crate) const DEFAULT_LOG: &str = "warn,jobwheel=info";
+
+/// Sends `tracing` events to standard error, filtered by `RUST_LOG` (its syntax:
+/// `debug`, `jobwheel=debug,sqlx=warn` …) or [`DEFAULT_LOG`]. A filter that does not
+/// parse is said on standard error and the default used.
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => EnvFilter::try_new(&v).unwrap_or_else(|e| {
+            eprintln!("jobwheel: RUST_LOG={v:?} is not a filter ({e}); logging {DEFAULT_LOG}");
+            EnvFilter::new(DEFAULT_LOG)
+        }),
+        _ => EnvFilter::new(DEFAULT_LOG),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 /// The configuration file `serve` reads from the working directory when none is
 /// named, and writes on a first start.
 const DEFAULT_CONFIG: &str = "jobwheel.toml";
@@ -28,7 +51,7 @@ fn first_config() -> (String, String) {
          # Reference: docs/SERVER.md.\n\
          listen = \"127.0.0.1:8080\"\n\
          store = \"sqlite://jobwheel.db?mode=rwc\"\n\
-         secret = \"{secret}\"\n\
+         session_secret = \"{secret}\"\n\
          \n\
          [[users]]\n\
          name = \"admin\"\n\
@@ -79,6 +102,7 @@ pub(crate) async fn run(
     url: Option<String>,
     prefix: Option<String>,
 ) -> Outcome {
+    init_logging();
     let mut first_password = None;
     let mut config = match &named {
         Some(path) => load(path)?,

@@ -7,7 +7,7 @@ cache, block strategies, deadlines, kills, long-polled results and per-run logs.
 The protocol conformance tests of tests/remote.rs run against it as they run against
 the Rust executor server.
 
-    JOBWHEEL_SECRET=... python3 executor.py --group billing --bind 127.0.0.1:9102
+    JOBWHEEL_GROUP_SECRET=... python3 executor.py --group billing --bind 127.0.0.1:9102
 
 With `--register http://scheduler:9100` it registers at a scheduler's registration
 endpoint (jobwheel's RegistryServer) by heartbeat every `--beat-every` seconds, and
@@ -53,10 +53,22 @@ def sha256_hex(data):
     return hashlib.sha256(data).hexdigest()
 
 
+def base_address(url):
+    """An instance's base address as signatures name it: lower case, no final `/`."""
+    return url.strip().rstrip("/").lower()
+
+
 class Signer:
-    def __init__(self, secret, window_ms=60_000, max_nonces=1_000_000):
+    """Checks requests signed with the group's secret and signs answers. A request
+    to an instance is signed over the instance's base address and the path (the URL
+    the scheduler called), so a request captured on its way to one instance does
+    not pass at another: `addresses` are the base addresses this instance answers
+    to."""
+
+    def __init__(self, secret, window_ms=60_000, max_nonces=1_000_000, addresses=()):
         if len(secret) < 16:
             raise SystemExit("the group secret must be at least 16 bytes; there is no default")
+        self.addresses = [base_address(a) for a in addresses]
         self.key = secret
         self.window = window_ms
         self.max_nonces = max_nonces
@@ -77,8 +89,10 @@ class Signer:
             return "unsigned"
         if not (16 <= len(nonce) <= 64) or any(c not in "0123456789abcdefABCDEF" for c in nonce):
             return "unsigned"
-        expected = self.mac(f"jobwheel-v1\n{method}\n{path}\n{ts}\n{nonce}\n{sha256_hex(body)}")
-        if not hmac.compare_digest(expected, sig.lower()):
+        digest = sha256_hex(body)
+        if not any(hmac.compare_digest(self.mac(f"jobwheel-v1\n{method}\n{a}{path}\n{ts}\n{nonce}\n{digest}"),
+                                       sig.lower())
+                   for a in self.addresses):
             return "bad_signature"
         now = now_ms()
         if abs(now - ts) > self.window:
@@ -101,13 +115,19 @@ class Signer:
         return ts, self.mac(f"jobwheel-v1-response\n{status}\n{nonce}\n{ts}\n{sha256_hex(body)}")
 
 
+class Refused(RuntimeError):
+    """The registration endpoint refused this instance's signature: beating again
+    will not help."""
+
+
 class Registrar:
     """Registers the instance at a scheduler's registration endpoint: a signed beat
     every `every` seconds, a signed leave at the end. Answers are checked against
     the group's secret; an endpoint whose clock is off refuses the first request as
     skewed, with its clock in the signed refusal, and is asked again on its clock."""
 
-    def __init__(self, url, signer, info, every):
+    def __init__(self, url, signer, info, every, secret_env):
+        self.secret_env = secret_env
         self.url = url.rstrip("/")
         self.signer = signer
         self.info = info
@@ -119,6 +139,7 @@ class Registrar:
         body = json.dumps(body_obj).encode()
         for _ in range(2):
             ts, nonce = now_ms() + self.offset, secrets.token_hex(16)
+            # The registration endpoint is not an instance: its signatures name the path.
             sig = self.signer.mac(f"jobwheel-v1\nPOST\n{path}\n{ts}\n{nonce}\n{sha256_hex(body)}")
             req = urllib.request.Request(self.url + path, data=body, method="POST", headers={
                 "content-type": "application/json", "x-jobwheel-timestamp": str(ts),
@@ -131,24 +152,29 @@ class Registrar:
             answer_ts, answer_sig = headers.get("x-jobwheel-timestamp"), headers.get("x-jobwheel-signature")
             expected = self.signer.mac(f"jobwheel-v1-response\n{status}\n{nonce}\n{answer_ts}\n{sha256_hex(data)}")
             if not (answer_ts and answer_sig and hmac.compare_digest(expected, answer_sig.lower())):
-                raise RuntimeError(f"the endpoint's answer ({status}) is not signed with the group's secret")
+                if status == 401:
+                    raise Refused(f"the endpoint refused our signature (HTTP 401): the secret in {self.secret_env} "
+                                  f"is not group {self.info['group']}'s secret on that server, or it has no such group")
+                raise RuntimeError(f"the endpoint's answer ({status}) does not verify with the group's secret")
             answer = json.loads(data or b"{}")
             if status == 401 and answer.get("error") == "skewed_timestamp":
                 self.offset = int(answer_ts) - now_ms()
                 continue
+            if status == 401:
+                raise Refused(f"{status} {answer.get('error')}: {answer.get('message')}")
             if status != 200:
                 raise RuntimeError(f"{status} {answer.get('error')}: {answer.get('message')}")
             return answer
         raise RuntimeError("the endpoint refused the timestamp twice")
 
     def run(self):
-        while True:
+        """Beats every `every` seconds (the first beat is the caller's) until stopped,
+        then leaves."""
+        while not self.stop.wait(self.every):
             try:
                 self.call("/v1/registry/beat", self.info)
             except (OSError, RuntimeError, ValueError) as e:
                 print(f"beat failed: {e}", file=sys.stderr, flush=True)
-            if self.stop.wait(self.every):
-                break
         try:
             self.call("/v1/registry/leave", {"group": self.info["group"], "address": self.info["address"]})
         except (OSError, RuntimeError, ValueError) as e:
@@ -330,6 +356,8 @@ def state_of(run):
 def make_handler(signer, state):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # A client that stops sending mid-request is dropped after this long.
+        timeout = 35
 
         def log_message(self, *args):
             pass
@@ -347,7 +375,14 @@ def make_handler(signer, state):
             self.wfile.write(data)
 
         def do_POST(self):
-            length = int(self.headers.get("content-length") or 0)
+            raw_length = (self.headers.get("content-length") or "0").strip()
+            if not raw_length.isdigit() or not raw_length.isascii():
+                # A length that is not a number (or is negative) cannot be trusted to
+                # find the end of the body: answer, and close the connection.
+                self.close_connection = True
+                return self.answer(400, {"error": "bad_request",
+                                         "message": "content-length must be a non-negative number"})
+            length = int(raw_length)
             if length > MAX_BODY:
                 # Read what a client may reasonably send so it sees the answer, then close.
                 left = min(length, 64 * MAX_BODY)
@@ -365,15 +400,18 @@ def make_handler(signer, state):
                                    {"error": refusal, "message": "request refused: " + refusal})
             try:
                 req = json.loads(body or b"{}")
-            except ValueError as e:
-                return self.answer(400, {"error": "bad_request", "message": str(e)})
+            except (ValueError, RecursionError) as e:
+                # RecursionError: a body nested deeper than Python's parser goes.
+                return self.answer(400, {"error": "bad_request", "message": f"not JSON: {type(e).__name__}"})
+            if not isinstance(req, dict):
+                return self.answer(400, {"error": "bad_request", "message": "the body must be a JSON object"})
             route = ROUTES.get(self.path)
             if route is None:
                 return self.answer(404, {"error": "not_found", "message": "no such endpoint in protocol v1"})
             try:
                 status, answer = route(state, req)
-            except (KeyError, TypeError) as e:
-                status, answer = 400, {"error": "bad_request", "message": f"missing or bad field: {e}"}
+            except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
+                status, answer = 400, {"error": "bad_request", "message": f"missing or bad field: {type(e).__name__} {e}"[:300]}
             self.answer(status, answer)
 
     return Handler
@@ -442,6 +480,15 @@ ROUTES = {"/v1/beat": beat, "/v1/idle-beat": idle_beat, "/v1/run": run, "/v1/res
           "/v1/kill": kill, "/v1/log": log}
 
 
+def report(ctx):
+    """The README's example job: says what it reports on, in its log, and succeeds."""
+    p = ctx.payload if isinstance(ctx.payload, dict) else {}
+    ctx.log(f"report for {p.get('date', 'today')}: started")
+    for part in ("orders", "refunds", "totals"):
+        ctx.log(f"report: {part} done")
+    ctx.log("report: finished")
+
+
 # The demonstration handlers the conformance tests call.
 def echo(ctx):
     ctx.log(f"echo {json.dumps(ctx.payload, sort_keys=True)}")
@@ -478,7 +525,7 @@ def main():
     p.add_argument("--bind", default="127.0.0.1:0")
     p.add_argument("--instance")
     p.add_argument("--capacity", type=int, default=64)
-    p.add_argument("--secret-env", default="JOBWHEEL_SECRET",
+    p.add_argument("--secret-env", default="JOBWHEEL_GROUP_SECRET",
                    help="the environment variable holding the group's secret")
     p.add_argument("--register", help="a scheduler's registration endpoint to beat at (base URL)")
     p.add_argument("--advertise", help="the address schedulers reach this instance at "
@@ -486,11 +533,13 @@ def main():
     p.add_argument("--beat-every", type=float, default=30.0, help="seconds between beats (default 30)")
     a = p.parse_args()
     secret = os.environ.get(a.secret_env, "").encode()
-    signer = Signer(secret)
     host, port = a.bind.rsplit(":", 1)
     server = Server((host, int(port)), None)
     addr = f"{server.server_address[0]}:{server.server_address[1]}"
-    state = State({"echo": echo, "fail": fail, "wait": wait, "chatty": chatty, "shard": shard}, a.capacity, a.instance or addr)
+    # The addresses schedulers call this instance at: the advertised one, and the
+    # bound one.
+    signer = Signer(secret, addresses=[x for x in (a.advertise, f"http://{addr}") if x])
+    state = State({"echo": echo, "fail": fail, "wait": wait, "chatty": chatty, "shard": shard, "report": report}, a.capacity, a.instance or addr)
     server.RequestHandlerClass = make_handler(signer, state)
     registrar = None
     if a.register:
@@ -498,7 +547,16 @@ def main():
             raise SystemExit("bound to every interface: say where schedulers reach this instance with --advertise")
         info = {"group": a.group, "address": a.advertise or f"http://{addr}", "handlers": sorted(state.handlers),
                 "capacity": a.capacity, "version": VERSION}
-        registrar = Registrar(a.register, signer, info, a.beat_every)
+        registrar = Registrar(a.register, signer, info, a.beat_every, a.secret_env)
+        # The first beat before serving: a refused signature ends the program (the
+        # secret is wrong; beating again will not help); an endpoint not up yet is
+        # tried again by the beats.
+        try:
+            registrar.call("/v1/registry/beat", info)
+        except Refused as e:
+            raise SystemExit(f"registration refused: {e}")
+        except (OSError, RuntimeError, ValueError) as e:
+            print(f"first beat failed (retrying every {a.beat_every}s): {e}", file=sys.stderr, flush=True)
         beats = threading.Thread(target=registrar.run, daemon=True)
         beats.start()
     print(f"listening on {addr}", flush=True)

@@ -341,7 +341,19 @@ impl ExecutorServerBuilder {
             instance.clone(),
             logs,
         )?);
+        // The base addresses schedulers call this instance at: the advertised one
+        // and the bound one (a request signed for another instance is refused).
+        let scheme = if tls { "https" } else { "http" };
+        let mut addresses = vec![format!("{scheme}://{addr}")];
+        if let Some(a) = &self.advertise {
+            addresses.push(a.clone());
+        }
+        let addresses = addresses
+            .iter()
+            .filter_map(|a| super::group::instance_url(a).ok())
+            .collect();
         let state = Arc::new(Served {
+            addresses,
             verifier: Arc::new(Verifier::new(
                 self.secret,
                 self.options.replay_window,
@@ -374,6 +386,8 @@ impl ExecutorServerBuilder {
 }
 
 struct Served {
+    /// The base addresses requests to this instance are addressed to.
+    addresses: Vec<String>,
     verifier: Arc<Verifier>,
     runs: Arc<Runs>,
     instance: Arc<str>,
@@ -382,6 +396,13 @@ struct Served {
 impl Verifies for Served {
     fn verifier_for(&self, _body: &[u8]) -> std::result::Result<Arc<Verifier>, Box<Response>> {
         Ok(self.verifier.clone())
+    }
+
+    fn targets(&self, path: &str) -> Vec<String> {
+        self.addresses
+            .iter()
+            .map(|a| super::auth::addressed(a, path))
+            .collect()
     }
 }
 

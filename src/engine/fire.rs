@@ -415,7 +415,9 @@ async fn finish_and_continue(
         })
         .unwrap_or_else(|m| plan::FinishPlan::after_panic(&run.fire.job, now, &m));
     if p.will_retry {
-        info!(status = p.status.as_str(), next = ?p.next.as_ref().map(|n| n.at), "retry scheduled");
+        info!(status = p.status.as_str(), error = ?p.error, next = ?p.next.as_ref().map(|n| n.at), "run failed; retry scheduled");
+    } else if p.status.is_failure() {
+        warn!(status = p.status.as_str(), error = ?p.error, "run failed");
     }
     let next = p.next.clone();
     let written = finish(core, &run, p, Some(took), false).await;

@@ -24,11 +24,13 @@ mod actor;
 mod doctor;
 mod jobs;
 mod runs;
+mod sight;
 
 pub use actor::Actor;
 pub use doctor::Doctor;
 pub use jobs::{JobSnapshot, first_fire};
 pub use runs::RunKiller;
+pub use sight::Sight;
 
 use crate::error::{Error, Result};
 use crate::job::{DEFAULT_MAX_PAYLOAD_BYTES, Job};

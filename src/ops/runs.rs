@@ -1,7 +1,6 @@
 //! The operations on runs and alarm events: kill, and an operator's retry and
 //! discard of an alarm.
 
-use super::jobs::group_of;
 use super::{Actor, Ops, conflict, entry};
 use crate::error::{Error, Result};
 use crate::job::Job;
@@ -21,16 +20,6 @@ pub trait RunKiller: Send + Sync + 'static {
 }
 
 impl Ops {
-    /// The group of job `id` as stored now (`None`: a local job, or one that is
-    /// gone).
-    async fn group(&self, id: &crate::job::JobId) -> Result<Option<String>> {
-        Ok(self
-            .store
-            .get(id)
-            .await?
-            .and_then(|r| group_of(&r.job).map(str::to_string)))
-    }
-
     /// Run `id` as `actor` may see it.
     ///
     /// Errors: [`Error::NotFound`], also for a run of a job in a group the actor is
@@ -47,7 +36,7 @@ impl Ops {
             .into_iter()
             .find(|r| r.id == id)
             .ok_or_else(|| Error::not_found("run", id))?;
-        if actor.groups().is_some() && !actor.sees(self.group(&run.job_id).await?.as_deref()) {
+        if !self.sight(actor).run(&run).await? {
             return Err(Error::not_found("run", id));
         }
         Ok(run)
@@ -100,12 +89,7 @@ impl Ops {
             .into_iter()
             .next();
         match found {
-            Some(a)
-                if actor.groups().is_none()
-                    || actor.sees(self.group(&a.event.job_id).await?.as_deref()) =>
-            {
-                Ok(a)
-            }
+            Some(a) if self.sight(actor).alarm(&a).await? => Ok(a),
             _ => Err(Error::not_found("alarm", id.0)),
         }
     }

@@ -24,12 +24,24 @@ fn job_ids_are_validated() {
         "reports.daily",
         "tenant-7:sync_users",
         &"x".repeat(200),
+        ".hidden",
+        "a..b",
     ] {
         assert_eq!(JobId::new(ok).unwrap().as_str(), ok);
     }
     assert_eq!(refused(JobId::new("")), ("job.id", String::new()));
     assert_eq!(refused(JobId::new("x".repeat(201))).0, "job.id");
-    for bad in ["has space", "slash/y", "ünïcode", "semi;colon", "new\nline"] {
+    // `.` and `..` are URL dot-segments: no API path could address them.
+    for bad in [
+        "has space",
+        "slash/y",
+        "ünïcode",
+        "semi;colon",
+        "new\nline",
+        ".",
+        "..",
+        "...",
+    ] {
         assert_eq!(
             refused(JobId::new(bad)),
             ("job.id", bad.to_string()),

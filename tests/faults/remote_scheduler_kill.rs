@@ -70,7 +70,7 @@ async fn a_killed_scheduler_nodes_remote_run_is_taken_over_and_its_late_result_r
     let mut a = Command::new(support::faults::node_binary())
         .args(["--backend", "postgres", "--url", &url, "--prefix", &prefix])
         .args(["--node", "node-a", "--remote", &base])
-        .env("JOBWHEEL_SECRET", SECRET)
+        .env("JOBWHEEL_GROUP_SECRET", SECRET)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -26,6 +26,49 @@ async fn the_python_executor_passes_the_protocol_suite() {
     suite(&python.base).await;
 }
 
+/// A request captured on its way to instance A and sent to instance B of the same
+/// group within the replay window is refused at B (its signature names A), and B
+/// runs nothing; A ran it once.
+async fn a_request_for_one_instance_does_not_run_at_another(a: &str, b: &str) {
+    let good = auth::Secret::new("t", SECRET).unwrap();
+    let body =
+        serde_json::to_vec(&run_request(77, "replayed", "echo", BlockStrategy::Serial)).unwrap();
+    let (ts, n) = (jobwheel::Timestamp::now().as_millis(), auth::nonce());
+    let sig = good.sign_request("POST", &target(a, protocol::RUN), ts, &n, &body);
+    let captured = Some((ts, n, sig));
+    let (status, _, verified) = raw(a, protocol::RUN, body.clone(), captured.clone()).await;
+    assert_eq!((status, verified), (200, true), "A runs it");
+    let (status, v, _) = raw(b, protocol::RUN, body, captured).await;
+    assert_eq!(
+        (status, v["error"].as_str()),
+        (401, Some("bad_signature")),
+        "B refuses the replay: {v}"
+    );
+    let (status, v, _) = ask(b, protocol::RESULT, &json!({"run_id": 77, "token": 7})).await;
+    assert_eq!(
+        (status, v["error"].as_str()),
+        (404, Some("unknown_run")),
+        "B never admitted the run: {v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_replayed_to_another_rust_instance_is_refused() {
+    let (a, b) = (
+        instance("i-a", &Seen::default()).await,
+        instance("i-b", &Seen::default()).await,
+    );
+    a_request_for_one_instance_does_not_run_at_another(&base(&a), &base(&b)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_replayed_to_another_python_instance_is_refused() {
+    let (Some(a), Some(b)) = (python_executor(), python_executor()) else {
+        return;
+    };
+    a_request_for_one_instance_does_not_run_at_another(&a.base, &b.base).await;
+}
+
 async fn suite(b: &str) {
     refuses_requests_without_a_valid_fresh_signature(b).await;
     applies_block_strategies(b).await;
@@ -57,9 +100,23 @@ async fn refuses_requests_without_a_valid_fresh_signature(b: &str) {
     // A body changed after signing.
     let good = auth::Secret::new("t", SECRET).unwrap();
     let n = auth::nonce();
-    let sig = good.sign_request("POST", protocol::RUN, ts, &n, b"{}");
+    let sig = good.sign_request("POST", &target(b, protocol::RUN), ts, &n, b"{}");
     let (status, v, _) = raw(b, protocol::RUN, bytes.clone(), Some((ts, n, sig))).await;
     assert_eq!((status, v["error"].as_str()), (401, Some("bad_signature")));
+    // Signed for the path alone, or for another instance's address.
+    for signed_for in [
+        protocol::RUN.to_string(),
+        auth::addressed("http://127.0.0.1:1", protocol::RUN),
+    ] {
+        let n = auth::nonce();
+        let sig = good.sign_request("POST", &signed_for, ts, &n, &bytes);
+        let (status, v, _) = raw(b, protocol::RUN, bytes.clone(), Some((ts, n, sig))).await;
+        assert_eq!(
+            (status, v["error"].as_str()),
+            (401, Some("bad_signature")),
+            "signed for {signed_for}"
+        );
+    }
     // Skewed by more than the replay window either way.
     for skew in [-120_000, 120_000] {
         let (status, v, verified) = signed(b, protocol::BEAT, &json!({}), skew, None).await;
@@ -343,4 +400,83 @@ fn protocol_document_is_committed() {
         "docs/executor-protocol.json",
         &jobwheel::executors::openapi(),
     );
+}
+
+/// Sends `request` (raw bytes) to `base` over TCP and reads the answer's status
+/// line within 10 s; `None` when the connection closed without one.
+async fn raw_status(base: &str, request: &[u8]) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    conn.write_all(request).await.unwrap();
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    got.extend_from_slice(&buf[..n]);
+                    if got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "answered within 10 s, not read to the end of the stream"
+    );
+    let text = String::from_utf8_lossy(&got);
+    text.lines()
+        .next()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+}
+
+/// The Python executor answers every bad request, before reading a body it cannot
+/// bound: a negative or non-numeric Content-Length, and a signed body nested deeper
+/// than its JSON parser goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_executor_answers_bad_lengths_and_deep_bodies() {
+    let Some(python) = python_executor() else {
+        return;
+    };
+    for length in ["-1", "abc", "1e3", "+5"] {
+        let request = format!(
+            "POST /v1/run HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n{{}}"
+        );
+        let status = raw_status(&python.base, request.as_bytes()).await;
+        assert!(
+            status.as_deref().is_some_and(|s| s.contains(" 400 ")),
+            "Content-Length {length}: {status:?}"
+        );
+    }
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let secret = auth::Secret::new("t", SECRET).unwrap();
+    let (ts, n) = (jobwheel::Timestamp::now().as_millis(), auth::nonce());
+    let sig = secret.sign_request(
+        "POST",
+        &target(&python.base, protocol::RUN),
+        ts,
+        &n,
+        deep.as_bytes(),
+    );
+    let (status, v, verified) = raw(
+        &python.base,
+        protocol::RUN,
+        deep.into_bytes(),
+        Some((ts, n, sig)),
+    )
+    .await;
+    assert_eq!(
+        (status, v["error"].as_str(), verified),
+        (400, Some("bad_request"), true),
+        "{v}"
+    );
+    // Still serving.
+    let (status, _, _) = ask(&python.base, protocol::BEAT, &json!({})).await;
+    assert_eq!(status, 200);
 }

@@ -73,7 +73,7 @@ async fn rust_and_python_executors_register_through_the_endpoint_run_shards_and_
             py.info.version.as_str()
         ),
         (
-            ["chatty", "echo", "fail", "shard", "wait"]
+            ["chatty", "echo", "fail", "report", "shard", "wait"]
                 .map(String::from)
                 .to_vec(),
             4,
@@ -148,6 +148,43 @@ async fn the_endpoint_refuses_what_the_group_did_not_sign_or_cannot_be_registere
         (s, v["error"].as_str(), verified),
         (401, Some("bad_signature"), false),
         "an unknown group is refused like a bad signature"
+    );
+    // A caller without any secret cannot tell a group that exists from one that
+    // does not: the same status, body and headers (both answers signed, with a key
+    // it does not have).
+    let mut answers = Vec::new();
+    for group in ["billing", "payroll"] {
+        let mut body = info(4);
+        body["group"] = json!(group);
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let (ts, n) = (
+            Timestamp::now().as_millis(),
+            jobwheel::executors::auth::nonce(),
+        );
+        let sig = other.sign_request("POST", protocol::REGISTER, ts, &n, &bytes);
+        let r = reqwest::Client::new()
+            .post(format!("{url}{}", protocol::REGISTER))
+            .header(jobwheel::executors::auth::TIMESTAMP, ts)
+            .header(jobwheel::executors::auth::NONCE, &n)
+            .header(jobwheel::executors::auth::SIGNATURE, sig)
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        let mut names: Vec<String> = r.headers().keys().map(|k| k.to_string()).collect();
+        names.retain(|n| n != "date");
+        names.sort();
+        answers.push((r.status().as_u16(), names, r.text().await.unwrap()));
+    }
+    assert_eq!(
+        answers[0], answers[1],
+        "a known group with a wrong secret and an unknown group answer alike"
+    );
+    assert!(
+        answers[0]
+            .1
+            .contains(&jobwheel::executors::auth::SIGNATURE.to_string()),
+        "{answers:?}"
     );
     // Skewed, replayed.
     let (s, v, _) = signed(&url, protocol::REGISTER, &info(4), 120_000, None).await;

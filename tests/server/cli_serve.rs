@@ -22,8 +22,14 @@ struct Serving {
 }
 
 /// Starts `jobwheel serve args…` in `dir` on a free loopback port and waits (30 s at
-/// most) for the line with its address.
+/// most) for the line with its address. Its log (standard error) goes to
+/// `dir/serve.log`.
 async fn serve(dir: &Path, args: &[&str]) -> Serving {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("serve.log"))
+        .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_jobwheel"))
         .arg("serve")
         .args(args)
@@ -32,7 +38,9 @@ async fn serve(dir: &Path, args: &[&str]) -> Serving {
         .env_remove("JOBWHEEL_URL")
         .env_remove("JOBWHEEL_CONFIG")
         .env_remove("JOBWHEEL_PREFIX")
+        .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
         .kill_on_drop(true)
         .spawn()
         .unwrap();
@@ -101,6 +109,23 @@ impl Serving {
             status,
             serde_json::from_slice(&r.bytes().await.unwrap()).unwrap(),
         )
+    }
+
+    /// A line of `/proc/PID/status` (`VmHWM`: peak resident memory), in KiB.
+    fn memory_kib(&self, field: &str) -> u64 {
+        let pid = self.child.id().unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(field)?
+                    .trim_start_matches(':')
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
     }
 
     /// Sends SIGTERM and waits (30 s at most) for a clean exit.
@@ -177,7 +202,7 @@ async fn serve_runs_on_postgres_from_its_configuration_file() {
     let prefix = format!("serve{}_", fastrand::u32(..));
     let hash = jobwheel::admin::auth::hash_password("pg-password-1");
     let text = format!(
-        "listen = \"127.0.0.1:8080\"\nstore = \"{url}\"\nprefix = \"{prefix}\"\nsecret = \"{:032x}\"\n\n[[users]]\nname = \"ops\"\npassword_hash = \"{hash}\"\nrole = \"viewer\"\n\n[[groups]]\nname = \"pg\"\nsecret = \"{:032x}\"\n",
+        "listen = \"127.0.0.1:8080\"\nstore = \"{url}\"\nprefix = \"{prefix}\"\nsession_secret = \"{:032x}\"\n\n[[users]]\nname = \"ops\"\npassword_hash = \"{hash}\"\nrole = \"viewer\"\n\n[[groups]]\nname = \"pg\"\nsecret = \"{:032x}\"\n",
         fastrand::u128(..),
         fastrand::u128(..)
     );
@@ -207,5 +232,120 @@ async fn serve_runs_on_postgres_from_its_configuration_file() {
     );
     s.stop().await;
     support::drop_pg_tables(&url, &prefix).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Logins under attack, against the program as run: a failed login is audited and
+/// logged; 40 parallel guesses at one account get no more password checks than
+/// sequential ones would (5, then 429), whatever their order; and bursts of logins
+/// for unknown names leave the server's peak memory bounded (each password check
+/// holds argon2's 19 MiB, and only `login_concurrency` run at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_logins_get_no_more_guesses_and_bounded_memory() {
+    let dir = std::env::temp_dir().join(format!("jobwheel-logins-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut s = serve(&dir, &[]).await;
+    let line = s.wait_for("log in as admin with password").await;
+    let password = line.rsplit(' ').next().unwrap().to_string();
+
+    // One failed login: audited as anonymous, naming the account tried, and logged.
+    assert_eq!(s.log_in("admin", "wrong-password").await.0, 401);
+    let (status, cookie) = s.log_in("admin", &password).await;
+    assert_eq!(status, 200);
+    let (status, audit) = s
+        .get(&cookie.unwrap(), "/api/v1/audit?actor=anonymous")
+        .await;
+    assert_eq!(status, 200);
+    let failed: Vec<&Value> = audit["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "session.login_failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{audit}");
+    assert_eq!(failed[0]["target"], "admin");
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
+    assert!(
+        log.contains("failed login") && log.contains("admin API request refused"),
+        "serve logs failed logins and refusals to standard error: {log}"
+    );
+
+    // 40 parallel logins to one account, the right password among them.
+    let right = fastrand::usize(..40);
+    let client = reqwest::Client::new();
+    let attempts = (0..40).map(|i| {
+        let pw = if i == right {
+            password.clone()
+        } else {
+            format!("guess-{i}")
+        };
+        let (client, url) = (client.clone(), format!("{}/api/v1/session", s.base));
+        async move {
+            let r = client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(json!({"name": "admin", "password": pw}).to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let body: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+            (status, body["error"].as_str().unwrap_or("").to_string())
+        }
+    });
+    let answers = futures::future::join_all(attempts).await;
+    let checked = answers
+        .iter()
+        .filter(|(s, _)| *s == 200 || *s == 401)
+        .count();
+    let refused = answers.iter().filter(|(s, _)| *s == 429).count();
+    println!("40 parallel logins: {checked} checked, {refused} refused 429");
+    assert!(
+        checked <= 5 && checked + refused == 40,
+        "at most 5 passwords checked, the rest refused: {answers:?}"
+    );
+
+    // Bursts of logins for unknown names with long passwords: every one answered
+    // (401 or 429 busy), and the peak memory bounded.
+    let before = s.memory_kib("VmHWM");
+    let mut tally = std::collections::BTreeMap::<u16, usize>::new();
+    for round in 0..3 {
+        let burst = (0..150).map(|i| {
+            let (client, url) = (client.clone(), format!("{}/api/v1/session", s.base));
+            async move {
+                let body =
+                    json!({"name": format!("nobody-{round}-{i}"), "password": "x".repeat(4096)});
+                client
+                    .post(url)
+                    .header("content-type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            }
+        });
+        for status in futures::future::join_all(burst).await {
+            *tally.entry(status).or_default() += 1;
+        }
+    }
+    let peak = s.memory_kib("VmHWM");
+    println!(
+        "450 logins for unknown names: answers {tally:?}; peak memory {} MiB (before the bursts {} MiB)",
+        peak / 1024,
+        before / 1024
+    );
+    assert_eq!(
+        tally.keys().copied().collect::<Vec<_>>(),
+        vec![401, 429],
+        "each login is checked (401) or refused at once (429): {tally:?}"
+    );
+    assert!(
+        peak < 200 * 1024,
+        "peak memory {} MiB: password checks are bounded to login_concurrency × 19 MiB",
+        peak / 1024
+    );
+    s.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

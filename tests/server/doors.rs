@@ -77,7 +77,7 @@ fn definition(id: &str, expr: &str, payload: Value) -> Value {
 /// the executor group `billing` (a server then runs a scheduler node for it).
 fn config_text(store: &str, token_sha: &str, group: bool) -> String {
     let mut text = format!(
-        "listen = \"127.0.0.1:0\"\nstore = \"{store}\"\nsecret = \"{}\"\nmax_payload_bytes = {LIMIT}\n\
+        "listen = \"127.0.0.1:0\"\nstore = \"{store}\"\nsession_secret = \"{}\"\nmax_payload_bytes = {LIMIT}\n\
          [[tokens]]\nname = \"ci\"\nsha256 = \"{token_sha}\"\nrole = \"admin\"\n",
         "s".repeat(40)
     );

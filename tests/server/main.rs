@@ -10,3 +10,5 @@ mod cli;
 mod cli_serve;
 mod console;
 mod doors;
+mod readme_path;
+mod tenants;

@@ -35,7 +35,7 @@ pub fn config(
     let (admin, admin_sha) = new_token();
     let (viewer, viewer_sha) = new_token();
     let mut text = format!(
-        "listen = \"127.0.0.1:0\"\nstore = \"{store}\"\nsecret = \"{}\"\nread_only = {read_only}\nmax_body_bytes = 65536\n",
+        "listen = \"127.0.0.1:0\"\nstore = \"{store}\"\nsession_secret = \"{}\"\nread_only = {read_only}\nmax_body_bytes = 65536\n",
         "s".repeat(40)
     );
     if let Some(p) = prefix {

@@ -183,7 +183,7 @@ fn start_python(skewed: bool, more: &[&str]) -> Option<PythonExecutor> {
             "4",
         ])
         .args(more)
-        .env("JOBWHEEL_SECRET", SECRET)
+        .env("JOBWHEEL_GROUP_SECRET", SECRET)
         .stdout(std::process::Stdio::piped())
         .spawn();
     let mut child = match spawned {
@@ -221,8 +221,18 @@ pub async fn signed(
     let body = serde_json::to_vec(body).unwrap();
     let ts = jobwheel::Timestamp::now().as_millis() + skew_ms;
     let nonce = nonce.map_or_else(auth::nonce, str::to_string);
-    let sig = secret.sign_request("POST", path, ts, &nonce, &body);
+    let sig = secret.sign_request("POST", &target(base, path), ts, &nonce, &body);
     raw(base, path, body, Some((ts, nonce, sig))).await
+}
+
+/// What a request for `path` at `base` signs as its target: the URL for an
+/// instance, the path for a registration endpoint.
+pub fn target(base: &str, path: &str) -> String {
+    if path.starts_with("/v1/registry/") {
+        path.to_string()
+    } else {
+        auth::addressed(base, path)
+    }
 }
 
 /// A signed request with a fresh nonce on this machine's clock.

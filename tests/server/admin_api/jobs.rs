@@ -310,6 +310,33 @@ pub async fn create_read_act(c: &Ctx) {
         )
         .await;
     assert_eq!((a.status, a.body["field"].as_str()), (400, Some("job.id")));
+    // Ids no URL could address (dot-segments) are refused as copies and as jobs.
+    for id in [".", ".."] {
+        let a = api
+            .send(
+                ada,
+                "POST",
+                "/api/v1/jobs/{id}/copy",
+                &format!("{path}/copy"),
+                json!({ "id": id }),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.body["field"].as_str()),
+            (400, Some("job.id")),
+            "{id}"
+        );
+        let mut dotted = super::cron_job("x", "0 0 8 * * ?", "echo");
+        dotted["id"] = json!(id);
+        let a = api
+            .send(ada, "POST", "/api/v1/jobs", "/api/v1/jobs", dotted)
+            .await;
+        assert_eq!(
+            (a.status, a.body["field"].as_str()),
+            (400, Some("job.id")),
+            "{id}"
+        );
+    }
     let a = api
         .call(
             otto,

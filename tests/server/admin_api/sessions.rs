@@ -54,6 +54,37 @@ pub async fn without_credentials(api: &Api) -> Value {
         .call(&forged_cookie, "GET", "/api/v1/jobs", "/api/v1/jobs", None)
         .await;
     assert_eq!(a.status, 401, "a forged session cookie is refused");
+    // A session for the admin signed as the server signs them, but with the secret
+    // an executor of group `billing` holds: refused (the two secrets differ, and the
+    // server refuses to start with them equal).
+    let body = hex::encode(
+        json!({"u": "ada", "e": 4_102_444_800_000i64, "n": "00112233445566778899aabbccddeeff"})
+            .to_string(),
+    );
+    let sig = {
+        use hmac::{KeyInit, Mac};
+        let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(GROUP_SECRET.as_bytes()).unwrap();
+        m.update(body.as_bytes());
+        hex::encode(m.finalize().into_bytes())
+    };
+    let signed_by_an_executor = Who::Session {
+        cookie: format!("jobwheel_session={body}.{sig}"),
+        csrf: None,
+    };
+    let a = api
+        .call(
+            &signed_by_an_executor,
+            "GET",
+            "/api/v1/session",
+            "/api/v1/session",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["error"].as_str()),
+        (401, Some("unauthenticated")),
+        "a session signed with a group's secret is refused"
+    );
 
     doc.body
 }

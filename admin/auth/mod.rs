@@ -17,9 +17,13 @@
 //!   `X-CSRF-Token`, the HMAC of the session's nonce (given at login and by `GET
 //!   /api/v1/session`); bearer tokens need none (a browser never sends them on its
 //!   own).
-//! * **Logins** verify the password with argon2 on a blocking thread, spend the same
-//!   time for an unknown account, and lock an account name out for 5 minutes after 5
-//!   failures in a row (429).
+//! * **Logins** verify the password with argon2 in a fixed pool of threads behind a
+//!   bounded queue (429 `busy` when it is full), spend the same time for an unknown
+//!   account, and lock an account name out for 5 minutes after 5 failures in a row
+//!   (429 `locked_out`), counting logins still being checked as failures so parallel
+//!   guesses get no more tries than sequential ones ([`passwords`]).
+
+mod passwords;
 
 pub use super::config::Role;
 use super::config::{ServerConfig, TokenConfig, UserConfig};
@@ -27,22 +31,20 @@ use super::error::ApiError;
 use crate::time::Timestamp;
 use axum::http::HeaderMap;
 use hmac::{KeyInit, Mac};
+pub(crate) use passwords::check_hash;
+pub use passwords::hash_password;
+use passwords::{Attempts, Refused, Verifiers};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "jobwheel_session";
 /// The header a cookie-authenticated change carries its CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
-
-/// Failed logins in a row after which an account name is locked out.
-const MAX_FAILURES: u32 = 5;
-/// How long the lock-out lasts.
-const LOCKOUT: Duration = Duration::from_secs(300);
 
 /// How a request proved who it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,7 +125,8 @@ pub struct Auth {
     tokens: Vec<([u8; 32], TokenConfig)>,
     ttl: Duration,
     secure: bool,
-    failures: Mutex<HashMap<String, (u32, Instant)>>,
+    attempts: Arc<Attempts>,
+    verifiers: Verifiers,
     /// Verified for an unknown account, so a login takes as long either way.
     decoy: String,
 }
@@ -144,18 +147,6 @@ pub fn random_bytes(n: usize) -> Vec<u8> {
     b
 }
 
-/// Hashes `password` with argon2id and a random salt, as a PHC string for
-/// `users.password_hash`.
-pub fn hash_password(password: &str) -> String {
-    use argon2::PasswordHasher;
-    let salt = argon2::password_hash::SaltString::encode_b64(&random_bytes(16))
-        .expect("16 bytes make a valid salt");
-    argon2::Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .expect("argon2 hashes any password with the default parameters")
-        .to_string()
-}
-
 /// A new API token (`jw_` and 64 hex digits) and the SHA-256 the configuration keeps.
 pub fn new_token() -> (String, String) {
     let token = format!("jw_{}", hex::encode(random_bytes(32)));
@@ -163,20 +154,11 @@ pub fn new_token() -> (String, String) {
     (token, sha)
 }
 
-fn verify_password(password: &str, phc: &str) -> bool {
-    use argon2::PasswordVerifier;
-    argon2::PasswordHash::new(phc).is_ok_and(|h| {
-        argon2::Argon2::default()
-            .verify_password(password.as_bytes(), &h)
-            .is_ok()
-    })
-}
-
 impl Auth {
     /// From a validated configuration.
     pub fn new(config: &ServerConfig) -> Auth {
         Auth {
-            secret: config.secret.0.as_bytes().to_vec(),
+            secret: config.session_secret.0.as_bytes().to_vec(),
             users: config
                 .users
                 .iter()
@@ -192,7 +174,8 @@ impl Auth {
                 .collect(),
             ttl: config.session_ttl,
             secure: config.secure_cookies,
-            failures: Mutex::default(),
+            attempts: Arc::default(),
+            verifiers: Verifiers::start(config.login_concurrency),
             decoy: hash_password(&hex::encode(random_bytes(16))),
         }
     }
@@ -213,54 +196,53 @@ impl Auth {
     /// cookie's `Set-Cookie` value.
     ///
     /// Errors: 401 `bad_credentials` (the same for an unknown account and a wrong
-    /// password); 429 `locked_out` after too many failures.
+    /// password); 429 `locked_out` after too many failed (or pending) logins of the
+    /// account, 429 `busy` when too many logins wait to be checked.
     pub async fn login(
         &self,
         name: &str,
         password: &str,
         now: Timestamp,
     ) -> Result<(Principal, String), ApiError> {
-        let key = name.to_ascii_lowercase();
-        {
-            let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((n, since)) = f.get(&key) {
-                if *n >= MAX_FAILURES && since.elapsed() < LOCKOUT {
-                    return Err(ApiError::new(
-                        axum::http::StatusCode::TOO_MANY_REQUESTS,
-                        "locked_out",
-                        "too many failed logins for this account; try again in 5 minutes",
-                    ));
-                }
-                if since.elapsed() >= LOCKOUT {
-                    f.remove(&key);
-                }
-            }
-        }
+        let too_many = |code, message: &str| {
+            ApiError::new(
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                code,
+                message.to_string(),
+            )
+        };
+        let attempt = self.attempts.begin(name).map_err(|r| match r {
+            Refused::LockedOut => too_many(
+                "locked_out",
+                "too many failed logins for this account; try again in 5 minutes",
+            ),
+            Refused::Busy => too_many(
+                "busy",
+                "logins to this account are being checked; try again in a moment",
+            ),
+        })?;
         let user = self.users.get(name).cloned();
         let phc = user
             .as_ref()
             .map_or_else(|| self.decoy.clone(), |u| u.password_hash.0.clone());
-        let pw = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || verify_password(&pw, &phc))
-            .await
-            .unwrap_or(false);
-        let Some(user) = user.filter(|_| ok) else {
-            let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-            if f.len() > 10_000 {
-                f.retain(|_, (_, since)| since.elapsed() < LOCKOUT);
+        let ok = match self.verifiers.verify(password, phc).await {
+            Ok(ok) => ok,
+            Err(_) => {
+                attempt.withdrawn();
+                return Err(too_many(
+                    "busy",
+                    "the server is checking too many logins; try again in a moment",
+                ));
             }
-            let e = f.entry(key).or_insert((0, Instant::now()));
-            e.0 += 1;
-            e.1 = Instant::now();
+        };
+        let Some(user) = user.filter(|_| ok) else {
+            drop(attempt); // a failure
             return Err(ApiError::unauthorized(
                 "bad_credentials",
                 "wrong account name or password",
             ));
         };
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&key);
+        attempt.succeeded();
         let nonce = hex::encode(random_bytes(16));
         let claims = Claims {
             u: user.name.clone(),
