@@ -21,7 +21,7 @@
 //!   bounded queue (429 `busy` when it is full), spend the same time for an unknown
 //!   account, and lock an account name out for 5 minutes after 5 failures in a row
 //!   (429 `locked_out`), counting logins still being checked as failures so parallel
-//!   guesses get no more tries than sequential ones ([`passwords`]).
+//!   guesses get no more tries than sequential ones (`auth/passwords.rs`).
 
 mod passwords;
 
