@@ -269,6 +269,12 @@ impl RemoteGroup {
         &self.inner.name
     }
 
+    /// How long a registered instance stays live after its last beat
+    /// ([`RemoteGroupConfig::dead_after`]).
+    pub fn dead_after(&self) -> Duration {
+        self.inner.config.dead_after
+    }
+
     /// The instances runs may go to now, in address order: the fixed list, or the
     /// live registered instances (read from the store when the last read is older
     /// than [`refresh`](RemoteGroupConfig::refresh)).

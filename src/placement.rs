@@ -208,6 +208,13 @@ pub enum BlockStrategy {
 }
 
 impl BlockStrategy {
+    /// Every strategy, in declaration order.
+    pub const ALL: [BlockStrategy; 3] = [
+        BlockStrategy::Serial,
+        BlockStrategy::DiscardLater,
+        BlockStrategy::CoverEarly,
+    ];
+
     /// The wire name (`serial`, `discard_later`, `cover_early`).
     pub fn as_str(self) -> &'static str {
         match self {

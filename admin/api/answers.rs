@@ -34,10 +34,71 @@ pub(crate) struct Session {
 /// A page of jobs in id order.
 #[derive(Serialize, JsonSchema)]
 pub(crate) struct JobPage {
-    /// The jobs the caller sees.
-    pub(crate) items: Vec<JobView>,
+    /// The jobs the caller sees, each with how its recent runs went.
+    pub(crate) items: Vec<JobListItem>,
     /// The `after` of the next page; `null` at the end.
     pub(crate) next: Option<String>,
+}
+
+/// A job in a list: its view, its latest run and how its recent runs ended.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct JobListItem {
+    /// The job and its scheduling state.
+    #[serde(flatten)]
+    pub(crate) view: JobView,
+    /// Its latest run since the job was created; `null` before the first.
+    pub(crate) last_run: Option<RunBrief>,
+    /// Its latest ended runs (at most [`RECENT_RUNS`]), by outcome.
+    pub(crate) recent: Recent,
+}
+
+/// How many ended runs a job list's `recent` counts.
+pub(crate) const RECENT_RUNS: usize = 20;
+
+/// A run in brief.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct RunBrief {
+    /// The run's id.
+    pub(crate) id: i64,
+    /// Its status.
+    pub(crate) status: crate::record::RunStatus,
+    /// When it started (store clock).
+    pub(crate) started_at: Timestamp,
+}
+
+/// A job's latest ended runs, by outcome.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct Recent {
+    /// Ended runs counted (`running` and `returned` records are not).
+    pub(crate) ended: u32,
+    /// Of those, `succeeded`.
+    pub(crate) succeeded: u32,
+}
+
+/// What a job gets for each field its definition leaves out, and the limits in force.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct Defaults {
+    /// The retry policy.
+    pub(crate) retry: crate::RetryPolicy,
+    /// The misfire policy.
+    pub(crate) misfire: crate::MisfirePolicy,
+    /// The lateness past which a fire misfires when the job names none (the
+    /// scheduler's `misfire_threshold`), as a duration (`5s`).
+    pub(crate) misfire_threshold: String,
+    /// The alarm policy.
+    pub(crate) alarm: crate::AlarmPolicy,
+    /// The routing of a remote job.
+    pub(crate) routing: crate::placement::Routing,
+    /// The block strategy of a remote job.
+    pub(crate) block: crate::placement::BlockStrategy,
+    /// Every routing strategy.
+    pub(crate) routings: Vec<crate::placement::Routing>,
+    /// Every block strategy.
+    pub(crate) blocks: Vec<crate::placement::BlockStrategy>,
+    /// Every alarm kind.
+    pub(crate) alarm_kinds: Vec<crate::AlarmKind>,
+    /// The largest payload, in bytes of JSON.
+    pub(crate) max_payload_bytes: usize,
 }
 
 /// A removed job.
@@ -174,7 +235,39 @@ pub(crate) struct Executors {
     /// The groups this server dispatches to.
     pub(crate) groups: Vec<String>,
     /// Registered instances the caller sees.
-    pub(crate) items: Vec<ExecutorRecord>,
+    pub(crate) items: Vec<ExecutorView>,
+}
+
+/// A registered executor instance, whether it is live, and what it answered when
+/// asked just now.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct ExecutorView {
+    /// The registration.
+    #[serde(flatten)]
+    pub(crate) record: ExecutorRecord,
+    /// Its last beat is within its group's `dead_after`: schedulers send it runs.
+    /// `null` for a group this server does not dispatch to.
+    pub(crate) live: Option<bool>,
+    /// Its answer to a signed beat sent while answering this request (groups this
+    /// server dispatches to only; `null` otherwise).
+    pub(crate) probe: Option<Probe>,
+}
+
+/// An instance's answer to a beat.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct Probe {
+    /// How long it took to answer, ms.
+    pub(crate) ms: u64,
+    /// Why there was no answer (`null` when it answered).
+    pub(crate) error: Option<String>,
+    /// Its name in its group.
+    pub(crate) instance: Option<String>,
+    /// Runs executing on it now.
+    pub(crate) running: Option<usize>,
+    /// Runs waiting behind a running run of the same job.
+    pub(crate) queued: Option<usize>,
+    /// Runs it executes at once.
+    pub(crate) capacity: Option<usize>,
 }
 
 /// Alarm events, newest first.
@@ -200,4 +293,18 @@ pub(crate) struct AuditPage {
     pub(crate) items: Vec<AuditRecord>,
     /// The `before` of the next page; `null` at the end.
     pub(crate) next: Option<i64>,
+}
+
+impl Probe {
+    /// No answer, for `error`.
+    pub(crate) fn failed(ms: u64, error: String) -> Probe {
+        Probe {
+            ms,
+            error: Some(error),
+            instance: None,
+            running: None,
+            queued: None,
+            capacity: None,
+        }
+    }
 }

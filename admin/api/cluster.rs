@@ -2,7 +2,8 @@
 //! instances, the alarm outbox and the audit log.
 
 use super::answers::{
-    AlarmChanged, Alarms, AuditPage, Daily, Executors, Failing, JobCounts, Nodes, Overview, Slow,
+    AlarmChanged, Alarms, AuditPage, Daily, ExecutorView, Executors, Failing, JobCounts, Nodes,
+    Overview, Probe, Slow,
 };
 use super::extract::{AdminReader, OperatorChange, Reader};
 use super::{ApiResult, P, Q, St, json, page_size, path, query};
@@ -170,6 +171,10 @@ pub(super) async fn nodes(State(s): St, _: Reader) -> ApiResult<Response> {
 pub(super) struct ExecutorsQuery {
     /// Only instances of this group.
     group: Option<String>,
+    /// Whether to send each instance of a group this server dispatches to a signed
+    /// beat and answer what it said (`probe`): true by default; `false` answers
+    /// from the registrations alone, at once.
+    probe: Option<bool>,
 }
 
 pub(super) async fn executors(
@@ -180,14 +185,70 @@ pub(super) async fn executors(
     let q = query(q)?;
     let page = s.store.executors(q.group.as_deref()).await?;
     let now = s.store.now().await?;
-    let items: Vec<_> = page
+    let records: Vec<_> = page
         .items
         .into_iter()
         .filter(|e| p.groups.is_none() || p.sees(Some(&e.info.group)))
         .collect();
+    let probe = q.probe.unwrap_or(true);
+    let mut items = Vec::with_capacity(records.len());
+    for chunk in records.chunks(PROBES_AT_ONCE) {
+        let views = chunk.iter().map(|r| executor_view(&s, r, now, probe));
+        items.extend(futures::future::join_all(views).await);
+    }
     let mut groups: Vec<String> = s.groups.keys().cloned().collect();
     groups.sort();
     Ok(json(StatusCode::OK, &Executors { now, groups, items }))
+}
+
+/// Instances asked at once by the executors list.
+const PROBES_AT_ONCE: usize = 8;
+/// How long the executors list waits for an instance's beat.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `r`, whether it is live, and (when `probe`) its answer to a beat sent now, for a
+/// group this server dispatches to.
+async fn executor_view(
+    s: &AdminState,
+    r: &crate::record::ExecutorRecord,
+    now: crate::time::Timestamp,
+    probe: bool,
+) -> ExecutorView {
+    let Some(group) = s.groups.get(&r.info.group) else {
+        return ExecutorView {
+            record: r.clone(),
+            live: None,
+            probe: None,
+        };
+    };
+    let live = now.duration_since(r.last_beat) <= group.dead_after();
+    if !probe {
+        return ExecutorView {
+            record: r.clone(),
+            live: Some(live),
+            probe: None,
+        };
+    }
+    let started = std::time::Instant::now();
+    let answer = tokio::time::timeout(PROBE_TIMEOUT, group.beat(&r.info.address)).await;
+    let ms = started.elapsed().as_millis() as u64;
+    let probe = match answer {
+        Ok(Ok(b)) => Probe {
+            ms,
+            error: None,
+            instance: Some(b.instance),
+            running: Some(b.running),
+            queued: Some(b.queued),
+            capacity: Some(b.capacity),
+        },
+        Ok(Err(e)) => Probe::failed(ms, e.to_string()),
+        Err(_) => Probe::failed(ms, format!("no answer within {PROBE_TIMEOUT:?}")),
+    };
+    ExecutorView {
+        record: r.clone(),
+        live: Some(live),
+        probe: Some(probe),
+    }
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -2,14 +2,17 @@
 //! fires; and the cron preview the job form uses. Every change goes through the
 //! server's operations layer ([`Ops`](crate::ops::Ops)) as the caller.
 
-use super::answers::{Fires, JobPage, Removed};
+use super::answers::{
+    Defaults, Fires, JobListItem, JobPage, RECENT_RUNS, Recent, Removed, RunBrief,
+};
 use super::extract::{AdminChange, OperatorChange, Reader};
 use super::{ApiResult, Q, St, body_bytes, json, json_body, page_size, query};
 use crate::admin::views::{JobView, next_fires};
 use crate::admin::{AdminState, ApiError};
 use crate::job::{Job, JobId};
+use crate::record::RunStatus;
 use crate::record::{JobRecord, UpsertOutcome};
-use crate::store::JobQuery;
+use crate::store::{JobQuery, RunQuery};
 use crate::time::Timestamp;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -84,7 +87,7 @@ pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> Ap
     let next = (looked >= limit)
         .then(|| page.items.last().map(|r| r.job.id().to_string()))
         .flatten();
-    let items: Vec<JobView> = page
+    let items: Vec<&JobRecord> = page
         .items
         .iter()
         .filter(|r| p.sees(group_of(&r.job)))
@@ -99,9 +102,72 @@ pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> Ap
                 .is_none_or(|g| group_of(&r.job) == Some(g.as_str()))
         })
         .filter(|r| q.enabled.is_none_or(|e| r.job.enabled() == e))
-        .map(JobView::from)
         .collect();
+    // Each job's recent runs, a few jobs at a time: the runs since the job was
+    // created are its own (an older run of its id belonged to a job since removed).
+    let mut listed = Vec::with_capacity(items.len());
+    for chunk in items.chunks(8) {
+        for item in futures::future::join_all(chunk.iter().map(|r| summary(&s, r))).await {
+            listed.push(item?);
+        }
+    }
+    let items = listed;
     Ok(json(StatusCode::OK, &JobPage { items, next }))
+}
+
+/// `r` with its latest run and how its latest ended runs went.
+async fn summary(s: &AdminState, r: &JobRecord) -> ApiResult<JobListItem> {
+    let runs = s
+        .store
+        .runs(
+            &RunQuery::new()
+                .job(r.job.id().clone())
+                .since(r.created_at)
+                .limit(RECENT_RUNS + 4),
+        )
+        .await?;
+    let ended = runs
+        .iter()
+        .filter(|x| !matches!(x.status, RunStatus::Running | RunStatus::Returned))
+        .take(RECENT_RUNS);
+    let (mut n, mut ok) = (0, 0);
+    for x in ended {
+        n += 1;
+        ok += u32::from(x.status == RunStatus::Succeeded);
+    }
+    Ok(JobListItem {
+        view: JobView::from(r),
+        last_run: runs.first().map(|x| RunBrief {
+            id: x.id.0,
+            status: x.status,
+            started_at: x.started_at,
+        }),
+        recent: Recent {
+            ended: n,
+            succeeded: ok,
+        },
+    })
+}
+
+/// What a job gets for the fields its definition leaves out.
+pub(super) async fn defaults(State(s): St, _: Reader) -> ApiResult<Response> {
+    let threshold = crate::SchedulerConfig::default().misfire_threshold;
+    Ok(json(
+        StatusCode::OK,
+        &Defaults {
+            retry: crate::RetryPolicy::default(),
+            misfire: crate::MisfirePolicy::default(),
+            misfire_threshold: humantime_serde::re::humantime::format_duration(threshold)
+                .to_string(),
+            alarm: crate::AlarmPolicy::default(),
+            routing: crate::placement::Routing::default(),
+            block: crate::placement::BlockStrategy::default(),
+            routings: crate::placement::Routing::ALL.to_vec(),
+            blocks: crate::placement::BlockStrategy::ALL.to_vec(),
+            alarm_kinds: crate::AlarmKind::ALL.to_vec(),
+            max_payload_bytes: s.ops.payload_limit(),
+        },
+    ))
 }
 
 pub(super) async fn get_one(

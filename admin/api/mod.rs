@@ -52,6 +52,7 @@ pub(super) fn routes(state: Arc<AdminState>, max_body_bytes: usize) -> Router {
         .route("/api/v1/jobs/{id}/trigger", post(jobs::trigger))
         .route("/api/v1/jobs/{id}/fires", get(jobs::fires))
         .route("/api/v1/cron/preview", get(jobs::cron_preview))
+        .route("/api/v1/defaults", get(jobs::defaults))
         .route("/api/v1/runs", get(runs::list))
         .route("/api/v1/runs/{id}", get(runs::get_one))
         .route("/api/v1/runs/{id}/log", get(runs::log))

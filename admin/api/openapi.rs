@@ -318,6 +318,15 @@ fn operations() -> Vec<Operation> {
                 &[E400, E401],
             )
         },
+        op(
+            ("get", "/api/v1/defaults"),
+            "jobDefaults",
+            "jobs",
+            "viewer",
+            "What a job gets for each field its definition leaves out, the choices of each policy field, and the payload limit in force",
+            Some(schema::<Defaults>),
+            &[E401, E503],
+        ),
         Operation {
             query: Some(schema::<runs::ListQuery>),
             ..op(

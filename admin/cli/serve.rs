@@ -77,6 +77,50 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     options.open(path)?.write_all(text.as_bytes())
 }
 
+/// The file of an SQLite store URL (`sqlite://jobwheel.db?mode=rwc` →
+/// `jobwheel.db`); `None` for another backend or an in-memory database.
+fn sqlite_file(url: &str) -> Option<&Path> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let memory = path.is_empty() || path == ":memory:" || query.contains("mode=memory");
+    (!memory).then(|| Path::new(path))
+}
+
+/// Makes the SQLite database private before the store opens it: a new file is
+/// created with mode 0600 (SQLite gives its `-wal` and `-shm` files the database's
+/// mode); an existing one readable by others is left as it is, with a warning.
+fn private_database(url: &str) -> Result<(), Failure> {
+    let Some(path) = sqlite_file(url) else {
+        return Ok(());
+    };
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            #[cfg(unix)]
+            if let Ok(meta) = std::fs::metadata(path) {
+                use std::os::unix::fs::PermissionsExt;
+                if meta.permissions().mode() & 0o077 != 0 {
+                    tracing::warn!(
+                        path = %path.display(),
+                        mode = format!("{:o}", meta.permissions().mode() & 0o777),
+                        "the SQLite database is readable by other users; chmod 600 it"
+                    );
+                }
+            }
+            Ok(())
+        }
+        // A directory that does not exist or cannot be written: the store says so
+        // when it opens the database.
+        Err(_) => Ok(()),
+    }
+}
+
 fn load(path: &Path) -> Result<ServerConfig, Failure> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Failure::Usage(format!("cannot read --config {}: {e}", path.display())))?;
@@ -122,6 +166,7 @@ pub(crate) async fn run(
     if prefix.is_some() {
         config.prefix = prefix;
     }
+    private_database(&config.store)?;
     let server = Server::start(config.clone()).await?;
     let addr = server.local_addr();
     println!("jobwheel serving on http://{addr}");

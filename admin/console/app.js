@@ -18,11 +18,25 @@ function route() {
   if (top === 'login') return { page: 'login' };
   if (top === 'jobs' && id === 'new') return { page: 'jobForm', title: 'New job', nav: 'jobs', args: [], query };
   if (top === 'jobs' && id && sub === 'edit') return { page: 'jobForm', title: 'Edit ' + id, nav: 'jobs', args: [id], query };
-  if (top === 'jobs' && id) return { page: 'job', title: 'Job ' + id, nav: 'jobs', args: [id], query };
+  if (top === 'jobs' && id) return { page: 'job', title: 'Job ' + id, nav: 'jobs', args: [id], query, live: true };
   if (top === 'runs' && id) return { page: 'run', title: 'Run ' + id, nav: 'runs', args: [id], query };
   const n = NAV.find((x) => x[0] === top) || NAV[0];
-  return { page: n[0], title: n[1], nav: n[0], args: [], query };
+  return { page: n[0], title: n[1], nav: n[0], args: [], query, live: n[0] !== 'audit' };
 }
+
+/** Auto-refresh: every REFRESH_MS the page shown again with fresh figures, on the
+ * pages that list state (not forms, not a run's page, which follows its own log),
+ * unless the tab is hidden, a field has the focus, or an action is under way. */
+const REFRESH_MS = 5000;
+const auto = () => localStorage.getItem('jw.auto') !== 'off';
+const busy = () => {
+  const a = document.activeElement;
+  return document.hidden || JW.acting > 0 ||
+    (a && a.matches && a.matches('input:not([type=checkbox]), textarea, select'));
+};
+setInterval(() => {
+  if (auto() && JW.session && route().live && !busy()) JW.render();
+}, REFRESH_MS);
 
 async function loadSession() {
   const r = await api('GET', '/session');
@@ -67,9 +81,23 @@ function layout(r, content) {
         s.groups ? ' · ' + s.groups.join(', ') : '', h('div', { style: 'margin-top:.5rem' }, logout))),
     h('main', { class: 'main' },
       s.read_only ? h('div', { class: 'banner' }, 'This server is read-only: nothing can be changed here.') : null,
-      h('div', { id: 'flash' }),
-      h('div', { class: 'head' }, h('h1', {}, r.title)),
+      h('div', { id: 'flash' }, JW.pending ? h('div', { class: JW.pending.kind === 'ok' ? 'notice' : 'error', role: JW.pending.kind === 'ok' ? 'status' : 'alert' }, JW.pending.message) : null),
+      h('div', { class: 'head' }, h('h1', {}, r.title), headTools(r)),
       content));
+}
+
+/** The header's switches: the zone times are shown in, and auto-refresh. */
+function headTools(r) {
+  const zone = h('select', { name: 'zone', 'data-action': 'zone', title: 'The zone every time is shown in' },
+    h('option', { value: 'local' }, 'Times: ' + (Intl.DateTimeFormat().resolvedOptions().timeZone || 'local')),
+    h('option', { value: 'UTC' }, 'Times: UTC'));
+  zone.value = JW.zone();
+  zone.addEventListener('change', () => { JW.setZone(zone.value); JW.render(); });
+  const refresh = h('input', { type: 'checkbox', name: 'auto-refresh', checked: auto() });
+  refresh.addEventListener('change', () => localStorage.setItem('jw.auto', refresh.checked ? 'on' : 'off'));
+  return h('div', { class: 'tools' },
+    h('span', { class: 'muted', id: 'zone-name' }, JW.zoneName()), zone,
+    r.live ? h('label', { class: 'muted', title: 'Shows this page again every ' + REFRESH_MS / 1000 + ' s' }, refresh, ' Auto-refresh') : null);
 }
 
 let rendering = 0;
@@ -94,7 +122,13 @@ JW.render = async () => {
     content = h('div', { class: 'error', role: 'alert' }, e.message);
   }
   if (mine !== rendering) return;
+  // A refresh keeps the reader where they were.
+  const y = window.scrollY;
   app.replaceChildren(layout(r, content));
+  JW.pending = null;
+  if (r.page === JW.lastPage && location.hash === JW.lastHash) window.scrollTo(0, y);
+  JW.lastPage = r.page;
+  JW.lastHash = location.hash;
   document.title = r.title + ' · jobwheel';
 };
 

@@ -56,7 +56,7 @@ JW.h = (tag, attrs, ...children) => {
     else if (k === 'style') el.style.cssText = v; // CSSOM: allowed by the page's CSP
     else el.setAttribute(k, v === true ? '' : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -71,20 +71,69 @@ JW.table = (head, rows, empty) =>
     : h('table', {}, h('thead', {}, h('tr', {}, head.map((c) => h('th', {}, c)))),
         h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c) => (c instanceof Node && c.tagName === 'TD' ? c : h('td', {}, c)))))));
 
-JW.badge = (text) => h('span', { class: 'badge ' + String(text).replace(/[^a-z_]/g, '') }, text);
+/** What each status means, shown as the badge's tooltip. */
+JW.MEANING = {
+  running: 'started and not finished',
+  succeeded: 'the handler returned success',
+  failed: 'the handler returned an error or panicked',
+  timed_out: 'the handler ran past the job\'s timeout and was cancelled',
+  cancelled: 'killed by an operator, or cancelled when its node shut down',
+  lost: 'its node died or lost its lease while it ran; recorded by another node',
+  misfired: 'the fire was late past the misfire threshold; the policy skipped or folded it',
+  returned: 'started, then given back unexecuted because every slot stayed busy; the fire runs again',
+  pending: 'waiting to be delivered (or to be retried after a failed delivery)',
+  sending: 'a node is delivering it now',
+  sent: 'delivered to every alarm channel',
+  not_needed: 'raised, but no alarm channel is configured for it, or it was throttled: nobody was told',
+  enabled: 'fires on its schedule',
+  paused: 'does not fire until resumed',
+  unserved: 'no live executor instance of its group serves its handler: its fires will fail',
+  live: 'its last beat is within its group\'s dead_after',
+  stale: 'its beats stopped: schedulers send it no runs',
+};
+JW.badge = (text, meaning) => h('span', { class: 'badge ' + String(text).replace(/[^a-z_]/g, ''), title: meaning || JW.MEANING[text] || null }, text);
 
-/** An instant as local time of the browser, with the UTC instant in the tooltip. */
+/** Where times are shown: the browser's zone ('local') or 'UTC'; kept in the
+ * browser. Every instant on every page is written the same way in that zone
+ * (YYYY-MM-DD HH:MM:SS), and the page's header names the zone. */
+JW.zone = () => (localStorage.getItem('jw.zone') === 'UTC' ? 'UTC' : 'local');
+JW.setZone = (z) => localStorage.setItem('jw.zone', z);
+/** The zone's name and its offset now, for the header: `Europe/Berlin (UTC+01:00)`. */
+JW.zoneName = () => {
+  if (JW.zone() === 'UTC') return 'UTC';
+  const name = Intl.DateTimeFormat().resolvedOptions().timeZone || 'local';
+  const off = -new Date().getTimezoneOffset();
+  const pad = (n) => String(Math.floor(Math.abs(n))).padStart(2, '0');
+  return name + ' (UTC' + (off < 0 ? '-' : '+') + pad(off / 60) + ':' + pad(off % 60) + ')';
+};
+const two = (n) => String(n).padStart(2, '0');
+/** An instant as text in the console's zone. */
+JW.timeText = (t) => {
+  const d = new Date(t);
+  if (JW.zone() === 'UTC') return d.toISOString().slice(0, 19).replace('T', ' ');
+  return d.getFullYear() + '-' + two(d.getMonth() + 1) + '-' + two(d.getDate()) + ' ' +
+    two(d.getHours()) + ':' + two(d.getMinutes()) + ':' + two(d.getSeconds());
+};
+/** An instant in the console's zone, the RFC 3339 UTC instant in its tooltip. */
 JW.time = (t) => {
   if (!t) return h('span', { class: 'muted' }, '—');
-  const d = new Date(t);
-  return h('span', { title: t }, d.toLocaleString(undefined, { hour12: false }));
+  return h('span', { class: 'time', title: t }, JW.timeText(t));
 };
+/** A `datetime-local` input's value as an RFC 3339 instant, read in the console's zone. */
+JW.instantOf = (v) => {
+  if (!v) return '';
+  const d = JW.zone() === 'UTC' ? new Date(v + 'Z') : new Date(v);
+  return isNaN(d) ? '' : d.toISOString();
+};
+/** An RFC 3339 instant as a `datetime-local` input's value in the console's zone. */
+JW.inputOf = (t) => (t ? JW.timeText(t).replace(' ', 'T') : '');
 
+/** How long before `now` (the server's, when given) `t` was, with `t` in the tooltip. */
 JW.ago = (t, now) => {
   const s = Math.round((Date.parse(now || new Date().toISOString()) - Date.parse(t)) / 1000);
-  if (s < 60) return s + ' s ago';
-  if (s < 3600) return Math.round(s / 60) + ' min ago';
-  return Math.round(s / 3600) + ' h ago';
+  const text = s < 60 ? s + ' s ago' : s < 3600 ? Math.round(s / 60) + ' min ago'
+    : s < 172800 ? Math.round(s / 3600) + ' h ago' : Math.round(s / 86400) + ' days ago';
+  return h('span', { title: JW.timeText(t) + ' ' + JW.zoneName() }, text);
 };
 
 JW.ms = (ms) => (ms < 1000 ? ms + ' ms' : (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + ' s');
@@ -106,8 +155,9 @@ JW.button = (label, action, opts) => {
   const b = h('button', { class: o.class, 'data-action': o.name || label.toLowerCase() }, label);
   b.addEventListener('click', async (ev) => {
     ev.preventDefault();
-    if (o.confirm && !window.confirm(o.confirm)) return;
+    if (o.confirm && !window.confirm(typeof o.confirm === 'function' ? o.confirm() : o.confirm)) return;
     b.disabled = true;
+    JW.acting = (JW.acting || 0) + 1;
     try {
       await action();
       if (o.done) await o.done();
@@ -115,6 +165,7 @@ JW.button = (label, action, opts) => {
       JW.flash(e.message);
     } finally {
       b.disabled = false;
+      JW.acting -= 1;
     }
   });
   return b;
@@ -125,6 +176,16 @@ JW.flash = (message) => {
   const box = document.getElementById('flash');
   if (!box) return;
   box.replaceChildren(h('div', { class: 'error', role: 'alert' }, message));
+};
+
+/** Shows a message at the top of the page, kept over the next render (an action
+ * that re-renders its page tells what it did). */
+JW.note = (message, kind) => {
+  JW.pending = null;
+  const box = document.getElementById('flash');
+  const el = h('div', { class: kind === 'ok' ? 'notice' : 'error', role: kind === 'ok' ? 'status' : 'alert' }, message);
+  if (box) box.replaceChildren(el);
+  JW.pending = { message, kind };
 };
 
 JW.enc = encodeURIComponent;

@@ -32,6 +32,9 @@ page.setDefaultTimeout(15000);
 const consoleErrors = [];
 page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
 page.on('pageerror', (e) => consoleErrors.push(String(e)));
+// Confirmations (kill, delete, bulk actions) are accepted and kept to be checked.
+const dialogs = [];
+page.on('dialog', async (d) => { dialogs.push(d.message()); await d.accept(); });
 const notFound = [];
 page.on('response', (r) => { if (r.status() === 404) notFound.push(r.url()); });
 
@@ -88,6 +91,8 @@ try {
   await page.click('#login button[type=submit]');
   await page.waitForSelector('#login-errors .error');
   await login(adminName, adminPw);
+  // Pages are shown again only when a step asks (the auto-refresh step turns it on).
+  await page.evaluate(() => localStorage.setItem('jw.auto', 'off'));
 
   step = 'create a cron job with the preview';
   await go('#/jobs/new');
@@ -102,11 +107,44 @@ try {
   eq(await page.locator('#cron-preview li.fire').allTextContents(), expected, 'the preview lists the next fires in the zone');
   check((await page.textContent('#cron-preview .describe')).length > 0, 'the preview describes the expression');
   await page.fill('#job-form textarea[name=payload]', JSON.stringify({ note: XSS }));
+
+  step = 'the form shows the defaults, suggests handlers and sets every field';
+  const defaults = (await api('GET', '/defaults')).body;
+  const field = (name) => `#job-form [name="${name}"]`;
+  eq(await page.inputValue(field('retry.max_attempts')), String(defaults.retry.max_attempts), 'the default attempts are shown');
+  eq(await page.inputValue(field('retry.base')), defaults.retry.base, 'the default first delay is shown');
+  eq(await page.inputValue(field('misfire.policy')), defaults.misfire.policy, 'the default misfire policy is shown');
+  eq(await page.inputValue(field('routing')), defaults.routing, 'the default routing is shown');
+  check((await page.textContent('#job-form')).includes('Default ' + defaults.retry.max_attempts + '.'), 'the form says what the default is');
+  const ticked = await page.locator(field('alarm.events') + ':checked').evaluateAll((cs) => cs.map((c) => c.value));
+  eq(ticked, defaults.alarm.events, 'the default alarm events are ticked');
+  const offered = await page.locator('#handler-suggestions option').evaluateAll((os) => os.map((o) => o.value));
+  check(['chatty', 'echo', 'xss'].every((n) => offered.includes(n)), `the group's handlers are suggested: ${offered}`);
+  await page.selectOption(field('routing'), 'failover');
+  await page.selectOption(field('block'), 'discard_later');
+  await page.fill(field('timeout'), '1m');
+  await page.fill(field('retry.max_attempts'), '2');
+  await page.fill(field('retry.base'), '5s');
+  await page.fill(field('retry.max_delay'), '1m');
+  await page.fill(field('retry.jitter'), '0.1');
+  await page.selectOption(field('misfire.policy'), 'catch_up');
+  await page.fill(field('misfire.max'), '3');
+  await page.fill(field('misfire_threshold'), '30s');
+  await page.uncheck(field('alarm.events') + '[value=misfire]');
+  await page.check(field('alarm.events') + '[value=failure]');
+  await page.fill(field('alarm.misfire_min_fires'), '3');
+  await page.fill(field('alarm.recipients'), 'ops@example.com, oncall@example.com');
   await shot('job-form');
   await page.click('#job-form button[type=submit]');
   await page.waitForSelector('#job-fires li');
   eq(await page.locator('#job-fires li').allTextContents(), expected, 'the job page lists the same fires');
   check((await page.textContent('#job-definition')).includes('<script>window.__xss=1</script>'), 'the payload shows as text');
+  const made = JSON.parse(await page.textContent('#job-definition'));
+  eq([made.remote, made.timeout, made.retry, made.misfire, made.misfire_threshold, made.alarm], [
+    { group: 'billing', routing: 'failover', block: 'discard_later' }, '1m',
+    { max_attempts: 2, base: '5s', max_delay: '1m', jitter: 0.1 }, { policy: 'catch_up', max: 3 }, '30s',
+    { events: ['final_failure', 'failure', 'lost'], misfire_min_fires: 3, recipients: ['ops@example.com', 'oncall@example.com'] },
+  ], 'every field of the form is stored');
 
   step = 'a job id with <script> is refused';
   const csrf = await page.evaluate(() => window.JW.session.csrf);
@@ -150,6 +188,7 @@ try {
   eq(await page.evaluate(() => window.__xss), undefined, 'no script ran from the payload');
   await shot('run');
   await act('kill', '/kill');
+  check(dialogs.some((m) => m.startsWith('Kill run')), `the kill asked for confirmation: ${dialogs}`);
   await page.waitForFunction(() => document.querySelector('#run-status .badge')?.textContent === 'cancelled', null, { timeout: 20000 }).catch(async () => {
     // The page re-renders once the kill is sent; reload until the run has ended.
     for (let i = 0; i < 20; i++) {
@@ -172,11 +211,86 @@ try {
   eq(await page.evaluate(() => window.__xss), undefined, 'no script ran');
   eq(await page.locator('main img').count(), 0, 'no element was made from the text');
 
+  step = 'run a run again';
+  await act('rerun', '/trigger');
+  await until('#/runs?job=xss.fail&status=failed', 'tbody tr:nth-child(2) .badge.failed', 'the run run again to fail as well');
+
   step = 'pause';
   await go('#/jobs/tick');
   await act('pause', '/pause');
   await page.waitForSelector('button[data-action=resume]');
   check((await page.textContent('main dl')).includes('paused'), 'the job shows paused');
+
+  step = 'bulk actions';
+  const enabledOf = async (id) => (await api('GET', '/jobs/' + id)).body.job.enabled;
+  const bulk = async (action, ids, message) => {
+    await go('#/jobs');
+    for (const c of await page.locator('input[name=select]:checked').all()) await c.uncheck();
+    for (const id of ids) await page.check(`input[name=select][value="${id}"]`);
+    eq(await page.textContent('#selected-count'), ids.length + ' selected', 'the ticked jobs are counted');
+    await page.click(`button[data-action=bulk-${action}]`);
+    await page.waitForFunction((m) => (document.querySelector('#flash') || {}).textContent?.startsWith(m), message);
+  };
+  // tick is paused: a trigger of it is refused, and the refusal is told.
+  await bulk('trigger', ['tick', 'report.yearly'], '1 job triggered; refused: tick:');
+  await bulk('pause', ['report.yearly', 'long.chatty'], '2 jobs paused');
+  eq([await enabledOf('report.yearly'), await enabledOf('long.chatty')], [false, false], 'both are paused');
+  await bulk('resume', ['tick', 'report.yearly', 'long.chatty'], '3 jobs resumed');
+  eq([await enabledOf('tick'), await enabledOf('report.yearly'), await enabledOf('long.chatty')], [true, true, true], 'all three run again');
+  check(dialogs.includes('Pause 2 jobs?'), 'a bulk action asks for confirmation');
+
+  step = 'auto-refresh';
+  await go('#/runs?job=report.yearly');
+  const shown = await page.locator('tbody tr').count();
+  await page.check('input[name=auto-refresh]');
+  await api('POST', '/jobs/report.yearly/trigger', undefined, csrf);
+  await page.waitForFunction((n) => document.querySelectorAll('tbody tr').length > n, shown, { timeout: 15000 });
+  await page.uncheck('input[name=auto-refresh]');
+
+  step = 'runs in a time range';
+  await go('#/runs?job=tick');
+  await page.selectOption('select[name=range]', 'custom');
+  await page.fill('input[name=since]', '2099-01-01T00:00:00');
+  await page.click('button[data-action=filter]');
+  await page.waitForFunction(() => location.hash.includes('since=2099') && document.querySelector('main .panel')?.textContent === 'No run matches.');
+  await page.selectOption('select[name=range]', '3600');
+  await page.waitForFunction(() => location.hash.includes('last=3600') && document.querySelectorAll('tbody .badge.succeeded').length > 0);
+
+  step = 'one time convention, its zone named';
+  await page.selectOption('select[name=zone]', 'UTC');
+  await page.waitForFunction(() => document.getElementById('zone-name')?.textContent === 'UTC');
+  const [text, instant] = await page.locator('tbody .time').first().evaluate((e) => [e.textContent, e.title]);
+  eq(text, instant.slice(0, 19).replace('T', ' '), 'a time shown in UTC is its instant');
+  await page.selectOption('select[name=zone]', 'local');
+  await page.waitForFunction(() => document.getElementById('zone-name')?.textContent.includes('(UTC'));
+
+  step = 'the jobs list: last run, success, unserved jobs, 1280 px';
+  const longHandler = 'handler.' + 'with.a.very.long.name.'.repeat(6) + 'end';
+  eq((await api('POST', '/jobs', { id: 'long.handler', handler: longHandler, schedule: { kind: 'cron', expr: process.env.JW_EXPR, zone: 'UTC' }, remote: { group: 'billing' } }, csrf)).status, 201, 'create long.handler');
+  await page.setViewportSize({ width: 1280, height: 860 });
+  await go('#/jobs');
+  const rowOf = (id) => page.locator('tbody tr', { has: page.locator(`a[href="#/jobs/${id}"]`) });
+  check(await rowOf('long.handler').locator('.badge.unserved').count() === 1, 'a job no instance serves is marked');
+  eq(await rowOf('tick').locator('.badge.unserved').count(), 0, 'a served job is not');
+  check(await rowOf('report.yearly').locator('.last-run .badge').count() === 1, 'the last run is shown');
+  check(/^\d+ %$/.test(await rowOf('report.yearly').locator('td').nth(7).textContent()), 'the success rate is shown');
+  const off = await page.evaluate(() => ({
+    page: document.documentElement.scrollWidth - window.innerWidth,
+    actions: [...document.querySelectorAll('td .actions')].filter((a) => a.getBoundingClientRect().right > a.closest('.panel').getBoundingClientRect().right + 1).length,
+  }));
+  eq(off, { page: 0, actions: 0 }, 'nothing runs past the page at 1280 px');
+  await page.setViewportSize({ width: 1360, height: 860 });
+
+  step = 'executors: live, named, loaded';
+  await go('#/executors');
+  check(await page.locator('tbody .badge.live').count() >= 1, 'the instance is live');
+  const cells = await page.locator('main .panel').nth(1).locator('tbody tr').first().locator('td').allTextContents();
+  eq(cells[1], 'i-1', 'the instance column names it');
+  check(/^\d+ \/ \d+/.test(cells[5]), `running / slots as it answered: ${cells[5]}`);
+
+  step = 'the alarm statuses are explained';
+  await go('#/alarms');
+  check((await page.textContent('#alarm-legend')).includes('not_needed'), 'the legend explains not_needed');
 
   step = 'the other pages';
   await go('#/overview');
@@ -200,17 +314,18 @@ try {
   await login(viewerName, viewerPw);
   for (const hash of ['#/jobs', '#/jobs/report.yearly', '#/alarms']) {
     await go(hash);
-    for (const a of ['new-job', 'pause', 'resume', 'trigger', 'edit', 'copy', 'delete', 'retry', 'discard']) {
+    for (const a of ['new-job', 'pause', 'resume', 'trigger', 'edit', 'copy', 'delete', 'retry', 'discard', 'bulk-pause', 'bulk-resume', 'bulk-trigger', 'rerun', 'kill']) {
       eq(await page.locator(`[data-action=${a}]`).count(), 0, `${hash} has no ${a} control`);
     }
   }
   eq(await page.locator('nav a[href="#/audit"]').count(), 0, 'no audit page for a viewer');
+  eq(await page.locator('input[name=select]').count(), 0, 'no job can be ticked by a viewer');
   const vcsrf = await page.evaluate(() => window.JW.session.csrf);
   const denied = await api('POST', '/jobs/report.yearly/trigger', undefined, vcsrf);
   eq([denied.status, denied.body.error], [403, 'forbidden'], "a viewer's request is refused");
 
   eq(notFound, [], 'no request the console made was for something missing');
-  eq(consoleErrors.filter((e) => !e.includes('401') && !e.includes('403') && !e.includes('400')), [], 'no script error on any page');
+  eq(consoleErrors.filter((e) => !/\b(400|401|403|409)\b/.test(e)), [], 'no script error on any page');
   console.log('console: every step passed');
 } catch (e) {
   console.error(String(e && e.stack || e));

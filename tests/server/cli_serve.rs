@@ -182,6 +182,28 @@ async fn a_first_start_needs_no_configuration_and_a_restart_reads_it_back() {
     assert_eq!((status, &groups["groups"]), (200, &json!(["default"])));
     s.stop().await;
     assert!(dir.join("jobwheel.db").exists(), "the store is a file here");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // The database and whatever SQLite wrote beside it (-wal, -shm) are private
+        // (serve.log is this test's record of the process's output).
+        let written: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(Result::unwrap)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("jobwheel."))
+            .collect();
+        assert!(written.len() >= 2, "jobwheel.toml and jobwheel.db at least");
+        for entry in written {
+            let mode = entry.metadata().unwrap().permissions().mode();
+            assert_eq!(
+                mode & 0o077,
+                0,
+                "{} is readable by others ({:o})",
+                entry.file_name().to_string_lossy(),
+                mode & 0o777
+            );
+        }
+    }
 
     // A second start reads the file it wrote: no new password, the old one works.
     let mut s = serve(&dir, &[]).await;

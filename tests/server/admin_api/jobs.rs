@@ -17,6 +17,47 @@ pub async fn create_read_act(c: &Ctx) {
         olga,
         ..
     } = c;
+    // What the job form shows for the fields a definition leaves out: the
+    // library's own defaults, and the payload limit in force.
+    let d = api
+        .call(vera, "GET", "/api/v1/defaults", "/api/v1/defaults", None)
+        .await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    let lib = serde_json::to_value(
+        Job::builder(
+            "d",
+            "h",
+            Schedule::every(std::time::Duration::from_secs(60)).unwrap(),
+        )
+        .build()
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (&d.body["retry"], &d.body["misfire"], &d.body["alarm"]),
+        (&lib["retry"], &lib["misfire"], &lib["alarm"]),
+        "the defaults are the library's"
+    );
+    assert_eq!(
+        d.body["max_payload_bytes"],
+        json!(SchedulerConfig::default().max_payload_bytes)
+    );
+    assert_eq!(
+        d.body["routings"].as_array().unwrap().len(),
+        jobwheel::placement::Routing::ALL.len()
+    );
+    assert_eq!(
+        api.call(
+            &Who::Anon,
+            "GET",
+            "/api/v1/defaults",
+            "/api/v1/defaults",
+            None
+        )
+        .await
+        .status,
+        401
+    );
     // Creating a job: CSRF on session changes, roles, validation, size.
     let job = cron_job(JOB, "0 30 9 * * ?", "chatty");
     let body = || serde_json::to_vec(&job).unwrap();

@@ -137,6 +137,31 @@ pub async fn on_an_instance(c: &Ctx) {
         lines[3].as_str().unwrap().contains(&once.to_string()),
         "the executor instance ran the override: {lines:?}"
     );
+    // The executors list: the instance is live, names itself and reports this run
+    // as executing (its answer to a beat sent now); without a probe, no answer.
+    let a = api
+        .call(vera, "GET", "/api/v1/executors", "/api/v1/executors", None)
+        .await;
+    let i = &a.body["items"][0];
+    assert_eq!(
+        (&i["live"], &i["probe"]["instance"], &i["probe"]["running"]),
+        (&json!(true), &json!("i-1"), &json!(1)),
+        "{i}"
+    );
+    assert!(i["probe"]["capacity"].as_u64().unwrap() >= 1, "{i}");
+    let a = api
+        .call(
+            vera,
+            "GET",
+            "/api/v1/executors",
+            "/api/v1/executors?probe=false",
+            None,
+        )
+        .await;
+    assert_eq!(
+        (&a.body["items"][0]["live"], &a.body["items"][0]["probe"]),
+        (&json!(true), &Value::Null)
+    );
     let a = api
         .call(
             vera,
@@ -182,6 +207,34 @@ pub async fn on_an_instance(c: &Ctx) {
     assert!(
         ended["error"].as_str().unwrap().starts_with("killed on"),
         "{ended}"
+    );
+    // The jobs list shows the job's latest run and how its ended runs went.
+    let a = api
+        .call(
+            vera,
+            "GET",
+            "/api/v1/jobs",
+            &format!("/api/v1/jobs?q={JOB}"),
+            None,
+        )
+        .await;
+    let item = a.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"]["id"] == JOB)
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&item["last_run"]["id"], &item["last_run"]["status"]),
+        (&json!(id), &json!("cancelled")),
+        "{item}"
+    );
+    let recent = &item["recent"];
+    assert!(
+        recent["ended"].as_u64().unwrap() >= 1
+            && recent["succeeded"].as_u64() < recent["ended"].as_u64(),
+        "the cancelled run is counted, not as a success: {recent}"
     );
     let a = api
         .call(
