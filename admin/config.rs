@@ -519,7 +519,7 @@ impl ServerConfig {
             if !names.insert(u.name.clone()) {
                 return Err(Error::invalid("users.name", &u.name, "appears twice"));
             }
-            super::auth::check_hash(&u.password_hash.0).map_err(|e| {
+            super::auth::passwords::check_hash(&u.password_hash.0).map_err(|e| {
                 Error::invalid(
                     "users.password_hash",
                     &u.name,

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `config` | [`ServerConfig`]: the TOML file, environment overrides, validation |
 //! | `auth` | accounts, tokens, roles, signed session cookies, CSRF, login lock-out |
+//! | `access` | accounts and tokens added and removed at runtime, kept hashed in the store (API and command line) |
 //! | `api/` | the routes under `/api/v1`, one file per area (session, jobs, runs, cluster), the types they answer (`answers`) and the table the OpenAPI document is generated from (`openapi`) |
 //! | `error` | [`ApiError`]: status and JSON body of a refusal |
 //! | `views`, `cron` | how jobs and fire previews are shown (shared with the command line) |
@@ -21,6 +22,7 @@
 //! transaction or script as the change: a change whose audit entry cannot be written
 //! is not made.
 
+pub mod access;
 mod api;
 pub mod auth;
 pub mod cli;
@@ -58,6 +60,8 @@ pub struct AdminState {
     pub(crate) auth: auth::Auth,
     pub(crate) read_only: bool,
     pub(crate) groups: HashMap<String, RemoteGroup>,
+    /// The configuration (its accounts and tokens, beside the store's).
+    pub(crate) config: Arc<ServerConfig>,
 }
 
 impl std::fmt::Debug for AdminState {
@@ -85,6 +89,7 @@ impl AdminState {
             ops,
             auth: auth::Auth::new(config),
             read_only: config.read_only,
+            config: Arc::new(config.clone()),
             groups: groups
                 .into_iter()
                 .map(|g| (g.name().to_string(), g))

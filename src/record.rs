@@ -8,12 +8,14 @@ use std::sync::Arc;
 
 mod alarm;
 mod audit;
+mod credential;
 mod due;
 mod executor;
 mod fire;
 mod run;
 pub use alarm::*;
 pub use audit::{AuditEntry, AuditRecord};
+pub use credential::{Credential, CredentialKind, CredentialRecord};
 pub use due::{DueFire, DueKey};
 pub use executor::{ExecutorInfo, ExecutorRecord};
 pub use fire::{FireContext, FireState};

@@ -308,3 +308,17 @@ impl Probe {
         }
     }
 }
+
+/// Every account and token the caller may manage.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct AccessList {
+    /// The configuration's, then the store's, by kind and name.
+    pub(crate) items: Vec<crate::admin::access::AccessView>,
+}
+
+/// A removed account or token.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct AccessRemoved {
+    /// What it was.
+    pub(crate) removed: crate::admin::access::AccessView,
+}

@@ -18,15 +18,17 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use std::sync::Arc;
 
-/// The caller of a request. Errors: 401.
-fn caller(parts: &Parts, s: &AdminState) -> Result<Principal, ApiError> {
+/// The caller of a request (the store's accounts and tokens read again when the
+/// server's copy is stale). Errors: 401.
+async fn caller(parts: &Parts, s: &AdminState) -> Result<Principal, ApiError> {
+    s.auth.refresh(s.store.as_ref(), false).await;
     s.auth.principal(&parts.headers, Timestamp::now())
 }
 
 /// The caller of a change that needs `role`. Errors: 401; 403 `read_only`,
 /// `forbidden` (role) or `csrf`.
-fn changer(parts: &Parts, s: &AdminState, role: Role) -> Result<Principal, ApiError> {
-    let p = caller(parts, s)?;
+async fn changer(parts: &Parts, s: &AdminState, role: Role) -> Result<Principal, ApiError> {
+    let p = caller(parts, s).await?;
     if s.read_only {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -51,7 +53,7 @@ macro_rules! extractor {
                 $parts: &mut Parts,
                 $s: &Arc<AdminState>,
             ) -> Result<Self, ApiError> {
-                $check.map($name)
+                $check.await.map($name)
             }
         }
     };
@@ -66,7 +68,7 @@ extractor!(
 extractor!(
     /// An admin: the audit log.
     AdminReader,
-    |parts, s| caller(parts, s).and_then(|p| p.require(Role::Admin).map(|()| p))
+    |parts, s| async { caller(parts, s).await.and_then(|p| p.require(Role::Admin).map(|()| p)) }
 );
 
 extractor!(

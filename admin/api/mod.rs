@@ -1,6 +1,7 @@
 //! The routes under `/api/v1`, and what the handlers share: JSON bodies decoded with
 //! the failing field named, size limits answered as JSON, paging.
 
+mod access;
 mod answers;
 mod cluster;
 mod extract;
@@ -65,6 +66,17 @@ pub(super) fn routes(state: Arc<AdminState>, max_body_bytes: usize) -> Router {
         .route("/api/v1/alarms/{id}/retry", post(cluster::retry_alarm))
         .route("/api/v1/alarms/{id}/discard", post(cluster::discard_alarm))
         .route("/api/v1/audit", get(cluster::audit))
+        .route("/api/v1/access", get(access::list))
+        .route("/api/v1/access/accounts", post(access::add_account))
+        .route(
+            "/api/v1/access/accounts/{name}",
+            axum::routing::delete(access::remove_account),
+        )
+        .route("/api/v1/access/tokens", post(access::add_token))
+        .route(
+            "/api/v1/access/tokens/{name}",
+            axum::routing::delete(access::remove_token),
+        )
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body_bytes))
         .layer(axum::middleware::from_fn(log_request))

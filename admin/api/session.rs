@@ -42,6 +42,7 @@ pub(super) async fn login(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let req: Login = json_body(body)?;
+    s.auth.refresh(s.store.as_ref(), false).await;
     let (p, cookie) = match s
         .auth
         .login(&req.name, &req.password, Timestamp::now())

@@ -23,7 +23,7 @@
 //!   (429 `locked_out`), counting logins still being checked as failures so parallel
 //!   guesses get no more tries than sequential ones (`auth/passwords.rs`).
 
-mod passwords;
+pub(crate) mod passwords;
 
 pub use super::config::Role;
 use super::config::{ServerConfig, TokenConfig, UserConfig};
@@ -31,9 +31,8 @@ use super::error::ApiError;
 use crate::time::Timestamp;
 use axum::http::HeaderMap;
 use hmac::{KeyInit, Mac};
-pub(crate) use passwords::check_hash;
-pub use passwords::hash_password;
 use passwords::{Attempts, Refused, Verifiers};
+pub use passwords::{hash_password, random_bytes};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -118,11 +117,75 @@ struct Claims {
     n: String,
 }
 
+/// How long a server answers from its copy of the accounts and tokens kept in the
+/// store before reading them again: one added or removed through another server of
+/// a cluster is known (or refused) here within this time; through this server, at once.
+pub const CREDENTIALS_REFRESH: Duration = Duration::from_secs(2);
+
+/// Accounts and tokens added at runtime, as last read from the store.
+#[derive(Default)]
+struct Stored {
+    users: HashMap<String, UserConfig>,
+    tokens: Vec<([u8; 32], TokenConfig)>,
+    read: Option<std::time::Instant>,
+}
+
+impl Stored {
+    fn from_records(records: &[crate::record::CredentialRecord]) -> Stored {
+        use crate::record::CredentialKind;
+        let mut s = Stored {
+            read: Some(std::time::Instant::now()),
+            ..Stored::default()
+        };
+        for r in records {
+            let c = &r.credential;
+            let Some(role) = crate::admin::access::role_of(&c.role) else {
+                continue;
+            };
+            match c.kind {
+                CredentialKind::Account => {
+                    s.users.insert(
+                        c.name.clone(),
+                        UserConfig {
+                            name: c.name.clone(),
+                            password_hash: super::config::Redacted(c.secret_hash.clone()),
+                            role,
+                            groups: c.groups.clone(),
+                        },
+                    );
+                }
+                CredentialKind::Token => {
+                    let Some(h) = hex::decode(&c.secret_hash)
+                        .ok()
+                        .and_then(|h| <[u8; 32]>::try_from(h).ok())
+                    else {
+                        continue;
+                    };
+                    s.tokens.push((
+                        h,
+                        TokenConfig {
+                            name: c.name.clone(),
+                            sha256: c.secret_hash.clone(),
+                            role,
+                            groups: c.groups.clone(),
+                        },
+                    ));
+                }
+            }
+        }
+        s
+    }
+}
+
 /// The accounts and tokens, and the keys that sign sessions.
 pub struct Auth {
     secret: Vec<u8>,
     users: HashMap<String, UserConfig>,
     tokens: Vec<([u8; 32], TokenConfig)>,
+    /// The store's accounts and tokens: the configuration's win a name both hold.
+    stored: std::sync::RwLock<Arc<Stored>>,
+    /// One read of the store at a time.
+    reading: tokio::sync::Mutex<()>,
     ttl: Duration,
     secure: bool,
     attempts: Arc<Attempts>,
@@ -138,13 +201,6 @@ impl std::fmt::Debug for Auth {
             .field("tokens", &self.tokens.len())
             .finish_non_exhaustive()
     }
-}
-
-/// `n` random bytes from the operating system.
-pub fn random_bytes(n: usize) -> Vec<u8> {
-    let mut b = vec![0u8; n];
-    getrandom::fill(&mut b).expect("the operating system's random source is available");
-    b
 }
 
 /// A new API token (`jw_` and 64 hex digits) and the SHA-256 the configuration keeps.
@@ -172,12 +228,60 @@ impl Auth {
                     Some((h, t.clone()))
                 })
                 .collect(),
+            stored: std::sync::RwLock::default(),
+            reading: tokio::sync::Mutex::new(()),
             ttl: config.session_ttl,
             secure: config.secure_cookies,
             attempts: Arc::default(),
             verifiers: Verifiers::start(config.login_concurrency),
             decoy: hash_password(&hex::encode(random_bytes(16))),
         }
+    }
+
+    fn snapshot(&self) -> Arc<Stored> {
+        self.stored
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reads the store's accounts and tokens again when the copy is older than
+    /// [`CREDENTIALS_REFRESH`] (or `now` is set: after a change through this
+    /// server). A failed read keeps the copy (logged): the configuration's accounts
+    /// and tokens work whatever the store does.
+    pub async fn refresh(&self, store: &dyn crate::store::JobStore, now: bool) {
+        let fresh = |s: &Stored| s.read.is_some_and(|t| t.elapsed() < CREDENTIALS_REFRESH);
+        if !now && fresh(&self.snapshot()) {
+            return;
+        }
+        let _one = self.reading.lock().await;
+        if !now && fresh(&self.snapshot()) {
+            return;
+        }
+        let next = match store.credentials().await {
+            Ok(records) => Stored::from_records(&records),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the accounts and tokens kept in the store; using the last read");
+                let old = self.snapshot();
+                Stored {
+                    users: old.users.clone(),
+                    tokens: old.tokens.clone(),
+                    read: Some(std::time::Instant::now()),
+                }
+            }
+        };
+        *self
+            .stored
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+    }
+
+    /// The account of `name`: the configuration's, else the store's.
+    fn user(&self, name: &str) -> Option<UserConfig> {
+        self.users
+            .get(name)
+            .cloned()
+            .or_else(|| self.snapshot().users.get(name).cloned())
     }
 
     fn mac(&self, data: &[u8]) -> Vec<u8> {
@@ -221,7 +325,7 @@ impl Auth {
                 "logins to this account are being checked; try again in a moment",
             ),
         })?;
-        let user = self.users.get(name).cloned();
+        let user = self.user(name);
         let phc = user
             .as_ref()
             .map_or_else(|| self.decoy.clone(), |u| u.password_hash.0.clone());
@@ -297,11 +401,15 @@ impl Auth {
                     ApiError::unauthorized("unauthenticated", "a bad Authorization header")
                 })?;
             let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+            let stored = self.snapshot();
+            // Every token is compared, in constant time: the time taken says nothing
+            // of which (if any) matched. The configuration's come first and win.
             let found = self
                 .tokens
                 .iter()
+                .chain(stored.tokens.iter())
                 .fold(None, |found, (h, t)| {
-                    if bool::from(h.ct_eq(&digest)) {
+                    if bool::from(h.ct_eq(&digest)) && found.is_none() {
                         Some(t)
                     } else {
                         found
@@ -341,11 +449,13 @@ impl Auth {
                 "the session expired; log in again",
             ));
         }
-        let user = self.users.get(&claims.u).ok_or_else(bad)?;
+        // The account as it is now: a removed one's sessions end, a changed role
+        // applies at once.
+        let user = self.user(&claims.u).ok_or_else(bad)?;
         Ok(Principal {
-            name: user.name.clone(),
+            name: user.name,
             role: user.role,
-            groups: user.groups.clone(),
+            groups: user.groups,
             via: Via::Session(claims.n),
         })
     }

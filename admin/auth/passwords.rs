@@ -32,11 +32,18 @@ pub(crate) const QUEUE_PER_WORKER: usize = 8;
 /// account's hash cannot make every verification huge.
 pub(crate) const MAX_M_COST_KIB: u32 = 256 * 1024;
 
+/// `n` random bytes from the operating system.
+pub fn random_bytes(n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    getrandom::fill(&mut b).expect("the operating system's random source is available");
+    b
+}
+
 /// Hashes `password` with argon2id (default parameters: 19 MiB, 2 passes) and a
 /// random salt, as a PHC string for `users.password_hash`.
 pub fn hash_password(password: &str) -> String {
     use argon2::PasswordHasher;
-    let salt = argon2::password_hash::SaltString::encode_b64(&super::random_bytes(16))
+    let salt = argon2::password_hash::SaltString::encode_b64(&random_bytes(16))
         .expect("16 bytes make a valid salt");
     Argon2::default()
         .hash_password(password.as_bytes(), &salt)

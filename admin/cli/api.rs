@@ -14,7 +14,7 @@ pub(crate) struct Api {
     http: reqwest::Client,
 }
 
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'.' | b'-' | b'_' | b'~' => {
@@ -45,7 +45,12 @@ impl Api {
 
     /// Calls `method /api/v1{path}`; the answer's JSON. A refusal maps to the exit
     /// codes: 400 → 2, 404 → 3, anything else → 1, with the server's message.
-    async fn call(&self, method: &str, path: &str, body: Option<String>) -> Result<Value, Failure> {
+    pub(crate) async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<Value, Failure> {
         let method = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|e| Failure::Failed(e.to_string()))?;
         let mut r = self

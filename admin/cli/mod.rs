@@ -12,7 +12,7 @@
 //! jobwheel --url sqlite://jobs.db?mode=rwc --json runs --job report.daily --status failed
 //! ```
 //!
-//! `jobs`, `runs`, `nodes`, `executors` and `alarms` talk to a running server instead
+//! `jobs`, `runs`, `nodes`, `executors`, `alarms` and `access` talk to a running server instead
 //! with `--server URL --token T` (or `JOBWHEEL_SERVER`, `JOBWHEEL_TOKEN`): its role
 //! checks and audit apply.
 //!
@@ -21,6 +21,7 @@
 //! problem); 2 bad usage or invalid input (the message names the argument and the
 //! value); 3 the job named does not exist.
 
+mod access;
 mod api;
 mod cron;
 mod serve;
@@ -44,7 +45,7 @@ struct Cli {
     #[arg(long, global = true)]
     json: bool,
     /// A running server to talk to by its admin API instead of the store (`jobs`,
-    /// `runs`, `nodes`, `executors`, `alarms`); needs `--token`.
+    /// `runs`, `nodes`, `executors`, `alarms`, `access`); needs `--token`.
     #[arg(long, env = "JOBWHEEL_SERVER", global = true)]
     server: Option<String>,
     /// An API token of the server (`Authorization: Bearer`).
@@ -80,6 +81,10 @@ enum Command {
     /// The alarm outbox, newest first; `alarms retry ID` and `alarms discard ID`
     /// act on one event.
     Alarms(store::AlarmsArgs),
+    /// Accounts and API tokens added while servers run (kept hashed in the store):
+    /// list, add, remove; no restart needed.
+    #[command(subcommand)]
+    Access(access::AccessCommand),
     /// Runs the server: a scheduler node for the configured executor groups, the
     /// admin API and the executor registration endpoint, until SIGTERM or Ctrl-C.
     Serve(serve::ServeArgs),
@@ -159,6 +164,7 @@ async fn run(cli: Cli) -> Outcome {
                 Command::Nodes => api::nodes(&api, json).await,
                 Command::Executors(a) => api::executors(&api, &a, json).await,
                 Command::Alarms(a) => api::alarms(&api, &a, json).await,
+                Command::Access(c) => access::on_server(&api, c, json).await,
                 _ => Err(Failure::Usage(
                     "migrate and doctor work on the store: use --url, not --server".into(),
                 )),
@@ -193,6 +199,7 @@ async fn run(cli: Cli) -> Outcome {
                 Command::Nodes => store::nodes(&store, json).await,
                 Command::Executors(a) => store::executors(&store, &a, json).await,
                 Command::Alarms(a) => store::alarms(&ops, &a, json).await,
+                Command::Access(c) => access::on_store(&store, config.as_ref(), c, json).await,
             }
         }
     }

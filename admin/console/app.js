@@ -7,7 +7,7 @@ const { h, api, ok } = JW;
 const NAV = [
   ['overview', 'Overview', 'viewer'], ['jobs', 'Jobs', 'viewer'], ['runs', 'Runs', 'viewer'],
   ['executors', 'Executors', 'viewer'], ['nodes', 'Nodes', 'viewer'], ['alarms', 'Alarms', 'viewer'],
-  ['audit', 'Audit', 'admin'],
+  ['audit', 'Audit', 'admin'], ['access', 'Access', 'admin'],
 ];
 
 /** `#/jobs/a.b/edit?x=1` → the page, its title, its arguments and query. */
@@ -21,7 +21,7 @@ function route() {
   if (top === 'jobs' && id) return { page: 'job', title: 'Job ' + id, nav: 'jobs', args: [id], query, live: true };
   if (top === 'runs' && id) return { page: 'run', title: 'Run ' + id, nav: 'runs', args: [id], query };
   const n = NAV.find((x) => x[0] === top) || NAV[0];
-  return { page: n[0], title: n[1], nav: n[0], args: [], query, live: n[0] !== 'audit' };
+  return { page: n[0], title: n[1], nav: n[0], args: [], query, live: n[0] !== 'audit' && n[0] !== 'access' };
 }
 
 /** Auto-refresh: every REFRESH_MS the page shown again with fresh figures, on the

@@ -1,4 +1,5 @@
-// jobwheel console, the cluster's pages: overview, executors, nodes, alarms, audit.
+// jobwheel console, the cluster's pages: overview, executors, nodes, alarms, audit,
+// and access (accounts and tokens).
 // Jobs are in jobs.js, runs in runs.js.
 'use strict';
 (() => {
@@ -140,5 +141,40 @@ pages.audit = async (_, query) => {
     h('div', { class: 'panel' }, table(['When', 'Who', 'What', 'Target', 'Before', 'After'], a.items.map((e) => [
       time(e.at), e.actor, h('span', { class: 'mono' }, e.action), h('span', { class: 'mono' }, e.target), json(e.before), json(e.after)]), 'Nothing audited yet.')),
     a.next ? link('#/audit?' + new URLSearchParams({ ...Object.fromEntries(q), before: a.next }), 'Older entries →') : null);
+};
+
+// ---------------------------------------------------------------- access
+pages.access = async () => {
+  const a = ok(await api('GET', '/access'));
+  const done = () => JW.render();
+  const remove = (v) => button('Remove', async () => {
+    ok(await api('DELETE', '/access/' + (v.kind === 'account' ? 'accounts/' : 'tokens/') + enc(v.name)));
+    JW.note(v.kind + ' ' + v.name + ' removed.', 'ok');
+  }, { class: 'danger', name: 'remove-' + v.kind, done, confirm: 'Remove ' + v.kind + ' ' + v.name + '? It is refused from now on.' });
+  const rows = a.items.map((v) => [v.kind, h('span', { class: 'mono' }, v.name), v.role, v.groups ? v.groups.join(', ') : h('span', { class: 'muted' }, 'every job'),
+    v.source === 'store' ? 'added ' + JW.timeText(v.created_at) : h('span', { class: 'muted', title: 'edit the configuration file and restart to change it' }, 'configuration file'),
+    h('div', { class: 'actions' }, v.source === 'store' && JW.can('admin') ? remove(v) : null)]);
+  const role = (name) => h('select', { name }, ['viewer', 'operator', 'admin'].map((r) => h('option', { value: r }, r)));
+  const groups = (value) => (value.trim() ? value.split(',').map((x) => x.trim()).filter(Boolean) : undefined);
+  const acc = { name: h('input', { name: 'account-name', placeholder: 'name' }), password: h('input', { name: 'account-password', type: 'password', placeholder: 'password, 12 characters or more', autocomplete: 'new-password' }), role: role('account-role'), groups: h('input', { name: 'account-groups', placeholder: 'groups (all when empty)' }) };
+  const tok = { name: h('input', { name: 'token-name', placeholder: 'name' }), role: role('token-role'), groups: h('input', { name: 'token-groups', placeholder: 'groups (all when empty)' }) };
+  const shown = h('div', { id: 'new-token' });
+  const addAccount = button('Add account', async () => {
+    ok(await api('POST', '/access/accounts', { name: acc.name.value.trim(), password: acc.password.value, role: acc.role.value, groups: groups(acc.groups.value) }));
+    JW.note('Account ' + acc.name.value.trim() + ' added: it can log in now.', 'ok');
+  }, { name: 'add-account', done });
+  const addToken = button('Add token', async () => {
+    const t = ok(await api('POST', '/access/tokens', { name: tok.name.value.trim(), role: tok.role.value, groups: groups(tok.groups.value) }));
+    // Shown once, here: the server keeps only its SHA-256.
+    shown.replaceChildren(h('div', { class: 'notice' }, 'Token ' + t.name + ' (copy it now, it is not shown again): ',
+      h('code', { class: 'mono', id: 'token-value' }, t.token)));
+  }, { name: 'add-token' });
+  return h('div', {},
+    h('div', { class: 'panel' }, h('h2', {}, 'Accounts and tokens'),
+      h('p', { class: 'muted' }, 'Those of the configuration file change with the file and a restart. Those added here are kept hashed in the store: every server admits them within 2 s, and refuses them once removed.'),
+      table(['Kind', 'Name', 'Role', 'Groups', 'Source', ''], rows, 'None.')),
+    h('div', { class: 'grid2' },
+      h('div', { class: 'panel' }, h('h2', {}, 'Add an account'), h('div', { class: 'stack' }, acc.name, acc.password, acc.role, acc.groups, addAccount)),
+      h('div', { class: 'panel' }, h('h2', {}, 'Add an API token'), h('div', { class: 'stack' }, tok.name, tok.role, tok.groups, addToken), shown)));
 };
 })();

@@ -4,8 +4,8 @@ use super::store::MemoryStore;
 use crate::error::Result;
 use crate::record::*;
 use crate::store::{
-    AlarmChange, AlarmClaim, AlarmOutbox, AlarmQuery, AuditLog, AuditQuery, NodeRegistry, Page,
-    RunLog, RunQuery,
+    AlarmChange, AlarmClaim, AlarmOutbox, AlarmQuery, AuditLog, AuditQuery, Credentials,
+    NodeRegistry, Page, RunLog, RunQuery,
 };
 use crate::time::Timestamp;
 use async_trait::async_trait;
@@ -288,5 +288,49 @@ impl AuditLog for MemoryStore {
         let n = inner.audit.len();
         inner.audit.retain(|r| r.at >= before);
         Ok((n - inner.audit.len()) as u64)
+    }
+}
+
+#[async_trait]
+impl Credentials for MemoryStore {
+    async fn add_credential(&self, c: &Credential, audit: &AuditEntry) -> Result<bool> {
+        let now = self.clock.now();
+        let mut inner = self.inner();
+        let key = (c.kind, c.name.clone());
+        if inner.credentials.contains_key(&key) {
+            return Ok(false);
+        }
+        inner.credentials.insert(
+            key,
+            CredentialRecord {
+                credential: c.clone(),
+                created_at: now,
+            },
+        );
+        inner.append_audit(audit, now);
+        Ok(true)
+    }
+
+    async fn remove_credential(
+        &self,
+        kind: CredentialKind,
+        name: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool> {
+        let now = self.clock.now();
+        let mut inner = self.inner();
+        if inner
+            .credentials
+            .remove(&(kind, name.to_string()))
+            .is_none()
+        {
+            return Ok(false);
+        }
+        inner.append_audit(audit, now);
+        Ok(true)
+    }
+
+    async fn credentials(&self) -> Result<Vec<CredentialRecord>> {
+        Ok(self.inner().credentials.values().cloned().collect())
     }
 }

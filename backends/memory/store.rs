@@ -38,6 +38,8 @@ pub(super) struct Inner {
     next_alarm: i64,
     pub(super) audit: Vec<AuditRecord>,
     pub(super) next_audit: i64,
+    /// Runtime accounts and tokens by kind and name.
+    pub(super) credentials: BTreeMap<(CredentialKind, String), CredentialRecord>,
 }
 
 impl Inner {

@@ -57,6 +57,11 @@ const MIGRATIONS: &[Embedded] = &[
         "fire contexts",
         include_str!("migrations/0006_fire_context.sql"),
     ),
+    (
+        7,
+        "runtime accounts and tokens",
+        include_str!("migrations/0007_credentials.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =

@@ -63,6 +63,11 @@ const MIGRATIONS: &[Embedded] = &[
         "fire contexts",
         include_str!("migrations/0007_fire_context.sql"),
     ),
+    (
+        8,
+        "runtime accounts and tokens",
+        include_str!("migrations/0008_credentials.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).

@@ -1,10 +1,11 @@
-//! The audit log of [`RedisStore`].
+//! The audit log of [`RedisStore`], and the runtime credentials (each change
+//! audited by its script).
 
 use super::decode::{Fields, corrupt, decode, field, int, opt_text};
 use super::store::{PURGE_CHUNK, RedisStore};
 use crate::error::Result;
-use crate::record::{AuditEntry, AuditRecord};
-use crate::store::{AuditLog, AuditQuery};
+use crate::record::{AuditEntry, AuditRecord, Credential, CredentialKind, CredentialRecord};
+use crate::store::{AuditLog, AuditQuery, Credentials};
 use crate::time::Timestamp;
 use async_trait::async_trait;
 
@@ -81,5 +82,51 @@ impl AuditLog for RedisStore {
                 return Ok(total);
             }
         }
+    }
+}
+
+#[async_trait]
+impl Credentials for RedisStore {
+    async fn add_credential(&self, c: &Credential, audit: &AuditEntry) -> Result<bool> {
+        let body = serde_json::to_string(c).map_err(|e| corrupt("encode credential", e))?;
+        let mut call = self.audited_call(&self.scripts.add_credential, Some(audit));
+        call.arg(c.kind.as_str()).arg(&c.name).arg(body);
+        let n: i64 = self.invoke(call, "add_credential").await?;
+        Ok(n == 1)
+    }
+
+    async fn remove_credential(
+        &self,
+        kind: CredentialKind,
+        name: &str,
+        audit: &AuditEntry,
+    ) -> Result<bool> {
+        let mut call = self.audited_call(&self.scripts.remove_credential, Some(audit));
+        call.arg(kind.as_str()).arg(name);
+        let n: i64 = self.invoke(call, "remove_credential").await?;
+        Ok(n == 1)
+    }
+
+    async fn credentials(&self) -> Result<Vec<CredentialRecord>> {
+        let w = "read credentials";
+        let members: Vec<String> = redis::cmd("ZRANGE")
+            .arg(self.key("creds"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(super::redis_err(w))?;
+        let keys = members.iter().map(|m| self.key(&format!("cred:{m}")));
+        let hashes = self.hashes(keys, w).await?;
+        // A listing shows what it can read (as the audit listing does).
+        Ok(hashes
+            .iter()
+            .filter_map(|h| {
+                Some(CredentialRecord {
+                    credential: decode(&opt_text(h, "body")?, w).ok()?,
+                    created_at: Timestamp::from_millis(int(h, "created_at", w).ok()?),
+                })
+            })
+            .collect())
     }
 }

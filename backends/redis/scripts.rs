@@ -24,6 +24,7 @@
 //! | `P alarm:<id>`, `P alarms` | hash, sorted set | outbox events; all ids |
 //! | `P alarms:ready`, `P alarms:sending` | sorted sets | claimable at (score), claim lapses at (score) |
 //! | `P audit:<id>`, `P audit` | hash, sorted set | audit entries (`at`, `actor`, `action`, `target`, `before`, `after`); all ids (score = id) |
+//! | `P cred:<kind>:<name>`, `P creds` | hash, sorted set | a runtime account or token (`body` JSON, `created_at`); members `<kind>:<name>` (score 0: listed in name order) |
 //! | `P seq:run`, `P seq:alarm`, `P seq:audit`, `P schema` | strings | id sequences, schema version |
 
 /// Shared helpers, prepended to every script.
@@ -545,4 +546,28 @@ for _, id in ipairs(ids) do
   deleted = deleted + 1
 end
 return deleted
+";
+
+/// ARGV: P, the audit entry (2-6), kind, name, body JSON. Stores the credential
+/// unless one of its kind and name is stored; returns 1 when it did (and appends the
+/// audit entry), 0 otherwise.
+pub(super) const ADD_CREDENTIAL: &str = r"
+local member = ARGV[7] .. ':' .. ARGV[8]
+local k = P .. 'cred:' .. member
+if redis.call('EXISTS', k) == 1 then return 0 end
+local now = fmt(now_ms())
+redis.call('HSET', k, 'body', ARGV[9], 'created_at', now)
+redis.call('ZADD', P .. 'creds', 0, member)
+audit(now)
+return 1
+";
+
+/// ARGV: P, the audit entry (2-6), kind, name. Removes the credential; returns 1
+/// when there was one (and appends the audit entry), 0 otherwise.
+pub(super) const REMOVE_CREDENTIAL: &str = r"
+local member = ARGV[7] .. ':' .. ARGV[8]
+if redis.call('DEL', P .. 'cred:' .. member) == 0 then return 0 end
+redis.call('ZREM', P .. 'creds', member)
+audit(fmt(now_ms()))
+return 1
 ";

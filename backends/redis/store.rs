@@ -41,6 +41,8 @@ pub(super) struct Scripts {
     pub(super) apply_alarm: Script,
     pub(super) append_audit: Script,
     pub(super) purge_audit: Script,
+    pub(super) add_credential: Script,
+    pub(super) remove_credential: Script,
 }
 
 impl Scripts {
@@ -68,6 +70,8 @@ impl Scripts {
             apply_alarm: s(scripts::APPLY_ALARM),
             append_audit: s(scripts::APPEND_AUDIT),
             purge_audit: s(scripts::PURGE_AUDIT),
+            add_credential: s(scripts::ADD_CREDENTIAL),
+            remove_credential: s(scripts::REMOVE_CREDENTIAL),
         }
     }
 }

@@ -13,6 +13,7 @@
 mod audit;
 mod batch;
 pub(crate) mod connect;
+mod credentials;
 pub(crate) mod decode;
 mod handles;
 mod jobs;

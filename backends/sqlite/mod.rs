@@ -60,6 +60,11 @@ const MIGRATIONS: &[Embedded] = &[
         "fire contexts",
         include_str!("migrations/0006_fire_context.sql"),
     ),
+    (
+        7,
+        "runtime accounts and tokens",
+        include_str!("migrations/0007_credentials.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";

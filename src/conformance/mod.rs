@@ -22,6 +22,7 @@
 //! `purge_audit` act on the whole store.
 
 mod audit;
+mod credentials;
 mod due;
 mod edges;
 mod executors;
@@ -36,6 +37,7 @@ mod store_log;
 pub use audit::{
     alarm_outbox_operator_retry_and_discard, audit_log_reads_back, changes_and_their_audit_entries,
 };
+pub use credentials::credentials_are_kept;
 pub use due::{due_ordering_and_limits, due_pages};
 pub use edges::{
     any_text_is_stored, create_never_rearms, huge_limits_are_lowered, upsert_many_matches_upsert,
@@ -123,12 +125,15 @@ pub async fn alarm_outbox_suite(store: &dyn JobStore) {
     alarm_outbox_operator_retry_and_discard(store).await;
 }
 
-/// The checks of [`AuditLog`](crate::store::AuditLog): entries read back exactly,
-/// newest first, filtered, paged and purged by age; and every audited change
-/// appends its entry in the same step as the change, and only then.
+/// The checks of [`AuditLog`](crate::store::AuditLog) and
+/// [`Credentials`](crate::store::Credentials): entries read back exactly, newest
+/// first, filtered, paged and purged by age; every audited change appends its entry
+/// in the same step as the change, and only then; credentials kept exactly, one per
+/// kind and name, however many adds race.
 pub async fn audit_log_suite(store: &dyn JobStore) {
     audit_log_reads_back(store).await;
     changes_and_their_audit_entries(store).await;
+    credentials_are_kept(store).await;
 }
 
 /// Runs the checks that need rows written as they are ([`RawRows`]): unreadable rows

@@ -1,5 +1,5 @@
-//! Where jobs, runs, nodes and alarm events live: four small traits, and the
-//! [`JobStore`] every backend is.
+//! Where jobs, runs, nodes, alarm events, the audit log and runtime credentials live:
+//! six small traits, and the [`JobStore`] every backend is.
 //!
 //! | part | what it keeps | the engine uses it to |
 //! |---|---|---|
@@ -7,8 +7,10 @@
 //! | [`RunLog`] | one record per run | answer queries, purge by retention |
 //! | [`NodeRegistry`] | live nodes and executor instances, by heartbeat on the store's clock | find dead nodes and the runs they left; route remote runs to live instances |
 //! | [`AlarmOutbox`] | alarm events with a claimable delivery status | deliver each event once, retry, purge |
+//! | [`AuditLog`] | every change made through the admin API and the command line | show who changed what |
+//! | [`Credentials`] | accounts and API tokens added at runtime, hashed | let every server of a cluster admit them |
 //!
-//! [`JobStore`] is all four: it has no methods of its own and is implemented for
+//! [`JobStore`] is all six: it has no methods of its own and is implemented for
 //! every type that implements the parts, so a backend implements the parts and the
 //! scheduler takes `impl JobStore`. Every part is forwarded by `Arc<T>` and `Box<T>`.
 //!
@@ -35,6 +37,7 @@
 //!   error but a `Refused` outcome.
 
 mod audit;
+mod credentials;
 mod jobs;
 mod log;
 mod outbox;
@@ -44,6 +47,7 @@ mod registry;
 pub mod rules;
 
 pub use audit::AuditLog;
+pub use credentials::Credentials;
 pub use jobs::{Applied, JobChange, Jobs, SchemaVersion};
 pub use log::RunLog;
 pub use outbox::{AlarmChange, AlarmOutbox};
@@ -58,13 +62,16 @@ pub use crate::record::{
     StartRefusal, StartRun,
 };
 
-/// A whole store: the four parts together. Implemented for every type that
+/// A whole store: the six parts together. Implemented for every type that
 /// implements them; the scheduler takes `impl JobStore` or `Arc<dyn JobStore>`.
-pub trait JobStore: Jobs + RunLog + NodeRegistry + AlarmOutbox + AuditLog {}
+pub trait JobStore: Jobs + RunLog + NodeRegistry + AlarmOutbox + AuditLog + Credentials {}
 
-impl<T: Jobs + RunLog + NodeRegistry + AlarmOutbox + AuditLog + ?Sized> JobStore for T {}
+impl<T: Jobs + RunLog + NodeRegistry + AlarmOutbox + AuditLog + Credentials + ?Sized> JobStore
+    for T
+{
+}
 
-/// Implements the four parts for a wrapper type by delegating to one of its fields.
+/// Implements the six parts for a wrapper type by delegating to one of its fields.
 #[allow(unused_macros)]
 macro_rules! delegate_store {
     ($ty:ty => $field:ident) => {
@@ -234,6 +241,27 @@ macro_rules! delegate_store {
             }
             async fn purge_audit(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
                 self.$field.purge_audit(before).await
+            }
+        }
+        #[async_trait::async_trait]
+        impl $crate::store::Credentials for $ty {
+            async fn add_credential(
+                &self,
+                c: &$crate::record::Credential,
+                a: &$crate::AuditEntry,
+            ) -> $crate::Result<bool> {
+                self.$field.add_credential(c, a).await
+            }
+            async fn remove_credential(
+                &self,
+                k: $crate::record::CredentialKind,
+                n: &str,
+                a: &$crate::AuditEntry,
+            ) -> $crate::Result<bool> {
+                self.$field.remove_credential(k, n, a).await
+            }
+            async fn credentials(&self) -> $crate::Result<Vec<$crate::record::CredentialRecord>> {
+                self.$field.credentials().await
             }
         }
     };

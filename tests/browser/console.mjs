@@ -292,6 +292,37 @@ try {
   await go('#/alarms');
   check((await page.textContent('#alarm-legend')).includes('not_needed'), 'the legend explains not_needed');
 
+  step = 'accounts and tokens at runtime';
+  await go('#/access');
+  check((await page.textContent('main table')).includes('configuration file'), "the configuration's accounts are listed");
+  const created = async (action, path) => {
+    const [resp] = await Promise.all([
+      page.waitForResponse((r) => r.url().includes(path) && r.request().method() === 'POST'),
+      page.click(`button[data-action=${action}]`),
+    ]);
+    eq(resp.status(), 201, `${action} answered`);
+  };
+  await page.fill('input[name=token-name]', 'console.token');
+  await page.selectOption('select[name=token-role]', 'viewer');
+  await created('add-token', '/access/tokens');
+  await page.waitForSelector('#token-value');
+  const newToken = await page.textContent('#token-value');
+  const bearer = (t) => page.evaluate(async (t) => (await fetch('/api/v1/session', { headers: { Authorization: 'Bearer ' + t } })).status, t);
+  eq(await bearer(newToken), 200, 'the token made in the console works at once');
+  await shot('access');
+  await page.fill('input[name=account-name]', 'carl');
+  await page.fill('input[name=account-password]', 'carl-password-1');
+  await created('add-account', '/access/accounts');
+  await page.waitForFunction(() => [...document.querySelectorAll('main tbody tr')].some((r) => r.textContent.includes('carl')));
+  check(!(await page.textContent('main')).includes('carl-password-1'), 'the password is not shown');
+  const tokenRow = page.locator('main tbody tr', { hasText: 'console.token' });
+  await Promise.all([
+    page.waitForResponse((r) => r.url().includes('/access/tokens/console.token') && r.request().method() === 'DELETE'),
+    tokenRow.locator('button[data-action=remove-token]').click(),
+  ]);
+  check(dialogs.some((m) => m.startsWith('Remove token console.token')), 'removing asks for confirmation');
+  eq(await bearer(newToken), 401, 'the removed token is refused at once');
+
   step = 'the other pages';
   await go('#/overview');
   await page.waitForSelector('#runs-chart');
@@ -319,6 +350,8 @@ try {
     }
   }
   eq(await page.locator('nav a[href="#/audit"]').count(), 0, 'no audit page for a viewer');
+  eq(await page.locator('nav a[href="#/access"]').count(), 0, 'no access page for a viewer');
+  eq((await api('GET', '/access')).status, 403, 'a viewer may not list accounts');
   eq(await page.locator('input[name=select]').count(), 0, 'no job can be ticked by a viewer');
   const vcsrf = await page.evaluate(() => window.JW.session.csrf);
   const denied = await api('POST', '/jobs/report.yearly/trigger', undefined, vcsrf);

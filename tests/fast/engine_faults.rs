@@ -139,6 +139,24 @@ impl AuditLog for FlakyStore {
     }
 }
 
+#[async_trait]
+impl jobwheel::store::Credentials for FlakyStore {
+    async fn add_credential(&self, c: &jobwheel::Credential, a: &AuditEntry) -> Result<bool> {
+        self.inner.add_credential(c, a).await
+    }
+    async fn remove_credential(
+        &self,
+        k: jobwheel::CredentialKind,
+        n: &str,
+        a: &AuditEntry,
+    ) -> Result<bool> {
+        self.inner.remove_credential(k, n, a).await
+    }
+    async fn credentials(&self) -> Result<Vec<jobwheel::CredentialRecord>> {
+        self.inner.credentials().await
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
     let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");

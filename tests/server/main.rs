@@ -7,6 +7,7 @@ mod support;
 
 mod admin_api;
 mod cli;
+mod cli_access;
 mod cli_serve;
 mod console;
 mod doors;

@@ -27,6 +27,59 @@ async fn two_servers_on_one_store_form_a_cluster() {
         (200, Some("ada")),
         "a session made on one server is good on the other"
     );
+    // A token added through one server is admitted by the other within its refresh
+    // of the stored credentials (2 s), and refused there as soon once removed.
+    let t = api_a
+        .send(
+            &ada,
+            "POST",
+            "/api/v1/access/tokens",
+            "/api/v1/access/tokens",
+            serde_json::json!({"name": "both", "role": "viewer"}),
+        )
+        .await;
+    assert_eq!(t.status, 201, "{}", t.body);
+    let token = Who::Token(t.body["token"].as_str().unwrap().to_string());
+    let status_on_b = |who: Who| {
+        let api_b = &api_b;
+        async move {
+            api_b
+                .call(&who, "GET", "/api/v1/session", "/api/v1/session", None)
+                .await
+                .status
+        }
+    };
+    let added = std::time::Instant::now();
+    until("server b to admit the token", || async {
+        (status_on_b(token.clone()).await == 200).then_some(())
+    })
+    .await;
+    assert!(
+        added.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        added.elapsed()
+    );
+    let t = api_a
+        .call(
+            &ada,
+            "DELETE",
+            "/api/v1/access/tokens/{name}",
+            "/api/v1/access/tokens/both",
+            None,
+        )
+        .await;
+    assert_eq!(t.status, 200, "{}", t.body);
+    let removed = std::time::Instant::now();
+    until("server b to refuse the token", || async {
+        (status_on_b(token.clone()).await == 401).then_some(())
+    })
+    .await;
+    assert!(
+        removed.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        removed.elapsed()
+    );
+
     let nodes = until("both scheduler nodes to beat", || async {
         let n = api_b
             .call(&admin, "GET", "/api/v1/nodes", "/api/v1/nodes", None)
