@@ -24,7 +24,9 @@ pub(super) async fn add_account(
 ) -> ApiResult<Response> {
     let a: NewAccount = json_body(body)?;
     let v = access::add_account(s.store.as_ref(), &s.config, &p.actor(), a).await?;
-    s.auth.refresh(s.store.as_ref(), true).await;
+    s.auth
+        .refresh(s.store.as_ref(), std::time::Duration::ZERO)
+        .await;
     Ok(json(StatusCode::CREATED, &v))
 }
 
@@ -35,7 +37,9 @@ pub(super) async fn add_token(
 ) -> ApiResult<Response> {
     let t: NewToken = json_body(body)?;
     let v = access::add_token(s.store.as_ref(), &s.config, &p.actor(), t).await?;
-    s.auth.refresh(s.store.as_ref(), true).await;
+    s.auth
+        .refresh(s.store.as_ref(), std::time::Duration::ZERO)
+        .await;
     Ok(json(StatusCode::CREATED, &v))
 }
 
@@ -48,7 +52,9 @@ async fn remove(
     let (State(s), AdminChange(p)) = (s, p);
     let name = path(name)?;
     let v = access::remove(s.store.as_ref(), &s.config, &p.actor(), kind, &name).await?;
-    s.auth.refresh(s.store.as_ref(), true).await;
+    s.auth
+        .refresh(s.store.as_ref(), std::time::Duration::ZERO)
+        .await;
     Ok(json(StatusCode::OK, &AccessRemoved { removed: v }))
 }
 

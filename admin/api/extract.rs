@@ -11,6 +11,7 @@
 //! | [`OperatorChange`] | an operator or admin, on a server that is not read-only, with the CSRF token when authenticated by the session cookie |
 //! | [`AdminChange`] | the same for an admin |
 
+use crate::admin::auth::{CREDENTIALS_REFRESH, UNKNOWN_REREAD};
 use crate::admin::{AdminState, ApiError, Principal, Role};
 use crate::time::Timestamp;
 use axum::extract::FromRequestParts;
@@ -21,8 +22,16 @@ use std::sync::Arc;
 /// The caller of a request (the store's accounts and tokens read again when the
 /// server's copy is stale). Errors: 401.
 async fn caller(parts: &Parts, s: &AdminState) -> Result<Principal, ApiError> {
-    s.auth.refresh(s.store.as_ref(), false).await;
-    s.auth.principal(&parts.headers, Timestamp::now())
+    let store = s.store.as_ref();
+    s.auth.refresh(store, CREDENTIALS_REFRESH).await;
+    match s.auth.principal(&parts.headers, Timestamp::now()) {
+        // Credentials this server does not know may have been added through another
+        // server a moment ago: read again (at most every UNKNOWN_REREAD) and retry.
+        Err(_) if s.auth.refresh(store, UNKNOWN_REREAD).await => {
+            s.auth.principal(&parts.headers, Timestamp::now())
+        }
+        answer => answer,
+    }
 }
 
 /// The caller of a change that needs `role`. Errors: 401; 403 `read_only`,

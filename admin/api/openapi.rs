@@ -496,7 +496,7 @@ fn operations() -> Vec<Operation> {
             )
         },
         Operation {
-            description: "The password (12-1,024 characters) is kept as an argon2id hash. The name may not be one of the configuration file's accounts. An admin limited to executor groups adds only accounts limited to some of its groups. Every server of a cluster admits the account within 2 s.",
+            description: "The password (12-1,024 characters) is kept as an argon2id hash. The name may not be one of the configuration file's accounts. An admin limited to executor groups adds only accounts limited to some of its groups. Every server of a cluster admits the account within 250 ms.",
             body: Some((schema::<crate::admin::access::NewAccount>, false)),
             ok: (
                 201,

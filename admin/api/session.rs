@@ -42,7 +42,15 @@ pub(super) async fn login(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let req: Login = json_body(body)?;
-    s.auth.refresh(s.store.as_ref(), false).await;
+    s.auth
+        .refresh(s.store.as_ref(), crate::admin::auth::CREDENTIALS_REFRESH)
+        .await;
+    if !s.auth.knows(&req.name) {
+        // Perhaps added through another server a moment ago.
+        s.auth
+            .refresh(s.store.as_ref(), crate::admin::auth::UNKNOWN_REREAD)
+            .await;
+    }
     let (p, cookie) = match s
         .auth
         .login(&req.name, &req.password, Timestamp::now())

@@ -118,9 +118,15 @@ struct Claims {
 }
 
 /// How long a server answers from its copy of the accounts and tokens kept in the
-/// store before reading them again: one added or removed through another server of
-/// a cluster is known (or refused) here within this time; through this server, at once.
+/// store before reading them again: one removed through another server of a cluster
+/// is refused here within this time (through this server, at once).
 pub const CREDENTIALS_REFRESH: Duration = Duration::from_secs(2);
+
+/// How often, at most, a server reads the store's accounts and tokens again for a
+/// token or account it does not know: one added through another server is admitted
+/// within this time, and callers sending unknown credentials cost at most four
+/// reads a second.
+pub const UNKNOWN_REREAD: Duration = Duration::from_millis(250);
 
 /// Accounts and tokens added at runtime, as last read from the store.
 #[derive(Default)]
@@ -245,18 +251,24 @@ impl Auth {
             .clone()
     }
 
-    /// Reads the store's accounts and tokens again when the copy is older than
-    /// [`CREDENTIALS_REFRESH`] (or `now` is set: after a change through this
-    /// server). A failed read keeps the copy (logged): the configuration's accounts
-    /// and tokens work whatever the store does.
-    pub async fn refresh(&self, store: &dyn crate::store::JobStore, now: bool) {
-        let fresh = |s: &Stored| s.read.is_some_and(|t| t.elapsed() < CREDENTIALS_REFRESH);
-        if !now && fresh(&self.snapshot()) {
-            return;
+    /// Reads the store's accounts and tokens again when the copy is at least
+    /// `older_than` old ([`CREDENTIALS_REFRESH`] on every request;
+    /// [`UNKNOWN_REREAD`] for credentials this server does not know; zero after a
+    /// change through this server). One read at a time. Returns whether it read. A
+    /// failed read keeps the copy (logged): the configuration's accounts and tokens
+    /// work whatever the store does.
+    pub async fn refresh(
+        &self,
+        store: &dyn crate::store::Credentials,
+        older_than: Duration,
+    ) -> bool {
+        let fresh = |s: &Stored| s.read.is_some_and(|t| t.elapsed() < older_than);
+        if fresh(&self.snapshot()) {
+            return false;
         }
         let _one = self.reading.lock().await;
-        if !now && fresh(&self.snapshot()) {
-            return;
+        if fresh(&self.snapshot()) {
+            return false;
         }
         let next = match store.credentials().await {
             Ok(records) => Stored::from_records(&records),
@@ -274,6 +286,13 @@ impl Auth {
             .stored
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+        true
+    }
+
+    /// Whether an account of `name` is known here (the configuration's or the
+    /// store's, as last read).
+    pub fn knows(&self, name: &str) -> bool {
+        self.users.contains_key(name) || self.snapshot().users.contains_key(name)
     }
 
     /// The account of `name`: the configuration's, else the store's.
@@ -480,5 +499,61 @@ impl Auth {
                 "a change made with a session cookie needs its X-CSRF-Token header",
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{AuditEntry, Credential, CredentialKind, CredentialRecord};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Credentials that count their reads.
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    #[async_trait::async_trait]
+    impl crate::store::Credentials for Counting {
+        async fn add_credential(&self, _: &Credential, _: &AuditEntry) -> crate::Result<bool> {
+            Ok(false)
+        }
+        async fn remove_credential(
+            &self,
+            _: CredentialKind,
+            _: &str,
+            _: &AuditEntry,
+        ) -> crate::Result<bool> {
+            Ok(false)
+        }
+        async fn credentials(&self) -> crate::Result<Vec<CredentialRecord>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(Vec::new())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn unknown_credentials_cost_at_most_four_reads_a_second() {
+        let store = Counting::default();
+        let auth = Arc::new(Auth::new(&ServerConfig::default()));
+        // Callers sending unknown tokens as fast as they can, 64 at a time, for 0.6 s:
+        // each asks for a read, and reads happen at most every UNKNOWN_REREAD.
+        let started = std::time::Instant::now();
+        let mut asked = 0;
+        while started.elapsed() < Duration::from_millis(600) {
+            let calls = (0..64).map(|_| auth.refresh(&store, UNKNOWN_REREAD));
+            futures::future::join_all(calls).await;
+            asked += 64;
+        }
+        let reads = store.0.load(Ordering::SeqCst);
+        let bound = 1 + (started.elapsed().as_millis() / UNKNOWN_REREAD.as_millis()) as usize;
+        assert!(asked > 1_000, "{asked} requests");
+        assert!(
+            (1..=bound).contains(&reads),
+            "{reads} store reads for {asked} unknown credentials in {:?} (at most {bound})",
+            started.elapsed()
+        );
+        // A change through this server reads at once, whatever the copy's age.
+        assert!(auth.refresh(&store, Duration::ZERO).await);
+        assert_eq!(store.0.load(Ordering::SeqCst), reads + 1);
     }
 }

@@ -171,7 +171,7 @@ pages.access = async () => {
   }, { name: 'add-token' });
   return h('div', {},
     h('div', { class: 'panel' }, h('h2', {}, 'Accounts and tokens'),
-      h('p', { class: 'muted' }, 'Those of the configuration file change with the file and a restart. Those added here are kept hashed in the store: every server admits them within 2 s, and refuses them once removed.'),
+      h('p', { class: 'muted' }, 'Those of the configuration file change with the file and a restart. Those added here are kept hashed in the store: every server admits them within a quarter of a second, and refuses them within 2 s once removed.'),
       table(['Kind', 'Name', 'Role', 'Groups', 'Source', ''], rows, 'None.')),
     h('div', { class: 'grid2' },
       h('div', { class: 'panel' }, h('h2', {}, 'Add an account'), h('div', { class: 'stack' }, acc.name, acc.password, acc.role, acc.groups, addAccount)),

@@ -27,8 +27,8 @@ async fn two_servers_on_one_store_form_a_cluster() {
         (200, Some("ada")),
         "a session made on one server is good on the other"
     );
-    // A token added through one server is admitted by the other within its refresh
-    // of the stored credentials (2 s), and refused there as soon once removed.
+    // A token added through one server is admitted by the other within 250 ms, and
+    // refused there within its refresh of the stored credentials (2 s) once removed.
     let t = api_a
         .send(
             &ada,
@@ -49,13 +49,15 @@ async fn two_servers_on_one_store_form_a_cluster() {
                 .status
         }
     };
+    // Server b does not know it: it reads the store again before refusing (at most
+    // every 250 ms).
     let added = std::time::Instant::now();
     until("server b to admit the token", || async {
         (status_on_b(token.clone()).await == 200).then_some(())
     })
     .await;
     assert!(
-        added.elapsed() < Duration::from_secs(3),
+        added.elapsed() < Duration::from_secs(1),
         "{:?}",
         added.elapsed()
     );
