@@ -229,6 +229,8 @@ pub(crate) struct Run {
     pub(crate) attempt: Attempt,
     pub(crate) run_id: RunId,
     pub(crate) lease: Lease,
+    /// When the store recorded its start (store clock).
+    pub(crate) started_at: crate::time::Timestamp,
 }
 
 /// A fire the misfire policy skips: recorded `misfired`, not executed.
@@ -267,8 +269,8 @@ async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> 
         covers: attempt.covers,
         context: attempt.context.clone(),
     };
-    let run_id = match core.batch().start.call(req).await {
-        Ok(StartOutcome::Started { run_id, .. }) => run_id,
+    let (run_id, started_at) = match core.batch().start.call(req).await {
+        Ok(StartOutcome::Started { run_id, started_at }) => (run_id, started_at),
         Ok(StartOutcome::Refused(why)) => {
             bump(&core.counters.start_refused);
             if matches!(why, StartRefusal::Fenced { .. }) {
@@ -300,6 +302,7 @@ async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> 
         attempt,
         run_id,
         lease,
+        started_at,
     };
     Ok((run, skip))
 }
@@ -308,7 +311,8 @@ async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> 
 /// cancelled when the lease is lost or the node is killed.
 fn watch(core: &Core, run: &Run, deadline: Instant) -> tokio_util::sync::CancellationToken {
     let cancel = core.life.kill.child_token();
-    lock(&core.load.running).insert(
+    let mut running = lock(&core.load.running);
+    running.insert(
         run.run_id,
         RunningEntry {
             lease: run.lease.clone(),
@@ -318,6 +322,7 @@ fn watch(core: &Core, run: &Run, deadline: Instant) -> tokio_util::sync::Cancell
             killed: false,
         },
     );
+    super::instruments::running(running.len());
     cancel
 }
 
@@ -335,7 +340,12 @@ enum Watched {
 /// Takes a run off the lease renewer's watch ([`watch`]): the run with the lease as
 /// the renewer last extended it, and how the watch ended.
 fn unwatch(core: &Core, run: Run) -> (Run, Watched) {
-    let entry = lock(&core.load.running).remove(&run.run_id);
+    let entry = {
+        let mut running = lock(&core.load.running);
+        let entry = running.remove(&run.run_id);
+        super::instruments::running(running.len());
+        entry
+    };
     let watched = match &entry {
         Some(e) if e.lost => Watched::Lost,
         Some(e) if e.killed => Watched::Killed,
@@ -383,6 +393,7 @@ async fn execute(
         handler: handler.clone(),
         timeout: job.timeout(),
     };
+    super::instruments::handler_started(run.fire.fire.at, run.started_at, core.clock.now());
     let execution = AssertUnwindSafe(core.load.executor.execute(exec)).catch_unwind();
     let _executing = core.load.pace.enter();
     match grant.run(execution).await {
@@ -420,6 +431,7 @@ async fn finish_and_continue(
         warn!(status = p.status.as_str(), error = ?p.error, "run failed");
     }
     let next = p.next.clone();
+    super::instruments::ran(p.status.as_str(), took);
     let written = finish(core, &run, p, Some(took), false).await;
     let rescheduled = matches!(
         written,
@@ -510,6 +522,7 @@ pub(crate) async fn finish(
         match core.batch().finish.call(req.clone()).await {
             Ok(out @ FinishOutcome::Finished { .. }) => {
                 bump(&core.counters.finished);
+                super::instruments::finished(req.status.as_str());
                 if !req.alarms.is_empty() {
                     core.alarm.wake.notify_one();
                 }

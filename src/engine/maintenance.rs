@@ -230,6 +230,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
         attempt,
         run_id: run.id,
         lease,
+        started_at: run.started_at,
     };
     let out = fire::finish(core, &recorded, p, None, true).await;
     count_recovery(core, out.as_ref());

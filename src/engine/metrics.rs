@@ -72,31 +72,89 @@ impl MisfireCounts {
     }
 }
 
-/// The live counters behind [`EngineMetrics`].
-#[derive(Default)]
-pub(crate) struct Counters {
-    pub(crate) claimed: AtomicU64,
-    pub(crate) started: AtomicU64,
-    pub(crate) start_refused: AtomicU64,
-    pub(crate) handed_back: AtomicU64,
-    pub(crate) returned: AtomicU64,
-    pub(crate) finished: AtomicU64,
-    pub(crate) finish_refused: AtomicU64,
-    pub(crate) leases_lost: AtomicU64,
-    pub(crate) lost_recovered: AtomicU64,
-    pub(crate) lost_already_recorded: AtomicU64,
-    pub(crate) misfired_fire_once: AtomicU64,
-    pub(crate) misfired_skip: AtomicU64,
-    pub(crate) misfired_catch_up: AtomicU64,
-    pub(crate) backend_errors: AtomicU64,
-    pub(crate) alarms_handled: AtomicU64,
-    pub(crate) corrupt_rows: AtomicU64,
-    pub(crate) panics: AtomicU64,
-    pub(crate) unserved_jobs: AtomicU64,
+/// One of the live counters: its value here, and the instrument it also counts in
+/// the installed `metrics` recorder (if it has one).
+pub(crate) struct Count {
+    n: AtomicU64,
+    name: Option<&'static str>,
 }
 
-pub(crate) fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+impl Count {
+    const fn named(name: &'static str) -> Count {
+        Count {
+            n: AtomicU64::new(0),
+            name: Some(name),
+        }
+    }
+
+    const fn unnamed() -> Count {
+        Count {
+            n: AtomicU64::new(0),
+            name: None,
+        }
+    }
+
+    fn get(&self) -> u64 {
+        self.n.load(Ordering::Relaxed)
+    }
+}
+
+/// The live counters behind [`EngineMetrics`].
+pub(crate) struct Counters {
+    pub(crate) claimed: Count,
+    pub(crate) started: Count,
+    pub(crate) start_refused: Count,
+    pub(crate) handed_back: Count,
+    pub(crate) returned: Count,
+    pub(crate) finished: Count,
+    pub(crate) finish_refused: Count,
+    pub(crate) leases_lost: Count,
+    pub(crate) lost_recovered: Count,
+    pub(crate) lost_already_recorded: Count,
+    misfired_fire_once: Count,
+    misfired_skip: Count,
+    misfired_catch_up: Count,
+    pub(crate) backend_errors: Count,
+    pub(crate) alarms_handled: Count,
+    pub(crate) corrupt_rows: Count,
+    pub(crate) panics: Count,
+    pub(crate) unserved_jobs: Count,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        use super::instruments as i;
+        Counters {
+            claimed: Count::named(i::FIRES_CLAIMED),
+            started: Count::named(i::RUNS_STARTED),
+            start_refused: Count::named(i::STARTS_REFUSED),
+            handed_back: Count::named(i::FIRES_HANDED_BACK),
+            returned: Count::named(i::RUNS_RETURNED),
+            // Counted with its outcome where the finish is written.
+            finished: Count::unnamed(),
+            finish_refused: Count::named(i::FINISHES_REFUSED),
+            leases_lost: Count::named(i::LEASES_LOST),
+            lost_recovered: Count::named(i::RUNS_LOST),
+            lost_already_recorded: Count::unnamed(),
+            // Counted with their policy by `misfired`.
+            misfired_fire_once: Count::unnamed(),
+            misfired_skip: Count::unnamed(),
+            misfired_catch_up: Count::unnamed(),
+            backend_errors: Count::named(i::BACKEND_ERRORS),
+            alarms_handled: Count::named(i::ALARMS_HANDLED),
+            corrupt_rows: Count::named(i::CORRUPT_ROWS),
+            panics: Count::named(i::PANICS),
+            unserved_jobs: Count::unnamed(),
+        }
+    }
+}
+
+/// Adds one to `c`, here and in the installed recorder.
+pub(crate) fn bump(c: &Count) {
+    c.n.fetch_add(1, Ordering::Relaxed);
+    if let Some(name) = c.name {
+        super::instruments::count(name);
+    }
 }
 
 impl Counters {
@@ -107,12 +165,13 @@ impl Counters {
             crate::policy::MisfirePolicy::Skip => &self.misfired_skip,
             crate::policy::MisfirePolicy::CatchUp { .. } => &self.misfired_catch_up,
         };
-        c.fetch_add(fires, Ordering::Relaxed);
+        c.n.fetch_add(fires, Ordering::Relaxed);
+        super::instruments::misfired(policy, fires);
     }
 
     /// The counters' values now.
     pub(crate) fn snapshot(&self) -> EngineMetrics {
-        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let r = Count::get;
         EngineMetrics {
             claimed: r(&self.claimed),
             started: r(&self.started),

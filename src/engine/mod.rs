@@ -28,6 +28,7 @@ mod batch;
 mod config;
 mod cycle;
 mod fire;
+pub mod instruments;
 mod maintenance;
 mod metrics;
 mod node;
@@ -278,6 +279,7 @@ impl Scheduler {
                 node: self.core.node_id.to_string(),
             });
         }
+        instruments::describe();
         cycle::start(&self.core).await?;
         Ok(SchedulerHandle {
             scheduler: self.clone(),

@@ -22,6 +22,7 @@ mod engine_recovery;
 mod engine_sim;
 mod engine_window;
 mod handlers;
+mod instruments;
 #[cfg(feature = "conformance")]
 mod memory;
 mod model;

@@ -1,0 +1,223 @@
+//! What the engine reports through the [`metrics`] facade: an application installs
+//! the exporter it wants (Prometheus, StatsD, OpenTelemetry …) and every instrument
+//! below appears in it; without one, recording costs a few atomic reads. The names,
+//! units and labels are the table in docs/ARCHITECTURE.md ("Metrics").
+//!
+//! Labels are low-cardinality: a run's outcome, a misfire policy. Job ids are never
+//! labels.
+
+use crate::policy::MisfirePolicy;
+use crate::time::Timestamp;
+
+/// Fires this node claimed (leases granted).
+pub const FIRES_CLAIMED: &str = "jobwheel_fires_claimed_total";
+/// Runs this node recorded as started.
+pub const RUNS_STARTED: &str = "jobwheel_runs_started_total";
+/// Starts the store refused (the fire was handled, changed or fenced meanwhile).
+pub const STARTS_REFUSED: &str = "jobwheel_runs_start_refused_total";
+/// Claimed fires given back unstarted (no slot freed up in time).
+pub const FIRES_HANDED_BACK: &str = "jobwheel_fires_handed_back_total";
+/// Started fires given back unexecuted (recorded `returned`).
+pub const RUNS_RETURNED: &str = "jobwheel_runs_returned_total";
+/// Runs whose finish this node wrote, by `outcome` (a run status: `succeeded`,
+/// `failed`, `timed_out`, `cancelled`, `lost`, `misfired`).
+pub const RUNS_FINISHED: &str = "jobwheel_runs_finished_total";
+/// Finishes the store refused because a newer lease holder fenced this node out.
+pub const FINISHES_REFUSED: &str = "jobwheel_runs_finish_refused_total";
+/// Scheduled fires a misfire policy handled, by `policy` (`fire_once`, `skip`,
+/// `catch_up`): a late run that stands for three missed fires counts 3.
+pub const FIRES_MISFIRED: &str = "jobwheel_fires_misfired_total";
+/// Store or lock calls that failed (and were retried).
+pub const BACKEND_ERRORS: &str = "jobwheel_backend_errors_total";
+/// Stored rows this node could not read (skipped).
+pub const CORRUPT_ROWS: &str = "jobwheel_corrupt_rows_total";
+/// Leases lost while their run went on.
+pub const LEASES_LOST: &str = "jobwheel_leases_lost_total";
+/// Runs of dead nodes this node recorded as lost.
+pub const RUNS_LOST: &str = "jobwheel_runs_lost_recorded_total";
+/// Alarm events this node handled (delivered, failed, or not needed).
+pub const ALARMS_HANDLED: &str = "jobwheel_alarms_handled_total";
+/// Panics caught in the engine's own work.
+pub const PANICS: &str = "jobwheel_panics_total";
+/// Seconds from a fire's instant to its handler's start on this node: what "on
+/// time" means. The sum of the two below.
+pub const FIRE_LAG: &str = "jobwheel_fire_lag_seconds";
+/// Seconds from a fire's instant to its run's start in the store (the scheduler's
+/// share of the lag: polling, claiming, writing the start).
+pub const CLAIM_LAG: &str = "jobwheel_claim_lag_seconds";
+/// Seconds from a run's start in the store to its handler's start (the executor's
+/// share: waiting for a slot).
+pub const PICKUP: &str = "jobwheel_pickup_seconds";
+/// Seconds a handler ran, by `outcome`.
+pub const RUN_DURATION: &str = "jobwheel_run_duration_seconds";
+/// Runs executing on this node now.
+pub const RUNNING: &str = "jobwheel_running";
+
+/// Every instrument: name, kind, unit, help text (as the exporters show it).
+pub const ALL: &[(&str, &str, &str, &str)] = &[
+    (FIRES_CLAIMED, "counter", "", "Fires this node claimed."),
+    (
+        RUNS_STARTED,
+        "counter",
+        "",
+        "Runs this node recorded as started.",
+    ),
+    (
+        STARTS_REFUSED,
+        "counter",
+        "",
+        "Starts the store refused: the fire was handled, changed or fenced meanwhile.",
+    ),
+    (
+        FIRES_HANDED_BACK,
+        "counter",
+        "",
+        "Claimed fires given back unstarted: no slot freed up in time.",
+    ),
+    (
+        RUNS_RETURNED,
+        "counter",
+        "",
+        "Started fires given back unexecuted (recorded returned).",
+    ),
+    (
+        RUNS_FINISHED,
+        "counter",
+        "",
+        "Runs whose finish this node wrote, by outcome.",
+    ),
+    (
+        FINISHES_REFUSED,
+        "counter",
+        "",
+        "Finishes refused: a newer lease holder fenced this node out.",
+    ),
+    (
+        FIRES_MISFIRED,
+        "counter",
+        "",
+        "Scheduled fires a misfire policy handled, by policy.",
+    ),
+    (
+        BACKEND_ERRORS,
+        "counter",
+        "",
+        "Store or lock calls that failed and were retried.",
+    ),
+    (
+        CORRUPT_ROWS,
+        "counter",
+        "",
+        "Stored rows this node could not read and skipped.",
+    ),
+    (
+        LEASES_LOST,
+        "counter",
+        "",
+        "Leases lost while their run went on.",
+    ),
+    (
+        RUNS_LOST,
+        "counter",
+        "",
+        "Runs of dead nodes this node recorded as lost.",
+    ),
+    (
+        ALARMS_HANDLED,
+        "counter",
+        "",
+        "Alarm events this node handled.",
+    ),
+    (
+        PANICS,
+        "counter",
+        "",
+        "Panics caught in the engine's own work.",
+    ),
+    (
+        FIRE_LAG,
+        "histogram",
+        "seconds",
+        "From a fire's instant to its handler's start.",
+    ),
+    (
+        CLAIM_LAG,
+        "histogram",
+        "seconds",
+        "From a fire's instant to its run's start in the store.",
+    ),
+    (
+        PICKUP,
+        "histogram",
+        "seconds",
+        "From a run's start in the store to its handler's start.",
+    ),
+    (
+        RUN_DURATION,
+        "histogram",
+        "seconds",
+        "How long handlers ran, by outcome.",
+    ),
+    (RUNNING, "gauge", "", "Runs executing on this node now."),
+];
+
+/// Gives every instrument its unit and help text in the installed recorder (once
+/// per scheduler start; an exporter installed later describes them on first use).
+pub(crate) fn describe() {
+    for &(name, kind, unit, help) in ALL {
+        let unit = (unit == "seconds").then_some(::metrics::Unit::Seconds);
+        match (kind, unit) {
+            ("counter", _) => ::metrics::describe_counter!(name, help),
+            ("gauge", _) => ::metrics::describe_gauge!(name, help),
+            (_, Some(u)) => ::metrics::describe_histogram!(name, u, help),
+            _ => ::metrics::describe_histogram!(name, help),
+        }
+    }
+}
+
+/// Adds one to the counter `name`.
+pub(crate) fn count(name: &'static str) {
+    ::metrics::counter!(name).increment(1);
+}
+
+/// The label a misfire policy has.
+fn policy(p: MisfirePolicy) -> &'static str {
+    match p {
+        MisfirePolicy::FireOnce => "fire_once",
+        MisfirePolicy::Skip => "skip",
+        MisfirePolicy::CatchUp { .. } => "catch_up",
+    }
+}
+
+/// `fires` scheduled fires handled by `p`.
+pub(crate) fn misfired(p: MisfirePolicy, fires: u64) {
+    ::metrics::counter!(FIRES_MISFIRED, "policy" => policy(p)).increment(fires);
+}
+
+/// A finish written, with its outcome.
+pub(crate) fn finished(outcome: &'static str) {
+    ::metrics::counter!(RUNS_FINISHED, "outcome" => outcome).increment(1);
+}
+
+/// Seconds from `from` to `to`, none below zero (clocks of two machines).
+fn seconds(from: Timestamp, to: Timestamp) -> f64 {
+    (to.as_millis() - from.as_millis()).max(0) as f64 / 1_000.0
+}
+
+/// A handler starts at `now` for the fire of `fire_at` whose run the store started
+/// at `started_at`.
+pub(crate) fn handler_started(fire_at: Timestamp, started_at: Timestamp, now: Timestamp) {
+    ::metrics::histogram!(FIRE_LAG).record(seconds(fire_at, now));
+    ::metrics::histogram!(CLAIM_LAG).record(seconds(fire_at, started_at));
+    ::metrics::histogram!(PICKUP).record(seconds(started_at, now));
+}
+
+/// A handler ran for `took` and ended with `outcome`.
+pub(crate) fn ran(outcome: &'static str, took: std::time::Duration) {
+    ::metrics::histogram!(RUN_DURATION, "outcome" => outcome).record(took.as_secs_f64());
+}
+
+/// `n` runs execute on this node now.
+pub(crate) fn running(n: usize) {
+    ::metrics::gauge!(RUNNING).set(n as f64);
+}

@@ -1,0 +1,212 @@
+//! The engine's instruments through the `metrics` facade, on a paused clock with a
+//! recorder local to the test's thread: the counters per outcome and misfire policy
+//! equal what the run log holds, and the lag histograms hold what the clock implies.
+
+use crate::support;
+
+use jobwheel::engine::instruments as i;
+use jobwheel::{Job, MisfirePolicy, RetryPolicy, RunStatus, Schedule, Scheduler, TriggerKind};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use support::*;
+
+/// Counter values by (name, label values).
+type Counted = BTreeMap<(String, String), u64>;
+/// Histogram samples by name.
+type Sampled = BTreeMap<String, Vec<f64>>;
+/// What a `DebuggingRecorder` snapshot holds.
+type Snapshot = Vec<(
+    metrics_util::CompositeKey,
+    Option<metrics::Unit>,
+    Option<metrics::SharedString>,
+    DebugValue,
+)>;
+
+/// Counter values by (name, label value), and histogram samples by name.
+fn read(snap: Snapshot) -> (Counted, Sampled) {
+    let (mut counters, mut histograms) = (BTreeMap::new(), BTreeMap::<String, Vec<f64>>::new());
+    for (key, _, _, value) in snap {
+        let key = key.key();
+        let label = key
+            .labels()
+            .map(|l| l.value().to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        match value {
+            DebugValue::Counter(n) => {
+                counters.insert((key.name().to_string(), label), n);
+            }
+            DebugValue::Histogram(v) => histograms
+                .entry(key.name().to_string())
+                .or_default()
+                .extend(v.into_iter().map(|x| x.into_inner())),
+            DebugValue::Gauge(_) => {}
+        }
+    }
+    (counters, histograms)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_instruments_hold_what_the_run_log_holds() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let every = |id: &str, handler: &str, secs: u64, misfire: MisfirePolicy| {
+        Job::builder(
+            id,
+            handler,
+            Schedule::every(Duration::from_secs(secs)).unwrap(),
+        )
+        .retry(RetryPolicy::none())
+        .misfire(misfire)
+        .build()
+        .unwrap()
+    };
+    // Stored while no scheduler runs: when one starts 35 s later, each job's first
+    // fire is late and its misfire policy handles the ones it missed.
+    use jobwheel::store::Jobs;
+    for job in [
+        every("ok.once", "ok", 10, MisfirePolicy::FireOnce),
+        every("ok.skip", "ok", 10, MisfirePolicy::Skip),
+        every("bad.catch", "bad", 10, MisfirePolicy::CatchUp { max: 2 }),
+    ] {
+        store
+            .upsert(&job, Some(at("2026-01-01T00:00:10Z")))
+            .await
+            .unwrap();
+    }
+    advance(Duration::from_secs(35)).await;
+    let h = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("ok", recording(&log, &clock))
+        .handler("bad", failing(&log, &clock))
+        .config(config("n1"))
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    advance(Duration::from_secs(60)).await;
+    let scheduler = h.scheduler().clone();
+    h.shutdown().await;
+    let m = scheduler.metrics();
+
+    let (counters, histograms) = read(snapshotter.snapshot().into_vec());
+    let mut runs = Vec::new();
+    for job in ["ok.once", "ok.skip", "bad.catch"] {
+        runs.extend(runs_of(&store, job).await);
+    }
+    assert!(runs.len() > 15, "a workload ran: {} runs", runs.len());
+    let counter = |name: &str, label: &str| {
+        counters
+            .get(&(name.to_string(), label.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    // Runs by outcome, as the run log holds them.
+    for status in [RunStatus::Succeeded, RunStatus::Failed, RunStatus::Misfired] {
+        let logged = runs.iter().filter(|r| r.status == status).count() as u64;
+        assert_eq!(
+            counter(i::RUNS_FINISHED, status.as_str()),
+            logged,
+            "{} runs finished {}",
+            logged,
+            status.as_str()
+        );
+        assert!(logged > 0, "the workload has {} runs", status.as_str());
+    }
+    assert_eq!(counter(i::RUNS_STARTED, ""), runs.len() as u64);
+    // The in-process snapshot reads the same values.
+    assert_eq!(
+        [
+            counter(i::FIRES_CLAIMED, ""),
+            counter(i::RUNS_STARTED, ""),
+            counter(i::BACKEND_ERRORS, ""),
+            counter(i::STARTS_REFUSED, ""),
+        ],
+        [m.claimed, m.started, m.backend_errors, m.start_refused]
+    );
+    assert!(m.claimed > 0 && m.finished == runs.len() as u64);
+    // Misfired fires per policy: what the records of the policy stand for.
+    for (job, policy) in [
+        ("ok.once", "fire_once"),
+        ("ok.skip", "skip"),
+        ("bad.catch", "catch_up"),
+    ] {
+        let covered: u64 = runs
+            .iter()
+            .filter(|r| r.job_id.as_str() == job)
+            .filter_map(|r| r.covers.map(|c| c.fires))
+            .sum();
+        assert!(covered > 0, "{job} misfired");
+        assert_eq!(counter(i::FIRES_MISFIRED, policy), covered, "{policy}");
+    }
+    // Lags: one sample per executed run, each what the clock implies (the handler
+    // saw the clock when it started; the store recorded the start).
+    let executed: Vec<_> = runs
+        .iter()
+        .filter(|r| r.status != RunStatus::Misfired)
+        .collect();
+    let seen = log.all();
+    assert_eq!(seen.len(), executed.len());
+    let mut implied: Vec<f64> = seen
+        .iter()
+        .map(|s| (s.started.as_millis() - s.fire_at.as_millis()) as f64 / 1000.0)
+        .collect();
+    let mut lag = histograms[i::FIRE_LAG].clone();
+    implied.sort_by(f64::total_cmp);
+    lag.sort_by(f64::total_cmp);
+    assert_eq!(lag, implied, "fire lag = handler start - fire instant");
+    let mut claim: Vec<f64> = executed
+        .iter()
+        .map(|r| (r.started_at.as_millis() - r.fire_at.as_millis()) as f64 / 1000.0)
+        .collect();
+    let mut claim_lag = histograms[i::CLAIM_LAG].clone();
+    claim.sort_by(f64::total_cmp);
+    claim_lag.sort_by(f64::total_cmp);
+    assert_eq!(claim_lag, claim, "claim lag = store start - fire instant");
+    assert!(
+        lag.iter().any(|x| *x >= 25.0),
+        "the late first fires show their lateness: {lag:?}"
+    );
+    assert_eq!(histograms[i::PICKUP].len(), executed.len());
+    assert_eq!(histograms[i::RUN_DURATION].len(), executed.len());
+    assert!(
+        runs.iter().any(|r| r.trigger == TriggerKind::Misfire),
+        "a late run is a misfire run"
+    );
+}
+
+#[test]
+fn the_architecture_table_lists_every_instrument() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/ARCHITECTURE.md"))
+        .unwrap();
+    let table: Vec<&str> = doc
+        .lines()
+        .filter(|l| l.starts_with("| `jobwheel_"))
+        .map(|l| l.split('`').nth(1).unwrap())
+        .collect();
+    let mut named: Vec<&str> = i::ALL.iter().map(|m| m.0).collect();
+    let mut listed = table.clone();
+    named.sort();
+    listed.sort();
+    assert_eq!(
+        listed, named,
+        "docs/ARCHITECTURE.md's metrics table is the code's"
+    );
+    for (name, kind, unit, _) in i::ALL {
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}`")))
+            .unwrap();
+        assert!(
+            row.contains(&format!("| {kind} |")),
+            "{name} is a {kind}: {row}"
+        );
+        assert_eq!(name.ends_with("_seconds"), *unit == "seconds", "{name}");
+    }
+}
