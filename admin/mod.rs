@@ -10,6 +10,7 @@
 //! | `access` | accounts and tokens added and removed at runtime, kept hashed in the store (API and command line) |
 //! | `api/` | the routes under `/api/v1`, one file per area (session, jobs, runs, cluster), the types they answer (`answers`) and the table the OpenAPI document is generated from (`openapi`) |
 //! | `error` | [`ApiError`]: status and JSON body of a refusal |
+//! | `metrics` | `GET /metrics`: the engine's instruments for Prometheus, behind credentials |
 //! | `views`, `cron` | how jobs and fire previews are shown (shared with the command line) |
 //! | `console`, `console/` | the web console: one page, its scripts and style, Chart.js, embedded |
 //! | `serve` | [`Server`]: the whole program as one value, started and stopped |
@@ -30,6 +31,7 @@ pub mod config;
 mod console;
 pub mod cron;
 mod error;
+mod metrics;
 mod serve;
 pub mod views;
 

@@ -72,6 +72,8 @@ impl Server {
         let addr = listener
             .local_addr()
             .map_err(|e| Error::backend("server", "bind", false, e))?;
+        // The process's Prometheus recorder, before the scheduler node records anything.
+        super::metrics::handle();
         let mut backend = BackendConfig::new(&config.store).migrate(true);
         if let Some(p) = &config.prefix {
             backend = backend.prefix(p);

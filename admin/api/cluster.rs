@@ -361,3 +361,24 @@ pub(super) async fn audit(
     }
     Ok(json(StatusCode::OK, &AuditPage { items, next }))
 }
+
+/// `GET /metrics`: the engine's instruments as Prometheus text, for any caller with
+/// credentials. Errors: 401; 503 when another `metrics` recorder holds the process.
+pub(super) async fn metrics(_: Reader) -> ApiResult<Response> {
+    use axum::response::IntoResponse;
+    match crate::admin::metrics::render() {
+        Some(text) => Ok((
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response()),
+        None => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "another metrics recorder is installed in this process",
+        )),
+    }
+}

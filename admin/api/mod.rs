@@ -35,6 +35,7 @@ pub(super) type ApiResult<T> = Result<T, ApiError>;
 pub(super) fn routes(state: Arc<AdminState>, max_body_bytes: usize) -> Router {
     Router::new()
         .route("/api/v1/health", get(session::health))
+        .route("/metrics", get(cluster::metrics))
         .route("/api/v1/openapi.json", get(session::openapi))
         .route(
             "/api/v1/session",

@@ -11,5 +11,6 @@ mod cli_access;
 mod cli_serve;
 mod console;
 mod doors;
+mod metrics;
 mod readme_path;
 mod tenants;

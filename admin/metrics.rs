@@ -1,0 +1,45 @@
+//! `GET /metrics`: the engine's instruments ([`crate::engine::instruments`]) in
+//! Prometheus's text exposition format, on the admin listener, for any account or
+//! token (a scrape sends `Authorization: Bearer <token>`; a `viewer` token is
+//! enough). On the one listener rather than a second address: one port to open and
+//! one set of credentials, and nothing readable without them.
+//!
+//! The server installs the Prometheus recorder as the process's `metrics` recorder
+//! once, when the first server starts. Histograms in seconds have the buckets below,
+//! so `histogram_quantile` aggregates them across nodes.
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+
+/// Bucket bounds of every `*_seconds` histogram.
+pub(crate) const SECONDS_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0,
+];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The process's Prometheus recorder, installed on first use; `None` when another
+/// `metrics` recorder was installed first (by an application embedding the server).
+pub(crate) fn handle() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let installed = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+                .and_then(PrometheusBuilder::install_recorder);
+            match installed {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot install the Prometheus recorder: /metrics answers 503");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// The exposition text now.
+pub(crate) fn render() -> Option<String> {
+    let h = handle()?;
+    h.run_upkeep();
+    Some(h.render())
+}
