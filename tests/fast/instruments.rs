@@ -210,3 +210,34 @@ fn the_architecture_table_lists_every_instrument() {
         assert_eq!(name.ends_with("_seconds"), *unit == "seconds", "{name}");
     }
 }
+
+#[test]
+fn the_shipped_dashboard_and_alert_rules_name_only_exported_metrics() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let exported: Vec<&str> = i::ALL.iter().map(|m| m.0).collect();
+    for file in ["docs/prometheus/alerts.yml", "docs/grafana/jobwheel.json"] {
+        let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+        let mut named = 0;
+        for (at, _) in text.match_indices("jobwheel_") {
+            let name: String = text[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|b| b.ends_with("_seconds")))
+                .unwrap_or(&name);
+            assert!(
+                exported.contains(&base),
+                "{file} names {name}, which the code does not export"
+            );
+            named += 1;
+        }
+        assert!(named >= 8, "{file} uses the instruments ({named})");
+    }
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{root}/docs/grafana/jobwheel.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(dashboard["panels"].as_array().unwrap().len() >= 6);
+}

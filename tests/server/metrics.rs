@@ -1,6 +1,8 @@
 //! `GET /metrics` on a served instance: refused without credentials, and with a
 //! viewer's token the Prometheus text parses (with a parser crate) and holds every
-//! instrument the engine names, counting the runs of a job that fired on an executor.
+//! instrument the engine names, counting the runs of a job that fired on an executor;
+//! and a real Prometheus (Debian's package) scraping a served instance, with the
+//! shipped alert rules loaded.
 
 use crate::support;
 
@@ -111,6 +113,180 @@ async fn metrics_are_served_behind_credentials_for_prometheus() {
         buckets.last().unwrap().count >= succeeded as f64,
         "every run's lag is counted"
     );
+    instance.shutdown().await;
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Queries Prometheus's HTTP API: the first result's value, if any.
+async fn query(client: &reqwest::Client, prom: &str, q: &str) -> Option<f64> {
+    let enc: String = q
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let r = client
+        .get(format!("{prom}/api/v1/query?query={enc}"))
+        .send()
+        .await
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&r.bytes().await.ok()?).ok()?;
+    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_prometheus_scrapes_the_server_with_the_alert_rules_loaded() {
+    for tool in ["/usr/bin/prometheus", "/usr/bin/promtool"] {
+        if !std::path::Path::new(tool).exists() {
+            support::skip(&format!(
+                "{tool} is not installed (scripts/test installs Debian's prometheus)"
+            ));
+            return;
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rules = root.join("docs/prometheus/alerts.yml");
+    let check = std::process::Command::new("/usr/bin/promtool")
+        .args(["check", "rules"])
+        .arg(&rules)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "promtool check rules: {check:?}");
+
+    let dir = std::env::temp_dir().join(format!("jobwheel-prom-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}?mode=rwc", dir.join("jobs.db").display());
+    let (cfg, tokens) = config(&url, None, false, None);
+    let server = serve(cfg).await;
+    let target = server.local_addr().to_string();
+    let base = format!("http://{target}");
+    let instance = instance_builder("i-1", &Seen::default())
+        .register_at(&base)
+        .beat_every(Duration::from_millis(200))
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let api = Api::new(&server);
+    let admin = Who::Token(tokens.admin.clone());
+    let job = json!({
+        "id": "every.second", "handler": "echo", "remote": {"group": "billing"},
+        "schedule": {"kind": "cron", "expr": "* * * * * ?", "zone": "UTC"},
+    });
+    assert_eq!(
+        api.send(&admin, "POST", "/api/v1/jobs", "/api/v1/jobs", job)
+            .await
+            .status,
+        201
+    );
+
+    std::fs::write(dir.join("token"), &tokens.viewer).unwrap();
+    std::fs::copy(&rules, dir.join("alerts.yml")).unwrap();
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global: {{ scrape_interval: 1s, evaluation_interval: 1s }}\n\
+             rule_files: [alerts.yml]\n\
+             scrape_configs:\n  - job_name: jobwheel\n    authorization: {{ credentials_file: {} }}\n    static_configs: [{{ targets: [\"{target}\"] }}]\n",
+            dir.join("token").display()
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let prom = format!("http://127.0.0.1:{port}");
+    let mut child = tokio::process::Command::new("/usr/bin/prometheus")
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+
+    // Through Prometheus: the runs counter and the lag histogram hold at least the
+    // runs the log holds (other tests' nodes in this process count too), the scrape
+    // is up, and every shipped rule is loaded.
+    let client = reqwest::Client::new();
+    let (mut runs, mut lagged, mut up) = (None, None, None);
+    let mut logged = 0;
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let r = api
+            .call(
+                &admin,
+                "GET",
+                "/api/v1/runs",
+                "/api/v1/runs?job=every.second&status=succeeded&limit=1000",
+                None,
+            )
+            .await;
+        logged = r.body["items"].as_array().unwrap().len();
+        runs = query(
+            &client,
+            &prom,
+            r#"sum(jobwheel_runs_finished_total{outcome="succeeded"})"#,
+        )
+        .await;
+        lagged = query(&client, &prom, "sum(jobwheel_fire_lag_seconds_count)").await;
+        up = query(&client, &prom, r#"up{job="jobwheel"}"#).await;
+        if logged >= 3 && runs.is_some_and(|n| n >= 3.0) && lagged.is_some_and(|n| n >= 3.0) {
+            break;
+        }
+    }
+    let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+    assert_eq!(
+        up,
+        Some(1.0),
+        "Prometheus scrapes /metrics with the token\n{log}"
+    );
+    let runs = runs.unwrap_or_else(|| panic!("the runs counter through Prometheus\n{log}"));
+    assert!(
+        logged >= 3 && runs >= 3.0,
+        "{runs} runs counted, {logged} in the log"
+    );
+    assert!(lagged.unwrap() >= 3.0, "every run's fire lag is a sample");
+    let p99 = query(
+        &client,
+        &prom,
+        "histogram_quantile(0.99, sum by (le) (jobwheel_fire_lag_seconds_bucket))",
+    )
+    .await;
+    assert!(
+        p99.is_some_and(|v| (0.0..60.0).contains(&v)),
+        "a lag p99: {p99:?}"
+    );
+    let rules: serde_json::Value = serde_json::from_slice(
+        &client
+            .get(format!("{prom}/api/v1/rules"))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let loaded = rules["data"]["groups"][0]["rules"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let shipped = std::fs::read_to_string(root.join("docs/prometheus/alerts.yml"))
+        .unwrap()
+        .matches("- alert:")
+        .count();
+    assert_eq!(loaded, shipped, "every shipped alert rule is loaded");
+    let _ = child.kill().await;
     instance.shutdown().await;
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
