@@ -1,6 +1,7 @@
 //! Starting and stopping a node: the batchers, the loops, graceful shutdown.
 
 use super::batch::Batcher;
+use super::instruments::timed;
 use super::{Batchers, Core, ShutdownReport, lock, maintenance};
 use crate::error::{Error, Result};
 use crate::lock::Lease;
@@ -14,17 +15,17 @@ pub(super) async fn start(core: &Arc<Core>) -> Result<()> {
     let store = core.store.clone();
     let start = Batcher::spawn(max, move |reqs: Vec<StartRun>| {
         let store = store.clone();
-        async move { store.start_runs(&reqs).await }
+        async move { timed("start_runs", store.name(), store.start_runs(&reqs)).await }
     });
     let store = core.store.clone();
     let finish = Batcher::spawn(max, move |reqs: Vec<FinishRun>| {
         let store = store.clone();
-        async move { store.finish_runs(&reqs).await }
+        async move { timed("finish_runs", store.name(), store.finish_runs(&reqs)).await }
     });
     let locks = core.locks.clone();
     let release = Batcher::spawn(max, move |leases: Vec<Lease>| {
         let locks = locks.clone();
-        async move { locks.release(&leases).await }
+        async move { timed("release", locks.name(), locks.release(&leases)).await }
     });
     let locks = core.locks.clone();
     let ttl = core.config.lookahead + core.config.lease_ttl;

@@ -52,6 +52,12 @@ pub const PICKUP: &str = "jobwheel_pickup_seconds";
 pub const RUN_DURATION: &str = "jobwheel_run_duration_seconds";
 /// Runs executing on this node now.
 pub const RUNNING: &str = "jobwheel_running";
+/// Seconds a store or lock call of the engine's took, by `operation` (`due`,
+/// `start_runs`, `finish_runs`, `acquire`, `release`) and `backend` (`sqlite`,
+/// `postgres`, `mysql`, `redis`, `memory`, or a custom store's name).
+pub const STORE_CALL: &str = "jobwheel_store_call_seconds";
+/// Fires asked for in one lease request (one poll's claim).
+pub const CLAIM_BATCH: &str = "jobwheel_claim_batch_size";
 
 /// Every instrument: name, kind, unit, help text (as the exporters show it).
 pub const ALL: &[(&str, &str, &str, &str)] = &[
@@ -159,6 +165,18 @@ pub const ALL: &[(&str, &str, &str, &str)] = &[
         "How long handlers ran, by outcome.",
     ),
     (RUNNING, "gauge", "", "Runs executing on this node now."),
+    (
+        STORE_CALL,
+        "histogram",
+        "seconds",
+        "Store and lock calls of the engine, by operation and backend.",
+    ),
+    (
+        CLAIM_BATCH,
+        "histogram",
+        "",
+        "Fires asked for in one lease request.",
+    ),
 ];
 
 /// Outcomes a finished run is counted under.
@@ -253,4 +271,23 @@ pub(crate) fn ran(outcome: &'static str, took: std::time::Duration) {
 /// `n` runs execute on this node now.
 pub(crate) fn running(n: usize) {
     ::metrics::gauge!(RUNNING).set(n as f64);
+}
+
+/// Runs `call` (the store or lock call `operation` on `backend`) and records how long
+/// it took.
+pub(crate) async fn timed<T>(
+    operation: &'static str,
+    backend: &'static str,
+    call: impl std::future::Future<Output = T>,
+) -> T {
+    let started = std::time::Instant::now();
+    let out = call.await;
+    ::metrics::histogram!(STORE_CALL, "operation" => operation, "backend" => backend)
+        .record(started.elapsed().as_secs_f64());
+    out
+}
+
+/// One lease request for `n` fires.
+pub(crate) fn claim_batch(n: usize) {
+    ::metrics::histogram!(CLAIM_BATCH).record(n as f64);
 }

@@ -153,13 +153,14 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
         None => due_room + held,
     };
     let query = DueQuery::new(now + core.config.lookahead, ask).after(after);
-    let page = match core.store.due(&query).await {
-        Ok(page) => page,
-        Err(e) => {
-            *lock(&core.poll.sweep) = Sweep::default();
-            return Err(e);
-        }
-    };
+    let page =
+        match super::instruments::timed("due", core.store.name(), core.store.due(&query)).await {
+            Ok(page) => page,
+            Err(e) => {
+                *lock(&core.poll.sweep) = Sweep::default();
+                return Err(e);
+            }
+        };
     core.saw_corrupt(&page.corrupt);
     let page_full = page.rows() >= ask;
     // A page that ends in rows the store could not read continues after them.
@@ -276,7 +277,13 @@ async fn claim(
         })
         .collect();
     let asked = Instant::now();
-    let leases = core.locks.acquire(&core.node_id, &requests).await?;
+    super::instruments::claim_batch(requests.len());
+    let leases = super::instruments::timed(
+        "acquire",
+        core.locks.name(),
+        core.locks.acquire(&core.node_id, &requests),
+    )
+    .await?;
     let mut granted = 0;
     for ((fire, lease), req) in fresh.into_iter().zip(leases).zip(&requests) {
         let Some(lease) = lease else { continue };

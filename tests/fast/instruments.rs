@@ -174,6 +174,17 @@ async fn the_instruments_hold_what_the_run_log_holds() {
         "the late first fires show their lateness: {lag:?}"
     );
     assert_eq!(histograms[i::PICKUP].len(), executed.len());
+    // Store calls are timed; the claims asked for cover the claims made.
+    assert!(
+        histograms[i::STORE_CALL].len() >= 3,
+        "due, start_runs, finish_runs"
+    );
+    let asked: f64 = histograms[i::CLAIM_BATCH].iter().sum();
+    assert!(
+        asked >= m.claimed as f64,
+        "{asked} asked, {} claimed",
+        m.claimed
+    );
     assert_eq!(histograms[i::RUN_DURATION].len(), executed.len());
     assert!(
         runs.iter().any(|r| r.trigger == TriggerKind::Misfire),
@@ -225,7 +236,10 @@ fn the_shipped_dashboard_and_alert_rules_name_only_exported_metrics() {
                 .collect();
             let base = ["_bucket", "_sum", "_count"]
                 .iter()
-                .find_map(|s| name.strip_suffix(s).filter(|b| b.ends_with("_seconds")))
+                .find_map(|s| {
+                    name.strip_suffix(s)
+                        .filter(|b| i::ALL.iter().any(|m| m.0 == *b && m.1 == "histogram"))
+                })
                 .unwrap_or(&name);
             assert!(
                 exported.contains(&base),
