@@ -5,8 +5,8 @@
 //! one set of credentials, and nothing readable without them.
 //!
 //! The server installs the Prometheus recorder as the process's `metrics` recorder
-//! once, when the first server starts. Histograms in seconds have the buckets below,
-//! so `histogram_quantile` aggregates them across nodes.
+//! once, when the first server starts. Every histogram has the buckets below (not
+//! quantiles), so `histogram_quantile` aggregates them across nodes.
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::OnceLock;
@@ -14,6 +14,11 @@ use std::sync::OnceLock;
 /// Bucket bounds of every `*_seconds` histogram.
 pub(crate) const SECONDS_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0,
+];
+
+/// Bucket bounds of the claim batch size histogram.
+pub(crate) const BATCH_BUCKETS: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
 ];
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
@@ -25,6 +30,12 @@ pub(crate) fn handle() -> Option<&'static PrometheusHandle> {
         .get_or_init(|| {
             let installed = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(crate::engine::instruments::CLAIM_BATCH.into()),
+                        BATCH_BUCKETS,
+                    )
+                })
                 .and_then(PrometheusBuilder::install_recorder);
             match installed {
                 Ok(h) => Some(h),

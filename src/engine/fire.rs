@@ -293,6 +293,8 @@ async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> 
     bump(&core.counters.started);
     if let Some(covers) = attempt.covers {
         core.counters.misfired(fire.job.misfire(), covers.fires);
+        core.instruments()
+            .misfired(fire.job.misfire(), covers.fires);
         if attempt.trigger == TriggerKind::Misfire && skip.is_none() {
             info!(fires = covers.fires, through = %covers.through, "misfire: running late fire");
         }
@@ -322,7 +324,7 @@ fn watch(core: &Core, run: &Run, deadline: Instant) -> tokio_util::sync::Cancell
             killed: false,
         },
     );
-    super::instruments::running(running.len());
+    core.instruments().running(running.len());
     cancel
 }
 
@@ -343,7 +345,7 @@ fn unwatch(core: &Core, run: Run) -> (Run, Watched) {
     let entry = {
         let mut running = lock(&core.load.running);
         let entry = running.remove(&run.run_id);
-        super::instruments::running(running.len());
+        core.instruments().running(running.len());
         entry
     };
     let watched = match &entry {
@@ -393,7 +395,8 @@ async fn execute(
         handler: handler.clone(),
         timeout: job.timeout(),
     };
-    super::instruments::handler_started(run.fire.fire.at, run.started_at, core.clock.now());
+    core.instruments()
+        .handler_started(run.fire.fire.at, run.started_at, core.clock.now());
     let execution = AssertUnwindSafe(core.load.executor.execute(exec)).catch_unwind();
     let _executing = core.load.pace.enter();
     match grant.run(execution).await {
@@ -431,7 +434,7 @@ async fn finish_and_continue(
         warn!(status = p.status.as_str(), error = ?p.error, "run failed");
     }
     let next = p.next.clone();
-    super::instruments::ran(p.status.as_str(), took);
+    core.instruments().ran(p.status.as_str(), took);
     let written = finish(core, &run, p, Some(took), false).await;
     let rescheduled = matches!(
         written,
@@ -522,7 +525,7 @@ pub(crate) async fn finish(
         match core.batch().finish.call(req.clone()).await {
             Ok(out @ FinishOutcome::Finished { .. }) => {
                 bump(&core.counters.finished);
-                super::instruments::finished(req.status.as_str());
+                core.instruments().finished(req.status.as_str());
                 if !req.alarms.is_empty() {
                     core.alarm.wake.notify_one();
                 }

@@ -180,13 +180,14 @@ pub const ALL: &[(&str, &str, &str, &str)] = &[
 ];
 
 /// Outcomes a finished run is counted under.
-const OUTCOMES: [&str; 6] = [
+const OUTCOMES: [&str; 7] = [
     "succeeded",
     "failed",
     "timed_out",
     "cancelled",
     "lost",
     "misfired",
+    "returned",
 ];
 /// Policies a misfired fire is counted under.
 const POLICIES: [&str; 3] = ["fire_once", "skip", "catch_up"];
@@ -226,9 +227,105 @@ pub(crate) fn describe() {
     }
 }
 
-/// Adds one to the counter `name`.
-pub(crate) fn count(name: &'static str) {
-    ::metrics::counter!(name).increment(1);
+/// The instruments a scheduler records on every fire, registered once when it
+/// starts with the recorder installed then (so an event costs an atomic update, not
+/// a lookup): install an exporter before `Scheduler::start`.
+pub(crate) struct Handles {
+    fire_lag: ::metrics::Histogram,
+    claim_lag: ::metrics::Histogram,
+    pickup: ::metrics::Histogram,
+    run_duration: Vec<::metrics::Histogram>,
+    finished: Vec<::metrics::Counter>,
+    misfired: Vec<::metrics::Counter>,
+    running: ::metrics::Gauge,
+}
+
+impl Handles {
+    /// Registers every instrument with the recorder installed now.
+    pub(crate) fn register() -> Handles {
+        Handles {
+            fire_lag: ::metrics::histogram!(FIRE_LAG),
+            claim_lag: ::metrics::histogram!(CLAIM_LAG),
+            pickup: ::metrics::histogram!(PICKUP),
+            run_duration: OUTCOMES
+                .iter()
+                .map(|o| ::metrics::histogram!(RUN_DURATION, "outcome" => *o))
+                .collect(),
+            finished: OUTCOMES
+                .iter()
+                .map(|o| ::metrics::counter!(RUNS_FINISHED, "outcome" => *o))
+                .collect(),
+            misfired: POLICIES
+                .iter()
+                .map(|p| ::metrics::counter!(FIRES_MISFIRED, "policy" => *p))
+                .collect(),
+            running: ::metrics::gauge!(RUNNING),
+        }
+    }
+
+    /// Handles that record nothing (a scheduler not started).
+    pub(crate) fn noop() -> Handles {
+        Handles {
+            fire_lag: ::metrics::Histogram::noop(),
+            claim_lag: ::metrics::Histogram::noop(),
+            pickup: ::metrics::Histogram::noop(),
+            run_duration: OUTCOMES
+                .iter()
+                .map(|_| ::metrics::Histogram::noop())
+                .collect(),
+            finished: OUTCOMES
+                .iter()
+                .map(|_| ::metrics::Counter::noop())
+                .collect(),
+            misfired: POLICIES
+                .iter()
+                .map(|_| ::metrics::Counter::noop())
+                .collect(),
+            running: ::metrics::Gauge::noop(),
+        }
+    }
+
+    /// `fires` scheduled fires handled by `p`.
+    pub(crate) fn misfired(&self, p: MisfirePolicy, fires: u64) {
+        let i = POLICIES.iter().position(|x| *x == policy(p)).unwrap_or(0);
+        self.misfired[i].increment(fires);
+    }
+
+    /// A finish written, with its outcome.
+    pub(crate) fn finished(&self, outcome: &'static str) {
+        match OUTCOMES.iter().position(|o| *o == outcome) {
+            Some(i) => self.finished[i].increment(1),
+            None => ::metrics::counter!(RUNS_FINISHED, "outcome" => outcome).increment(1),
+        }
+    }
+
+    /// A handler starts at `now` for the fire of `fire_at` whose run the store
+    /// started at `started_at`.
+    pub(crate) fn handler_started(
+        &self,
+        fire_at: Timestamp,
+        started_at: Timestamp,
+        now: Timestamp,
+    ) {
+        self.fire_lag.record(seconds(fire_at, now));
+        self.claim_lag.record(seconds(fire_at, started_at));
+        self.pickup.record(seconds(started_at, now));
+    }
+
+    /// A handler ran for `took` and ended with `outcome`.
+    pub(crate) fn ran(&self, outcome: &'static str, took: std::time::Duration) {
+        match OUTCOMES.iter().position(|o| *o == outcome) {
+            Some(i) => self.run_duration[i].record(took.as_secs_f64()),
+            None => {
+                ::metrics::histogram!(RUN_DURATION, "outcome" => outcome).record(took.as_secs_f64())
+            }
+        }
+    }
+
+    /// `n` runs execute on this node now.
+    pub(crate) fn running(&self, n: usize) {
+        self.running.set(n as f64);
+    }
 }
 
 /// The label a misfire policy has.
@@ -240,37 +337,9 @@ fn policy(p: MisfirePolicy) -> &'static str {
     }
 }
 
-/// `fires` scheduled fires handled by `p`.
-pub(crate) fn misfired(p: MisfirePolicy, fires: u64) {
-    ::metrics::counter!(FIRES_MISFIRED, "policy" => policy(p)).increment(fires);
-}
-
-/// A finish written, with its outcome.
-pub(crate) fn finished(outcome: &'static str) {
-    ::metrics::counter!(RUNS_FINISHED, "outcome" => outcome).increment(1);
-}
-
 /// Seconds from `from` to `to`, none below zero (clocks of two machines).
 fn seconds(from: Timestamp, to: Timestamp) -> f64 {
     (to.as_millis() - from.as_millis()).max(0) as f64 / 1_000.0
-}
-
-/// A handler starts at `now` for the fire of `fire_at` whose run the store started
-/// at `started_at`.
-pub(crate) fn handler_started(fire_at: Timestamp, started_at: Timestamp, now: Timestamp) {
-    ::metrics::histogram!(FIRE_LAG).record(seconds(fire_at, now));
-    ::metrics::histogram!(CLAIM_LAG).record(seconds(fire_at, started_at));
-    ::metrics::histogram!(PICKUP).record(seconds(started_at, now));
-}
-
-/// A handler ran for `took` and ended with `outcome`.
-pub(crate) fn ran(outcome: &'static str, took: std::time::Duration) {
-    ::metrics::histogram!(RUN_DURATION, "outcome" => outcome).record(took.as_secs_f64());
-}
-
-/// `n` runs execute on this node now.
-pub(crate) fn running(n: usize) {
-    ::metrics::gauge!(RUNNING).set(n as f64);
 }
 
 /// Runs `call` (the store or lock call `operation` on `backend`) and records how long

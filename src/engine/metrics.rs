@@ -77,6 +77,8 @@ impl MisfireCounts {
 pub(crate) struct Count {
     n: AtomicU64,
     name: Option<&'static str>,
+    /// Its handle in the recorder installed when the scheduler started.
+    handle: std::sync::OnceLock<::metrics::Counter>,
 }
 
 impl Count {
@@ -84,6 +86,7 @@ impl Count {
         Count {
             n: AtomicU64::new(0),
             name: Some(name),
+            handle: std::sync::OnceLock::new(),
         }
     }
 
@@ -91,6 +94,7 @@ impl Count {
         Count {
             n: AtomicU64::new(0),
             name: None,
+            handle: std::sync::OnceLock::new(),
         }
     }
 
@@ -149,16 +153,39 @@ impl Default for Counters {
     }
 }
 
-/// Adds one to `c`, here and in the installed recorder.
+/// Adds one to `c`, here and in the recorder installed when the scheduler started.
 pub(crate) fn bump(c: &Count) {
     c.n.fetch_add(1, Ordering::Relaxed);
-    if let Some(name) = c.name {
-        super::instruments::count(name);
+    if let Some(h) = c.handle.get() {
+        h.increment(1);
     }
 }
 
 impl Counters {
-    /// Counts `fires` scheduled fires handled by `policy`.
+    /// Registers the named counters with the recorder installed now (at start).
+    pub(crate) fn bind(&self) {
+        for c in [
+            &self.claimed,
+            &self.started,
+            &self.start_refused,
+            &self.handed_back,
+            &self.returned,
+            &self.finish_refused,
+            &self.leases_lost,
+            &self.lost_recovered,
+            &self.backend_errors,
+            &self.alarms_handled,
+            &self.corrupt_rows,
+            &self.panics,
+        ] {
+            if let Some(name) = c.name {
+                let _ = c.handle.set(::metrics::counter!(name));
+            }
+        }
+    }
+
+    /// Counts `fires` scheduled fires handled by `policy` (the recorder's count is
+    /// the caller's: `Handles::misfired`).
     pub(crate) fn misfired(&self, policy: crate::policy::MisfirePolicy, fires: u64) {
         let c = match policy {
             crate::policy::MisfirePolicy::FireOnce => &self.misfired_fire_once,
@@ -166,7 +193,6 @@ impl Counters {
             crate::policy::MisfirePolicy::CatchUp { .. } => &self.misfired_catch_up,
         };
         c.n.fetch_add(fires, Ordering::Relaxed);
-        super::instruments::misfired(policy, fires);
     }
 
     /// The counters' values now.

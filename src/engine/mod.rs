@@ -280,6 +280,8 @@ impl Scheduler {
             });
         }
         instruments::describe();
+        self.core.counters.bind();
+        let _ = self.core.instruments.set(instruments::Handles::register());
         cycle::start(&self.core).await?;
         Ok(SchedulerHandle {
             scheduler: self.clone(),

@@ -79,9 +79,18 @@ pub(crate) struct Core {
     /// Start, stop and the background tasks.
     pub(crate) life: Lifecycle,
     pub(crate) counters: Counters,
+    /// The recorder's instruments, registered at start.
+    pub(crate) instruments: std::sync::OnceLock<super::instruments::Handles>,
 }
 
 impl Core {
+    /// The instruments registered at start (recording nothing before).
+    pub(crate) fn instruments(&self) -> &super::instruments::Handles {
+        static NOOP: std::sync::LazyLock<super::instruments::Handles> =
+            std::sync::LazyLock::new(super::instruments::Handles::noop);
+        self.instruments.get().unwrap_or(&NOOP)
+    }
+
     /// A node that is built but not started.
     pub(crate) fn new(
         config: SchedulerConfig,
@@ -135,6 +144,7 @@ impl Core {
                 started_at: OnceLock::new(),
             },
             counters: Counters::default(),
+            instruments: std::sync::OnceLock::new(),
         }
     }
 

@@ -1,0 +1,169 @@
+//! What the engine's instruments cost: the same drain (one-shots due now, noop
+//! handlers, memory backend, one node) with no `metrics` recorder and with the
+//! Prometheus recorder `jobwheel serve` installs, in alternating rounds of one
+//! process, medians printed.
+//!
+//! `cargo bench --bench instruments --features server -- [--oneshots 50000] [--rounds 5]`
+
+use jobwheel::memory::{LocalLocks, MemoryStore};
+use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The process's recorder: Prometheus while `on`, nothing otherwise (the engine
+/// looks its instruments up on every event, so the switch takes effect at once).
+struct Switch {
+    on: AtomicBool,
+    inner: PrometheusRecorder,
+}
+
+impl Recorder for Switch {
+    fn describe_counter(&self, k: KeyName, u: Option<Unit>, d: SharedString) {
+        self.inner.describe_counter(k, u, d)
+    }
+    fn describe_gauge(&self, k: KeyName, u: Option<Unit>, d: SharedString) {
+        self.inner.describe_gauge(k, u, d)
+    }
+    fn describe_histogram(&self, k: KeyName, u: Option<Unit>, d: SharedString) {
+        self.inner.describe_histogram(k, u, d)
+    }
+    fn register_counter(&self, key: &Key, m: &Metadata<'_>) -> Counter {
+        if self.on.load(Ordering::Relaxed) {
+            self.inner.register_counter(key, m)
+        } else {
+            Counter::noop()
+        }
+    }
+    fn register_gauge(&self, key: &Key, m: &Metadata<'_>) -> Gauge {
+        if self.on.load(Ordering::Relaxed) {
+            self.inner.register_gauge(key, m)
+        } else {
+            Gauge::noop()
+        }
+    }
+    fn register_histogram(&self, key: &Key, m: &Metadata<'_>) -> Histogram {
+        if self.on.load(Ordering::Relaxed) {
+            self.inner.register_histogram(key, m)
+        } else {
+            Histogram::noop()
+        }
+    }
+}
+
+/// Runs/s draining `n` one-shots due now.
+async fn drain(n: usize) -> f64 {
+    let store = MemoryStore::new();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(LocalLocks::new())
+        .handler("noop", |_ctx: JobContext| async { Ok::<(), JobError>(()) })
+        .executor(jobwheel::LocalExecutor::with_concurrency(4096).unwrap())
+        .config(
+            SchedulerConfig::default()
+                .node_id("bench")
+                .claim_batch(5000)
+                .write_batch(2000),
+        )
+        .build()
+        .unwrap();
+    let now = Timestamp::now();
+    for i in 0..n {
+        let job = Job::builder(format!("once-{i}"), "noop", Schedule::once(now))
+            .build()
+            .unwrap();
+        s.store().upsert(&job, Some(now)).await.unwrap();
+    }
+    let started = Instant::now();
+    let h = s.start().await.unwrap();
+    while h.scheduler().metrics().finished < n as u64
+        && started.elapsed() < Duration::from_secs(300)
+    {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let took = started.elapsed();
+    let finished = h.scheduler().metrics().finished;
+    h.shutdown().await;
+    finished as f64 / took.as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let n = arg("--oneshots", 50_000);
+    let rounds = arg("--rounds", 5);
+    let inner = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
+            &[
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+                1800.0,
+            ],
+        )
+        .unwrap()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Full("jobwheel_claim_batch_size".into()),
+            &[
+                1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
+            ],
+        )
+        .unwrap()
+        .build_recorder();
+    let handle = inner.handle();
+    let switch: &'static Switch = Box::leak(Box::new(Switch {
+        on: AtomicBool::new(false),
+        inner,
+    }));
+    metrics::set_global_recorder(switch).expect("no recorder yet");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    println!(
+        "jobwheel instruments bench, memory backend, {} cores, {n} one-shots per round, {rounds} rounds each, alternating",
+        std::thread::available_parallelism().map_or(0, |c| c.get())
+    );
+    rt.block_on(drain(n / 10)); // warm-up
+    let (mut off, mut on) = (Vec::new(), Vec::new());
+    for round in 0..rounds * 2 {
+        let prometheus = round % 2 == 1;
+        switch.on.store(prometheus, Ordering::Relaxed);
+        let r = rt.block_on(drain(n));
+        println!(
+            "round {round:>2} | {:<19} | {r:>8.0} runs/s",
+            if prometheus {
+                "Prometheus recorder"
+            } else {
+                "no recorder"
+            }
+        );
+        if prometheus {
+            on.push(r)
+        } else {
+            off.push(r)
+        }
+        handle.run_upkeep();
+    }
+    let (a, b) = (median(off), median(on));
+    println!(
+        "median   | no recorder {a:.0} runs/s | Prometheus recorder {b:.0} runs/s | cost {:.1} %",
+        (a - b) / a * 100.0
+    );
+    println!(
+        "scrape   | {} bytes of exposition text",
+        handle.render().len()
+    );
+}
