@@ -52,6 +52,12 @@ pub const PICKUP: &str = "jobwheel_pickup_seconds";
 pub const RUN_DURATION: &str = "jobwheel_run_duration_seconds";
 /// Runs executing on this node now.
 pub const RUNNING: &str = "jobwheel_running";
+/// Fires due now and not yet started, as this node's last poll from the start of
+/// the due index saw them (at most one page: the claim batch).
+pub const DUE_BACKLOG: &str = "jobwheel_due_backlog";
+/// Seconds since the instant of the oldest fire due and not yet started, as this
+/// node's last poll from the start of the due index saw it (0 when none).
+pub const OLDEST_DUE: &str = "jobwheel_oldest_due_age_seconds";
 /// Seconds a store or lock call of the engine's took, by `operation` (`due`,
 /// `start_runs`, `finish_runs`, `acquire`, `release`) and `backend` (`sqlite`,
 /// `postgres`, `mysql`, `redis`, `memory`, or a custom store's name).
@@ -166,6 +172,18 @@ pub const ALL: &[(&str, &str, &str, &str)] = &[
     ),
     (RUNNING, "gauge", "", "Runs executing on this node now."),
     (
+        DUE_BACKLOG,
+        "gauge",
+        "",
+        "Fires due now and not started, as this node's last poll saw them (one page at most).",
+    ),
+    (
+        OLDEST_DUE,
+        "gauge",
+        "seconds",
+        "Age of the oldest fire due and not started, as this node's last poll saw it.",
+    ),
+    (
         STORE_CALL,
         "histogram",
         "seconds",
@@ -238,6 +256,8 @@ pub(crate) struct Handles {
     finished: Vec<::metrics::Counter>,
     misfired: Vec<::metrics::Counter>,
     running: ::metrics::Gauge,
+    due_backlog: ::metrics::Gauge,
+    oldest_due: ::metrics::Gauge,
 }
 
 impl Handles {
@@ -260,6 +280,8 @@ impl Handles {
                 .map(|p| ::metrics::counter!(FIRES_MISFIRED, "policy" => *p))
                 .collect(),
             running: ::metrics::gauge!(RUNNING),
+            due_backlog: ::metrics::gauge!(DUE_BACKLOG),
+            oldest_due: ::metrics::gauge!(OLDEST_DUE),
         }
     }
 
@@ -282,6 +304,8 @@ impl Handles {
                 .map(|_| ::metrics::Counter::noop())
                 .collect(),
             running: ::metrics::Gauge::noop(),
+            due_backlog: ::metrics::Gauge::noop(),
+            oldest_due: ::metrics::Gauge::noop(),
         }
     }
 
@@ -320,6 +344,14 @@ impl Handles {
                 ::metrics::histogram!(RUN_DURATION, "outcome" => outcome).record(took.as_secs_f64())
             }
         }
+    }
+
+    /// A poll from the start of the due index at `now` saw `waiting` fires due and
+    /// not started, the oldest of them due at `oldest`.
+    pub(crate) fn due(&self, waiting: usize, oldest: Option<Timestamp>, now: Timestamp) {
+        self.due_backlog.set(waiting as f64);
+        self.oldest_due
+            .set(oldest.map_or(0.0, |at| seconds(at, now)));
     }
 
     /// `n` runs execute on this node now.

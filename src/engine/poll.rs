@@ -152,6 +152,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
         Some(_) => due_room.max(core.config.claim_batch.min(MIN_PAGE)),
         None => due_room + held,
     };
+    let from_start = after.is_none();
     let query = DueQuery::new(now + core.config.lookahead, ask).after(after);
     let page =
         match super::instruments::timed("due", core.store.name(), core.store.due(&query)).await {
@@ -170,6 +171,12 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
         .filter_map(|c| c.due_key.clone())
         .max_by(|a, b| (a.fire_at, a.job_id.as_str()).cmp(&(b.fire_at, b.job_id.as_str())));
     let due = page.items;
+    if from_start {
+        // A poll from the start of the index: what waits, and since when.
+        let waiting = due.iter().take_while(|f| f.fire.at <= now);
+        let oldest = due.first().map(|f| f.fire.at).filter(|at| *at <= now);
+        core.instruments().due(waiting.count(), oldest, now);
+    }
     let mut fresh: Vec<DueFire> = Vec::with_capacity(due_room.min(due.len()));
     // The last row looked at: the last one skipped, unless a fresh one came after it.
     let mut skipped = None;

@@ -255,3 +255,58 @@ fn the_shipped_dashboard_and_alert_rules_name_only_exported_metrics() {
     .unwrap();
     assert!(dashboard["panels"].as_array().unwrap().len() >= 6);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_due_gauges_show_what_waits_and_since_when() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    use jobwheel::store::Jobs;
+    // Three fires due at 10 s whose handler no node has: they wait. (The node has
+    // another handler.)
+    for id in ["a", "b", "c"] {
+        let job = Job::builder(
+            id,
+            "nobody",
+            Schedule::every(Duration::from_secs(10)).unwrap(),
+        )
+        .build()
+        .unwrap();
+        store
+            .upsert(&job, Some(at("2026-01-01T00:00:10Z")))
+            .await
+            .unwrap();
+    }
+    advance(Duration::from_secs(35)).await;
+    let h = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("other", |_ctx: jobwheel::JobContext| async {
+            Ok::<(), jobwheel::JobError>(())
+        })
+        .config(config("n1"))
+        .build()
+        .unwrap()
+        .start()
+        .await
+        .unwrap();
+    advance(Duration::from_secs(10)).await;
+    // One snapshot (reading one takes its values).
+    let gauges: BTreeMap<String, f64> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(k, _, _, v)| match v {
+            DebugValue::Gauge(g) => Some((k.key().name().to_string(), g.into_inner())),
+            _ => None,
+        })
+        .collect();
+    h.shutdown().await;
+    assert_eq!(gauges.get(i::DUE_BACKLOG), Some(&3.0), "{gauges:?}");
+    let oldest = gauges[i::OLDEST_DUE];
+    assert!(
+        (34.0..=35.0).contains(&oldest),
+        "the last poll (every second) saw fires waiting since 10 s: {oldest}"
+    );
+}
