@@ -321,10 +321,21 @@ pub async fn remove(
         .filter(|r| r.credential.kind == kind && r.credential.name == name)
         .find_map(view)
     else {
-        let configured = list(store, config, actor)
-            .await?
-            .iter()
-            .any(|v| v.kind == kind && v.name == name);
+        // Not the store's: the configuration file's (when within the actor's groups)
+        // stays as it is; anything else is not there.
+        let groups = match kind {
+            CredentialKind::Account => config
+                .users
+                .iter()
+                .find(|u| u.name == name)
+                .map(|u| &u.groups),
+            CredentialKind::Token => config
+                .tokens
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| &t.groups),
+        };
+        let configured = groups.is_some_and(|g| within(actor, g));
         return Err(if configured {
             Error::Conflict {
                 what: kind.as_str(),

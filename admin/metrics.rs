@@ -23,20 +23,26 @@ pub(crate) const BATCH_BUCKETS: &[f64] = &[
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
+/// The Prometheus exporter as `jobwheel serve` configures it: every histogram
+/// bucketed (seconds from 5 ms to 30 min; the claim batch size from 1 to 5,000).
+pub fn prometheus_builder() -> PrometheusBuilder {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+        .and_then(|b| {
+            b.set_buckets_for_metric(
+                Matcher::Full(crate::engine::instruments::CLAIM_BATCH.into()),
+                BATCH_BUCKETS,
+            )
+        })
+        .expect("the bucket lists are not empty")
+}
+
 /// The process's Prometheus recorder, installed on first use; `None` when another
 /// `metrics` recorder was installed first (by an application embedding the server).
 pub(crate) fn handle() -> Option<&'static PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
-            let installed = PrometheusBuilder::new()
-                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
-                .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full(crate::engine::instruments::CLAIM_BATCH.into()),
-                        BATCH_BUCKETS,
-                    )
-                })
-                .and_then(PrometheusBuilder::install_recorder);
+            let installed = prometheus_builder().install_recorder();
             match installed {
                 Ok(h) => Some(h),
                 Err(e) => {

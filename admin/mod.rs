@@ -32,6 +32,7 @@ mod console;
 pub mod cron;
 mod error;
 mod metrics;
+pub use metrics::prometheus_builder;
 mod serve;
 pub mod views;
 

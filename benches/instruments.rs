@@ -8,7 +8,7 @@
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
+use metrics_exporter_prometheus::PrometheusRecorder;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -105,23 +105,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() {
     let n = arg("--oneshots", 50_000);
     let rounds = arg("--rounds", 5);
-    let inner = PrometheusBuilder::new()
-        .set_buckets_for_metric(
-            metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
-            &[
-                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-                1800.0,
-            ],
-        )
-        .unwrap()
-        .set_buckets_for_metric(
-            metrics_exporter_prometheus::Matcher::Full("jobwheel_claim_batch_size".into()),
-            &[
-                1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
-            ],
-        )
-        .unwrap()
-        .build_recorder();
+    let inner = jobwheel::admin::prometheus_builder().build_recorder();
     let handle = inner.handle();
     let switch: &'static Switch = Box::leak(Box::new(Switch {
         on: AtomicBool::new(false),

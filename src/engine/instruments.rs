@@ -210,30 +210,11 @@ const OUTCOMES: [&str; 7] = [
 /// Policies a misfired fire is counted under.
 const POLICIES: [&str; 3] = ["fire_once", "skip", "catch_up"];
 
-/// Gives every instrument its unit and help text in the installed recorder, and
-/// makes every series exist from the start (counters at zero), so a scrape lists each
-/// name before its first event (once per scheduler start; an exporter installed
-/// later sees them on first use).
+/// Gives every instrument its unit and help text in the installed recorder (once
+/// per scheduler start; the series themselves are registered by the scheduler's
+/// `Handles` and named counters at start, so a scrape lists them before their first
+/// event).
 pub(crate) fn describe() {
-    for &(name, kind, _, _) in ALL {
-        match kind {
-            "counter" if name == RUNS_FINISHED => {
-                for o in OUTCOMES {
-                    ::metrics::counter!(name, "outcome" => o).increment(0);
-                }
-            }
-            "counter" if name == FIRES_MISFIRED => {
-                for p in POLICIES {
-                    ::metrics::counter!(name, "policy" => p).increment(0);
-                }
-            }
-            "counter" => ::metrics::counter!(name).increment(0),
-            "gauge" => ::metrics::gauge!(name).increment(0.0),
-            _ => {
-                let _ = ::metrics::histogram!(name);
-            }
-        }
-    }
     for &(name, kind, unit, help) in ALL {
         let unit = (unit == "seconds").then_some(::metrics::Unit::Seconds);
         match (kind, unit) {

@@ -76,6 +76,30 @@ async fn metrics_are_served_behind_credentials_for_prometheus() {
             .starts_with("text/plain; version=0.0.4")
     );
     let text = r.text().await.unwrap();
+    // Many scrapes at once, good and bad credentials interleaved: each good one is
+    // answered in full, each bad one refused.
+    let scrapes = (0..32).map(|k| {
+        let token = if k % 2 == 0 {
+            tokens.viewer.clone()
+        } else {
+            format!("jw_{k:064}")
+        };
+        let s = scrape(Some(token));
+        async move {
+            let r = s.await.unwrap();
+            (k, r.status().as_u16(), r.text().await.unwrap())
+        }
+    });
+    for (k, status, body) in futures::future::join_all(scrapes).await {
+        if k % 2 == 0 {
+            assert_eq!(status, 200);
+            let p =
+                prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
+            assert!(p.samples.iter().any(|s| s.metric == i::FIRE_LAG));
+        } else {
+            assert_eq!(status, 401, "{body}");
+        }
+    }
     let parsed = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
     for (name, kind, _, _) in i::ALL {
         let found = parsed.samples.iter().find(|s| s.metric == *name);

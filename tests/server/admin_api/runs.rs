@@ -149,6 +149,30 @@ pub async fn on_an_instance(c: &Ctx) {
         "{i}"
     );
     assert!(i["probe"]["capacity"].as_u64().unwrap() >= 1, "{i}");
+    // Sixteen at once: every answer probes and sees the run; an operator limited to
+    // another group sees no instance of this one.
+    let many =
+        (0..16).map(|_| api.call(vera, "GET", "/api/v1/executors", "/api/v1/executors", None));
+    for a in futures::future::join_all(many).await {
+        assert_eq!(
+            (a.status, &a.body["items"][0]["probe"]["running"]),
+            (200, &json!(1))
+        );
+    }
+    let a = api
+        .call(
+            &c.olga,
+            "GET",
+            "/api/v1/executors",
+            "/api/v1/executors",
+            None,
+        )
+        .await;
+    assert_eq!(
+        a.body["items"],
+        json!([]),
+        "another group's instances are not shown"
+    );
     let a = api
         .call(
             vera,
