@@ -88,6 +88,13 @@ impl Results {
 
 #[tokio::main]
 async fn main() -> jobwheel::Result<()> {
+    {
+        // Handlers' events become their runs' logs (written every 50 ms).
+        use tracing_subscriber::layer::SubscriberExt;
+        let _ = tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(jobwheel::run_log_layer()),
+        );
+    }
     let backend = arg("--backend").unwrap_or_else(|| "postgres".into());
     let url = arg("--url").expect("--url");
     let prefix = arg("--prefix").unwrap_or_else(|| "fault_".into());
@@ -154,6 +161,7 @@ async fn main() -> jobwheel::Result<()> {
                     }
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
+                tracing::info!(tries, "recorded; working");
                 tokio::time::sleep(Duration::from_millis(work.sleep_ms)).await;
                 Ok(())
             }
@@ -166,7 +174,8 @@ async fn main() -> jobwheel::Result<()> {
                 .lease_ttl(Duration::from_secs(3))
                 .heartbeat(Duration::from_secs(1))
                 .dead_after_beats(3)
-                .shutdown_grace(Duration::from_secs(5)),
+                .shutdown_grace(Duration::from_secs(5))
+                .log_flush(Duration::from_millis(50)),
         )
         .build()?;
     let running = scheduler.start().await?;

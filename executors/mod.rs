@@ -32,7 +32,4 @@ mod tls;
 pub use group::{RemoteGroup, RemoteGroupConfig};
 pub use openapi::openapi;
 pub use registry::{RegistryServer, RegistryServerBuilder};
-pub use server::{
-    ExecutorServer, ExecutorServerBuilder, MAX_LINE_BYTES, MAX_RESULT_WAIT, RUN_SPAN, RunLogLayer,
-    log_layer,
-};
+pub use server::{ExecutorServer, ExecutorServerBuilder, MAX_RESULT_WAIT, RUN_SPAN};

@@ -75,6 +75,7 @@
 mod setters;
 
 pub mod alarm;
+mod capture;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod connect;
@@ -154,6 +155,7 @@ pub mod prelude {
 pub use async_trait::async_trait;
 
 pub use alarm::{AlarmError, JobAlarm, Retrying, Throttled};
+pub use capture::{MAX_LINE_BYTES, RunLogLayer, run_log_layer};
 pub use connect::{Backend, BackendConfig, connect};
 pub use engine::{
     Doctor, EngineMetrics, MisfireCounts, Scheduler, SchedulerBuilder, SchedulerConfig,
@@ -169,8 +171,8 @@ pub use policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
 pub use record::{
     AlarmEvent, AlarmId, AlarmRecord, AlarmStatus, AuditEntry, AuditRecord, Credential,
     CredentialKind, CredentialRecord, DailyStats, ExecutorInfo, ExecutorRecord, FireContext,
-    FireSpan, FireState, JobRecord, NodeInfo, NodeRecord, RunId, RunRecord, RunStatus, TriggerKind,
-    UpsertOutcome,
+    FireSpan, FireState, JobRecord, LogLine, LogLines, NodeInfo, NodeRecord, RunId, RunRecord,
+    RunStatus, TriggerKind, UpsertOutcome,
 };
 pub use schedule::{CronExpr, CronSchedule, Schedule};
 pub use store::{AlarmQuery, AuditQuery, CorruptRow, JobQuery, JobStore, Page, RunQuery};

@@ -135,13 +135,38 @@ pub(crate) struct RunDetail {
     pub(crate) group: Option<String>,
 }
 
-/// A remote run's log lines from an offset.
+/// A run's log lines from an offset: a remote run's from the executor instance that
+/// keeps them, a local run's from the store.
 #[derive(Serialize, JsonSchema)]
 pub(crate) struct RunLog {
-    /// The instance that keeps it.
+    /// The instance that keeps it (a remote run), or the node that ran it (a local
+    /// run's lines, read from the store).
     pub(crate) instance: String,
     /// The lines.
     pub(crate) log: LogChunk,
+}
+
+impl RunLog {
+    /// A local run's stored lines read from `offset`: `first_offset` is the first
+    /// line's (past `offset` when lines are missing there), `done` once the run
+    /// has ended.
+    pub(crate) fn stored(
+        run: &crate::RunRecord,
+        offset: u64,
+        lines: Vec<crate::LogLine>,
+    ) -> RunLog {
+        let first = lines.first().map_or(offset, |l| l.offset);
+        let next = lines.last().map_or(offset, |l| l.offset + 1);
+        RunLog {
+            instance: run.node.clone(),
+            log: LogChunk {
+                lines: lines.into_iter().map(|l| l.line).collect(),
+                next_offset: next,
+                first_offset: first,
+                done: run.ended_at.is_some(),
+            },
+        }
+    }
 }
 
 /// Where a run was killed.

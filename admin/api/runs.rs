@@ -146,7 +146,13 @@ pub(super) async fn log(
 ) -> ApiResult<Response> {
     let q = query(q)?;
     let id = path(id)?;
+    let offset = q.offset.unwrap_or(0);
     let (run, group) = visible(&s, &p, id).await?;
+    if group.is_none() {
+        // A local run: its node wrote its handler's lines to the store.
+        let (run, lines) = s.ops.run_lines(&p.actor(), RunId(id), offset, 1000).await?;
+        return Ok(json(StatusCode::OK, &RunLog::stored(&run, offset, lines)));
+    }
     let g = remote(&s, &group)?;
     for instance in g.instances().await? {
         if let Ok(chunk) = g

@@ -206,6 +206,20 @@ pub(crate) async fn runs(api: &Api, args: &RunsArgs, json: bool) -> Outcome {
         println!("killed run {id} on {}", text(&v["killed_on"]));
         return Ok(());
     }
+    if let Some(RunsCommand::Log { id, offset }) = &args.action {
+        let v = api
+            .call("GET", &format!("/runs/{id}/log?offset={offset}"), None)
+            .await?;
+        if json {
+            return print_json(&v);
+        }
+        if let Some(lines) = v["log"]["lines"].as_array() {
+            for l in lines {
+                println!("{}", table::escape(l.as_str().unwrap_or_default()));
+            }
+        }
+        return Ok(());
+    }
     let mut path = format!("/runs?limit={}", args.limit.min(1000));
     if let Some(j) = &args.job {
         path.push_str(&format!("&job={}", enc(j)));

@@ -141,6 +141,14 @@ pub(crate) enum RunsCommand {
     /// Stops a running run on the executor instances of its group (against a store,
     /// the group's secret comes from the configuration file).
     Kill { id: i64 },
+    /// Prints a run's log lines from an offset: a local run's from the store; a
+    /// remote run's from its executor instance (through a server only).
+    Log {
+        id: i64,
+        /// The first line wanted (0).
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -432,6 +440,23 @@ pub(crate) async fn runs(ops: &Ops, args: &RunsArgs, json: bool) -> Outcome {
             return print_json(&json!({"run": id, "killed_on": killed}));
         }
         println!("killed run {id} on {}", table::escape(&killed.join(", ")));
+        return Ok(());
+    }
+    if let Some(RunsCommand::Log { id, offset }) = &args.action {
+        let (run, lines) = ops
+            .run_lines(&actor(), crate::RunId(*id), *offset, 1000)
+            .await?;
+        if json {
+            return print_json(&json!({"run": id, "lines": lines, "done": run.ended_at.is_some()}));
+        }
+        for l in &lines {
+            println!("{}", table::escape(&l.line));
+        }
+        if lines.is_empty() && *offset == 0 {
+            eprintln!(
+                "run {id} has no stored log lines (a remote run's log is kept by its executor instance: ask through a server with --server)"
+            );
+        }
         return Ok(());
     }
     let mut query = RunQuery::new().limit(limit("limit", args.limit)?);

@@ -94,13 +94,14 @@ pages.run = async ([id]) => {
     r.payload != null ? h('div', { class: 'panel' }, h('h2', {}, 'Payload (given by the trigger)'), h('pre', { id: 'run-payload' }, JSON.stringify(r.payload, null, 2))) : null,
     r.error ? h('div', { class: 'panel' }, h('h2', {}, 'Error'), h('pre', { id: 'run-error' }, r.error)) : null,
     h('div', { class: 'panel' }, h('h2', {}, 'Log'), note, log));
-  if (group) setTimeout(() => tailLog(id, log, note, r.status === 'running'), 0);
-  else note.append('A local handler\'s log is kept by the node that ran it.');
+  // A remote run's lines come from its executor instance, a local run's from the
+  // store (written by the node that runs it, every second and at its end).
+  setTimeout(() => tailLog(id, log, note, r.status === 'running', group), 0);
   return view;
 };
 
 /** Polls the run's log every second while the page shows it and the run goes on. */
-async function tailLog(id, log, note, running) {
+async function tailLog(id, log, note, running, group) {
   let offset = 0;
   for (let i = 0; i < 3600 && log.isConnected; i++) {
     const r = await api('GET', '/runs/' + enc(id) + '/log?offset=' + offset);
@@ -109,7 +110,9 @@ async function tailLog(id, log, note, running) {
     if (c.first_offset > offset) log.append(document.createTextNode('… ' + (c.first_offset - offset) + ' earlier lines dropped\n'));
     for (const line of c.lines) log.append(document.createTextNode(line + '\n'));
     offset = c.next_offset;
-    note.replaceChildren('from ' + r.body.instance + (c.done ? ' · ended' : ' · live'));
+    note.replaceChildren((group ? 'from instance ' : 'from node ') + r.body.instance + (c.done ? ' · ended' : ' · live'));
+    // A full page: ask for the next at once; else wait for more while it runs.
+    if (c.lines.length >= 1000) continue;
     if (c.done || !running) return;
     await new Promise((res) => setTimeout(res, 1000));
   }

@@ -33,7 +33,39 @@ impl RunLog for MemoryStore {
         inner
             .runs
             .retain(|_, r| r.ended_at.is_none_or(|e| e >= before));
-        Ok((n - inner.runs.len()) as u64)
+        let purged = n - inner.runs.len();
+        if purged > 0 {
+            let inner = &mut *inner;
+            let runs = &inner.runs;
+            inner.lines.retain(|(run, _), _| runs.contains_key(run));
+        }
+        Ok(purged as u64)
+    }
+
+    async fn append_lines(&self, chunks: &[LogLines]) -> Result<()> {
+        let mut inner = self.inner();
+        for c in chunks {
+            for (offset, line) in (c.first..).zip(&c.lines) {
+                inner
+                    .lines
+                    .entry((c.run_id, offset))
+                    .or_insert_with(|| line.clone());
+            }
+        }
+        Ok(())
+    }
+
+    async fn lines(&self, run: RunId, offset: u64, limit: usize) -> Result<Vec<LogLine>> {
+        let inner = self.inner();
+        Ok(inner
+            .lines
+            .range((run, offset)..=(run, u64::MAX))
+            .take(limit)
+            .map(|((_, offset), line)| LogLine {
+                offset: *offset,
+                line: line.clone(),
+            })
+            .collect())
     }
 
     async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {

@@ -25,6 +25,8 @@ pub(super) struct Inner {
     /// with what `due` returns besides, so a scan never touches the job map.
     due: BTreeMap<(Timestamp, JobId), DueEntry>,
     pub(super) runs: BTreeMap<RunId, RunRecord>,
+    /// Runs' log lines by run and offset.
+    pub(super) lines: BTreeMap<(RunId, u64), String>,
     /// Ids of runs in `Running` state.
     pub(super) running: BTreeSet<RunId>,
     next_run: i64,

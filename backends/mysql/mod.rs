@@ -62,6 +62,11 @@ const MIGRATIONS: &[Embedded] = &[
         "runtime accounts and tokens",
         include_str!("migrations/0007_credentials.sql"),
     ),
+    (
+        8,
+        "local runs' log lines",
+        include_str!("migrations/0008_run_lines.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =

@@ -68,6 +68,11 @@ const MIGRATIONS: &[Embedded] = &[
         "runtime accounts and tokens",
         include_str!("migrations/0008_credentials.sql"),
     ),
+    (
+        9,
+        "local runs' log lines",
+        include_str!("migrations/0009_run_lines.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).

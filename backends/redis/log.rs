@@ -240,6 +240,49 @@ impl RunLog for RedisStore {
     async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
         self.stats(from, to).await
     }
+
+    async fn append_lines(&self, chunks: &[LogLines]) -> Result<()> {
+        // One script per chunk: each line is added at its offset unless one is
+        // there, so a repeated chunk adds nothing.
+        let calls = chunks.iter().filter(|c| !c.lines.is_empty()).map(|c| {
+            let mut call = self.call(&self.scripts.append_lines);
+            call.arg(c.run_id.0).arg(c.first).arg(&c.lines);
+            async move { self.invoke::<i64>(call, "append_lines").await }
+        });
+        for r in futures::future::join_all(calls).await {
+            r?;
+        }
+        Ok(())
+    }
+
+    async fn lines(&self, run: RunId, offset: u64, limit: usize) -> Result<Vec<LogLine>> {
+        let members: Vec<String> = redis::cmd("ZRANGE")
+            .arg(self.key(&format!("lines:{}", run.0)))
+            .arg(offset)
+            .arg("+inf")
+            .arg("BYSCORE")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut self.connection().clone())
+            .await
+            .map_err(redis_err("lines"))?;
+        members
+            .into_iter()
+            .map(|m| {
+                let parsed = m
+                    .split_once('|')
+                    .and_then(|(o, l)| Some((o.parse::<u64>().ok()?, l.to_string())));
+                match parsed {
+                    Some((offset, line)) => Ok(LogLine { offset, line }),
+                    None => Err(corrupt(
+                        "decode log line",
+                        format!("run {}: a line without its offset", run.0),
+                    )),
+                }
+            })
+            .collect()
+    }
 }
 
 #[async_trait]

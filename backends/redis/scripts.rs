@@ -18,6 +18,7 @@
 //! | `P runs`, `P runs:job:<id>` | sorted sets | run ids (score = id), for the run log |
 //! | `P running` | sorted set | runs in `running` state |
 //! | `P ended` | sorted set | finished runs, score `ended` (for purges) |
+//! | `P lines:<run id>` | sorted set | a local run's log lines: each member is the offset and the line joined by a vertical bar, scored by the offset (deleted with the run) |
 //! | `P stats:<day>`, `P stats:days` | hash, sorted set | run counts per status per UTC day number |
 //! | `P node:<id>`, `P nodes` | hash, sorted set | node info and last beat (score) |
 //! | `P executor:<m>`, `P executors` | hash, sorted set | an executor instance's `info`, `registered` and `beat`; members `m` are `<group length>:<group><address>`, scored by last beat |
@@ -364,11 +365,25 @@ for _, rid in ipairs(ids) do
     redis.call('HINCRBY', P .. 'stats:' .. day_of(r[3]), r[2], -1)
     redis.call('ZREM', P .. 'runs:job:' .. r[1], rid)
   end
-  redis.call('DEL', rk)
+  redis.call('DEL', rk, P .. 'lines:' .. rid)
   redis.call('ZREM', P .. 'runs', rid)
   redis.call('ZREM', P .. 'ended', rid)
 end
 return #ids
+";
+
+/// ARGV: P, run id, offset of the first line, the lines. Adds each line at its
+/// offset unless one is stored there.
+pub(super) const APPEND_LINES: &str = r"
+local k = P .. 'lines:' .. ARGV[2]
+local first = tonumber(ARGV[3])
+for i = 4, #ARGV do
+  local off = fmt(first + i - 4)
+  if redis.call('ZCOUNT', k, off, off) == 0 then
+    redis.call('ZADD', k, off, off .. '|' .. ARGV[i])
+  end
+end
+return 0
 ";
 
 /// ARGV: P, node id, info JSON. Returns the store's now.

@@ -2,7 +2,11 @@
 
 use super::decode::SqlRow;
 use super::decode::{self, DAY_MS, day_start_ms, encode};
-use super::{Dialect, Sql, SqlStore, marks, now_in};
+use super::{Dialect, Sql, SqlStore, marks, now_in, value_rows};
+
+/// Log lines inserted per statement (three parameters each: under every server's
+/// parameter limit).
+const LINES_PER_STATEMENT: usize = 1_000;
 use crate::error::Result;
 use crate::record::*;
 use crate::store::{NodeRegistry, Page, RunLog, RunQuery};
@@ -41,12 +45,66 @@ impl<D: Dialect> RunLog for SqlStore<D> {
     }
 
     async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
-        let q = Sql::new(format!(
-            "DELETE FROM {} WHERE ended_at IS NOT NULL AND ended_at < ?",
-            self.d.t("runs")
+        let op = "purge_runs";
+        let (runs, lines) = (self.d.t("runs"), self.d.t("run_lines"));
+        let ended = "ended_at IS NOT NULL AND ended_at < ?";
+        let purge_lines = Sql::new(format!(
+            "DELETE FROM {lines} WHERE run_id IN (SELECT id FROM {runs} WHERE {ended})"
         ))
         .bind(before.as_millis());
-        self.d.exec("purge_runs", q).await
+        let purge_runs =
+            Sql::new(format!("DELETE FROM {runs} WHERE {ended}")).bind(before.as_millis());
+        let mut tx = self.d.begin(op).await?;
+        self.d.exec_in(&mut tx, op, purge_lines).await?;
+        let n = self.d.exec_in(&mut tx, op, purge_runs).await?;
+        self.d.commit(tx, op).await?;
+        Ok(n)
+    }
+
+    async fn append_lines(&self, chunks: &[LogLines]) -> Result<()> {
+        let op = "append_lines";
+        let rows: Vec<(i64, i64, &str)> = chunks
+            .iter()
+            .flat_map(|c| {
+                (c.first..)
+                    .zip(&c.lines)
+                    .map(|(seq, line)| (c.run_id.0, seq.min(i64::MAX as u64) as i64, line.as_str()))
+            })
+            .collect();
+        for part in rows.chunks(LINES_PER_STATEMENT) {
+            let mut q = Sql::new(format!(
+                "{} {} (run_id, seq, line) VALUES {}{}",
+                D::INSERT_IGNORE,
+                self.d.t("run_lines"),
+                value_rows(3, part.len()),
+                D::ON_CONFLICT_IGNORE
+            ));
+            for (run, seq, line) in part {
+                q = q.bind(*run).bind(*seq).bind(*line);
+            }
+            self.d.exec(op, q).await?;
+        }
+        Ok(())
+    }
+
+    async fn lines(&self, run: RunId, offset: u64, limit: usize) -> Result<Vec<LogLine>> {
+        let q = Sql::new(format!(
+            "SELECT seq, line FROM {} WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+            self.d.t("run_lines")
+        ))
+        .bind(run.0)
+        .bind(offset.min(i64::MAX as u64) as i64)
+        .bind(limit.min(i64::MAX as usize) as i64);
+        let rows = self.d.fetch("lines", q).await?;
+        let w = "decode log line";
+        rows.iter()
+            .map(|r| {
+                Ok(LogLine {
+                    offset: decode::col(D::NAME, w, r.int("seq"))?.max(0) as u64,
+                    line: decode::col(D::NAME, w, r.text("line"))?,
+                })
+            })
+            .collect()
     }
 
     async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {

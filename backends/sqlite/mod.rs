@@ -65,6 +65,11 @@ const MIGRATIONS: &[Embedded] = &[
         "runtime accounts and tokens",
         include_str!("migrations/0007_credentials.sql"),
     ),
+    (
+        8,
+        "local runs' log lines",
+        include_str!("migrations/0008_run_lines.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";

@@ -25,7 +25,7 @@ mod logs;
 mod register;
 mod runs;
 
-pub use logs::{MAX_LINE_BYTES, RUN_SPAN, RunLogLayer, log_layer};
+pub use logs::RUN_SPAN;
 
 use super::auth::{Secret, Verifier};
 use super::protocol;

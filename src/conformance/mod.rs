@@ -100,12 +100,13 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     trigger_payload_override(store).await;
 }
 
-/// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention
-/// and daily statistics (runs are made through [`Jobs`](crate::store::Jobs)).
+/// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention,
+/// runs' log lines and daily statistics (runs are made through [`Jobs`](crate::store::Jobs)).
 pub async fn run_log_suite(store: &dyn JobStore) {
     run_log_queries(store).await;
     runs_keep_their_misfire_span(store).await;
     purge_runs(store).await;
+    run_lines_are_kept(store).await;
     daily_stats(store).await;
 }
 

@@ -115,6 +115,96 @@ pub async fn purge_runs(store: &dyn JobStore) {
     cleanup(store, &[id]).await;
 }
 
+/// Run log lines: appended by offset (a line stored at an offset is kept, so a
+/// repeated or racing append stores each line once), read in order from an offset,
+/// gaps skipped, deleted with their run by the purge.
+pub async fn run_lines_are_kept(store: &dyn JobStore) {
+    let id = unique("lines");
+    let t0 = long_ago(store).await;
+    store.upsert(&job(&id), Some(t0)).await.unwrap();
+    let old = started(store, start_req(&id, t0, 1, 1)).await;
+    let chunk = |run: RunId, first: u64, lines: &[&str]| LogLines {
+        run_id: run,
+        first,
+        lines: lines.iter().map(|l| l.to_string()).collect(),
+    };
+    store
+        .append_lines(&[chunk(old, 0, &["old one", "old two"])])
+        .await
+        .unwrap();
+    finish_one(
+        store,
+        finish_req(old, &id, 1, RunStatus::Succeeded, Some(t0)),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let cutoff = store.now().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let run = started(store, start_req(&id, t0, 1, 2)).await;
+    let odd = "a|b\t<é> ✓ 'quoted' \"double\"";
+    store
+        .append_lines(&[chunk(run, 0, &["one", "two"])])
+        .await
+        .unwrap();
+    // Eight racing appends of an overlapping chunk, in one call with another run's.
+    let both = [
+        chunk(run, 1, &["TWO rewritten", odd]),
+        chunk(old, 2, &["late"]),
+    ];
+    let racing: Vec<_> = (0..8).map(|_| store.append_lines(&both)).collect();
+    for r in futures::future::join_all(racing).await {
+        r.unwrap();
+    }
+    let read = |lines: Vec<LogLine>| -> Vec<(u64, String)> {
+        lines.into_iter().map(|l| (l.offset, l.line)).collect()
+    };
+    let all = read(store.lines(run, 0, 100).await.unwrap());
+    assert_eq!(
+        all,
+        [
+            (0, "one".to_string()),
+            (1, "two".to_string()),
+            (2, odd.to_string())
+        ],
+        "a line stored at an offset is kept; each line once"
+    );
+    assert_eq!(
+        read(store.lines(run, 1, 1).await.unwrap()),
+        [(1, "two".to_string())],
+        "read from an offset, bounded by the limit"
+    );
+    assert!(store.lines(run, 3, 10).await.unwrap().is_empty());
+    store
+        .append_lines(&[chunk(run, 5, &["six"])])
+        .await
+        .unwrap();
+    assert_eq!(
+        read(store.lines(run, 3, 10).await.unwrap()),
+        [(5, "six".to_string())],
+        "a gap is skipped"
+    );
+    assert!(
+        store
+            .lines(RunId(run.0 + 1_000_000), 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.lines(old, 0, 10).await.unwrap().len(), 3);
+    store.purge_runs(cutoff).await.unwrap();
+    assert!(
+        store.lines(old, 0, 10).await.unwrap().is_empty(),
+        "a purged run's lines go with it"
+    );
+    assert_eq!(
+        store.lines(run, 0, 10).await.unwrap().len(),
+        4,
+        "a running run's lines stay"
+    );
+    finish_one(store, finish_req(run, &id, 2, RunStatus::Succeeded, None)).await;
+    cleanup(store, &[id]).await;
+}
+
 /// Daily stats count runs by status per UTC day of their start.
 pub async fn daily_stats(store: &dyn JobStore) {
     let id = unique("stats");

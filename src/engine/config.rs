@@ -85,6 +85,15 @@ pub struct SchedulerConfig {
     /// (default): every event is delivered.
     #[serde(with = "humantime_serde")]
     pub alarm_throttle: Option<Duration>,
+    /// Lines of a local run's log kept (default 1,000): a handler's `tracing` events
+    /// inside its run, captured by [`run_log_layer`](crate::run_log_layer). Past it,
+    /// one marker line says the log was cut and later lines are dropped. 0: no
+    /// local run keeps a log.
+    pub log_lines: usize,
+    /// How often the node writes its running local runs' new log lines to the store
+    /// (default 1 s); a run's last lines are written as it ends.
+    #[serde(with = "humantime_serde")]
+    pub log_flush: Duration,
 }
 
 impl Default for SchedulerConfig {
@@ -108,6 +117,8 @@ impl Default for SchedulerConfig {
             alarm_max_attempts: 10,
             alarm_timeout: Duration::from_secs(30),
             alarm_throttle: None,
+            log_lines: 1000,
+            log_flush: Duration::from_secs(1),
         }
     }
 }
@@ -130,6 +141,8 @@ setters!(SchedulerConfig {
     alarm_retry_base: Duration,
     alarm_max_attempts: u32,
     alarm_timeout: Duration,
+    log_lines: usize,
+    log_flush: Duration,
 } optional {
     run_retention: Duration,
     alarm_retention: Duration,
@@ -149,7 +162,7 @@ impl SchedulerConfig {
     ///
     /// | field | range |
     /// |---|---|
-    /// | `poll_interval`, `heartbeat`, `alarm_timeout` | over 0, at most 1 hour |
+    /// | `poll_interval`, `heartbeat`, `alarm_timeout`, `log_flush` | over 0, at most 1 hour |
     /// | `lookahead` | at most 1 hour (0: claim only what is due) |
     /// | `lease_ttl` | 30 ms to 1 day (it is renewed every third of itself) |
     /// | `shutdown_grace`, `alarm_retry_base`, `alarm_throttle` | over 0, at most 1 day |
@@ -160,6 +173,7 @@ impl SchedulerConfig {
     /// | `write_batch` | 1 to 10,000 |
     /// | `max_payload_bytes` | 1 to 16 MiB |
     /// | `alarm_max_attempts` | 1 to 1,000 |
+    /// | `log_lines` | 0 to 100,000 |
     /// | `node_id` | 1-200 characters without spaces or control characters |
     pub fn validate(&self) -> Result<()> {
         let span = limits::MAX_SPAN;
@@ -167,6 +181,7 @@ impl SchedulerConfig {
             ("config.poll_interval", Some(self.poll_interval), HOUR),
             ("config.heartbeat", Some(self.heartbeat), HOUR),
             ("config.alarm_timeout", Some(self.alarm_timeout), HOUR),
+            ("config.log_flush", Some(self.log_flush), HOUR),
             ("config.lease_ttl", Some(self.lease_ttl), DAY),
             ("config.shutdown_grace", Some(self.shutdown_grace), DAY),
             ("config.alarm_retry_base", Some(self.alarm_retry_base), DAY),
@@ -202,6 +217,7 @@ impl SchedulerConfig {
             1,
             16 << 20,
         )?;
+        limits::count("config.log_lines", self.log_lines, 0, 100_000)?;
         limits::count(
             "config.alarm_max_attempts",
             self.alarm_max_attempts,

@@ -64,6 +64,9 @@ pub(super) async fn start(core: &Arc<Core>) -> Result<()> {
     core.life
         .background
         .spawn(super::alarms::alarm_loop(core.clone()));
+    core.life
+        .background
+        .spawn(super::lines::flush_loop(core.clone()));
     Ok(())
 }
 

@@ -35,7 +35,17 @@ pub(super) async fn fire_task(core: Arc<Core>, claim: Claim, slot: Option<SlotRe
     let mut next = Some((claim, slot));
     while let Some((claim, slot)) = next.take() {
         let f = &claim.fire;
-        let span = info_span!("run", job = %f.job_id, fire_at = %f.fire.at, attempt = f.fire.attempt + 1, node = %core.node_id);
+        let span = info_span!(
+            super::RUN_SPAN,
+            job = %f.job_id,
+            fire_at = %f.fire.at,
+            attempt = f.fire.attempt + 1,
+            node = %core.node_id,
+            token = claim.lease.token,
+            run_id = tracing::field::Empty,
+            trigger = tracing::field::Empty,
+            sink = core.lines.sink(),
+        );
         next = run_fire(&core, claim, slot)
             .instrument(span)
             .await
@@ -291,6 +301,9 @@ async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> 
         }
     };
     bump(&core.counters.started);
+    let span = tracing::Span::current();
+    span.record("run_id", run_id.0);
+    span.record("trigger", attempt.trigger.as_str());
     if let Some(covers) = attempt.covers {
         core.counters.misfired(fire.job.misfire(), covers.fires);
         core.instruments()
@@ -395,6 +408,7 @@ async fn execute(
         handler: handler.clone(),
         timeout: job.timeout(),
     };
+    core.lines.open(run.run_id);
     core.instruments()
         .handler_started(run.fire.fire.at, run.started_at, core.clock.now());
     let execution = AssertUnwindSafe(core.load.executor.execute(exec)).catch_unwind();
@@ -435,6 +449,7 @@ async fn finish_and_continue(
     }
     let next = p.next.clone();
     core.instruments().ran(p.status.as_str(), took);
+    super::lines::flush_run(core, run.run_id).await;
     let written = finish(core, &run, p, Some(took), false).await;
     let rescheduled = matches!(
         written,

@@ -29,6 +29,7 @@ mod config;
 mod cycle;
 mod fire;
 pub mod instruments;
+mod lines;
 mod maintenance;
 mod metrics;
 mod node;
@@ -52,6 +53,12 @@ use node::Core;
 pub(crate) use node::{Batchers, Handlers, RunningEntry, Sweep};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The name of the span a local run's fire goes through on its node (fields `job`,
+/// `fire_at`, `attempt`, `node`, `token`, then `run_id` and `trigger` once the
+/// store has started it). Events inside it go to the run's log through
+/// [`run_log_layer`](crate::run_log_layer).
+pub const RUN_SPAN: &str = "jobwheel.run";
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())

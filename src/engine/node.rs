@@ -81,6 +81,8 @@ pub(crate) struct Core {
     pub(crate) counters: Counters,
     /// The recorder's instruments, registered at start.
     pub(crate) instruments: std::sync::OnceLock<super::instruments::Handles>,
+    /// Local runs' log lines on their way to the store.
+    pub(crate) lines: Arc<super::lines::Lines>,
 }
 
 impl Core {
@@ -108,7 +110,6 @@ impl Core {
                 wake: Notify::new(),
                 progress: Mutex::default(),
             },
-            config,
             node_id,
             host: super::host_name(),
             store,
@@ -145,6 +146,8 @@ impl Core {
             },
             counters: Counters::default(),
             instruments: std::sync::OnceLock::new(),
+            lines: super::lines::Lines::new(config.log_lines),
+            config,
         }
     }
 

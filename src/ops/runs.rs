@@ -4,7 +4,7 @@
 use super::{Actor, Ops, conflict, entry};
 use crate::error::{Error, Result};
 use crate::job::Job;
-use crate::record::{AlarmId, AlarmRecord, RunId, RunRecord, RunStatus};
+use crate::record::{AlarmId, AlarmRecord, LogLine, RunId, RunRecord, RunStatus};
 use crate::store::{AlarmChange, AlarmQuery, RunQuery};
 use async_trait::async_trait;
 
@@ -40,6 +40,24 @@ impl Ops {
             return Err(Error::not_found("run", id));
         }
         Ok(run)
+    }
+
+    /// Run `id` as `actor` may see it, with up to `limit` (at most 1,000) of its
+    /// stored log lines from offset `offset` on: a local run's handler's events
+    /// ([`run_log_layer`](crate::run_log_layer)). A remote run's lines are kept by
+    /// its executor instances, not the store.
+    ///
+    /// Errors: as [`run`](Self::run).
+    pub async fn run_lines(
+        &self,
+        actor: &Actor,
+        id: RunId,
+        offset: u64,
+        limit: usize,
+    ) -> Result<(RunRecord, Vec<LogLine>)> {
+        let run = self.run(actor, id).await?;
+        let lines = self.store.lines(id, offset, limit.clamp(1, 1000)).await?;
+        Ok((run, lines))
     }
 
     /// Kills run `id` where it executes, audited as `run.kill`. Returns where it was

@@ -381,3 +381,25 @@ impl FireSpan {
         })
     }
 }
+
+/// Lines of one run's log to append: `lines[i]` is the line at offset `first + i`.
+/// Offsets count from 0 per run; a line stored at an offset is never replaced, so
+/// the same chunk appended twice (a retried write) stores each line once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLines {
+    /// The run the lines belong to.
+    pub run_id: RunId,
+    /// The offset of `lines[0]`.
+    pub first: u64,
+    /// The lines, oldest first, each without its line break.
+    pub lines: Vec<String>,
+}
+
+/// One stored line of a run's log, with its offset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// Its offset in the run's log (0 is the first line).
+    pub offset: u64,
+    /// The line.
+    pub line: String,
+}

@@ -2,7 +2,7 @@
 
 use super::RunQuery;
 use crate::error::Result;
-use crate::record::{DailyStats, RunRecord};
+use crate::record::{DailyStats, LogLine, LogLines, RunId, RunRecord};
 use crate::time::Timestamp;
 use async_trait::async_trait;
 use chrono::NaiveDate;
@@ -17,8 +17,20 @@ pub trait RunLog: Send + Sync + 'static {
     /// Runs matching `query`, newest first (by id, descending).
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>>;
 
-    /// Deletes finished runs that ended before `before`. Returns how many.
+    /// Deletes finished runs that ended before `before`, and their log lines.
+    /// Returns how many runs.
     async fn purge_runs(&self, before: Timestamp) -> Result<u64>;
+
+    /// Appends lines to runs' logs (a local handler's `tracing` events, written by
+    /// the node that runs it). A line already stored at its offset is kept as it
+    /// is: appending a chunk again writes nothing twice. Lines are deleted with
+    /// their run ([`purge_runs`](RunLog::purge_runs)); callers append only for runs
+    /// they started, so the store does not check that the run exists.
+    async fn append_lines(&self, chunks: &[LogLines]) -> Result<()>;
+
+    /// Up to `limit` stored lines of run `run` from offset `offset` on, in offset
+    /// order (empty when it has none there).
+    async fn lines(&self, run: RunId, offset: u64, limit: usize) -> Result<Vec<LogLine>>;
 
     /// Per-day counts (UTC days, by start time) for `from..=to`, one entry per day
     /// that has runs, oldest first. The default pages through [`runs`](RunLog::runs);
@@ -67,6 +79,8 @@ macro_rules! forward {
         impl<S: RunLog + ?Sized> RunLog for $ptr {
             async fn runs(&self, q: &RunQuery) -> Result<Vec<RunRecord>> { (**self).runs(q).await }
             async fn purge_runs(&self, before: Timestamp) -> Result<u64> { (**self).purge_runs(before).await }
+            async fn append_lines(&self, chunks: &[LogLines]) -> Result<()> { (**self).append_lines(chunks).await }
+            async fn lines(&self, run: RunId, offset: u64, limit: usize) -> Result<Vec<LogLine>> { (**self).lines(run, offset, limit).await }
             async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> { (**self).daily_stats(from, to).await }
         }
     )*};

@@ -138,6 +138,17 @@ macro_rules! delegate_store {
             async fn purge_runs(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
                 self.$field.purge_runs(before).await
             }
+            async fn append_lines(&self, chunks: &[$crate::LogLines]) -> $crate::Result<()> {
+                self.$field.append_lines(chunks).await
+            }
+            async fn lines(
+                &self,
+                run: $crate::RunId,
+                offset: u64,
+                limit: usize,
+            ) -> $crate::Result<Vec<$crate::LogLine>> {
+                self.$field.lines(run, offset, limit).await
+            }
             async fn daily_stats(
                 &self,
                 from: chrono::NaiveDate,

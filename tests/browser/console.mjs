@@ -215,6 +215,16 @@ try {
   await act('rerun', '/trigger');
   await until('#/runs?job=xss.fail&status=failed', 'tbody tr:nth-child(2) .badge.failed', 'the run run again to fail as well');
 
+  step = 'a local run\'s log, written to the store by the node that ran it';
+  await until('#/runs?job=local.chatty&status=succeeded', 'tbody .badge.succeeded', 'the embedded node\'s run');
+  await page.click('tbody a[href^="#/runs/"]');
+  await page.waitForFunction(() => (document.querySelector('#run-log') || {}).textContent?.includes('local step <2>'));
+  const localLog = (await page.textContent('#run-log')).trim().split('\n');
+  eq(localLog.length, 3, 'three lines, no more');
+  check(localLog.every((l, i) => l.endsWith('local step <' + i + '>')), `in order: ${localLog}`);
+  check((await page.textContent('#log-note')).startsWith('from node embedded-1'), 'it says which node wrote it');
+  eq(await page.locator('#run-log b').count(), 0, 'lines are text');
+
   step = 'pause';
   await go('#/jobs/tick');
   await act('pause', '/pause');

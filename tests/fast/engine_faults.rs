@@ -70,6 +70,18 @@ impl RunLog for FlakyStore {
     async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
         self.inner.purge_runs(before).await
     }
+    async fn append_lines(&self, chunks: &[jobwheel::LogLines]) -> Result<()> {
+        self.check("append_lines")?;
+        self.inner.append_lines(chunks).await
+    }
+    async fn lines(
+        &self,
+        run: jobwheel::RunId,
+        offset: u64,
+        limit: usize,
+    ) -> Result<Vec<jobwheel::LogLine>> {
+        self.inner.lines(run, offset, limit).await
+    }
 }
 
 #[async_trait]

@@ -27,6 +27,7 @@ mod instruments;
 mod memory;
 mod model;
 mod props;
+mod run_lines;
 mod sim;
 #[path = "../support/mod.rs"]
 mod support;

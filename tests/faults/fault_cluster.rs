@@ -126,7 +126,7 @@ async fn kill_9(t: &Target) {
     }
     let first = c.add_jobs(30, 400).await;
     until(&c, first + Duration::from_secs(3)).await;
-    let victim = c.wait_busy(&["n1", "n2", "n3"]).await;
+    let (victim, logged) = c.wait_logged(&["n1", "n2", "n3"]).await;
     let killed_at = c.db.store().now().await.unwrap();
     c.node(&victim).signal("KILL");
     tokio::time::sleep(Duration::from_secs(10)).await;
@@ -170,6 +170,20 @@ async fn kill_9(t: &Target) {
             "lost run {l:?} was retried"
         );
     }
+    // The run that had logged before the kill is lost and keeps its line.
+    let logged_run = runs.iter().find(|r| r.id == logged).unwrap();
+    let lines = c.db.store().lines(logged, 0, 10).await.unwrap();
+    println!(
+        "FAULT {} kill-9: the run that logged before the kill ended {}, its lines {}",
+        t.backend,
+        logged_run.status.as_str(),
+        lines.len()
+    );
+    assert_eq!(logged_run.status, RunStatus::Lost, "{logged_run:?}");
+    assert!(
+        lines.len() == 1 && lines[0].line.contains("recorded; working"),
+        "a lost run keeps the lines written before the loss: {lines:?}"
+    );
     assert!(recovery <= RECOVERY_LIMIT, "recovery took {recovery:?}");
     assert!(tl.missing.is_empty(), "fires never ran: {:?}", tl.missing);
     assert!(

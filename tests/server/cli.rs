@@ -122,6 +122,7 @@ fn cron_lists_the_fires_the_engine_computes_in_the_zone_and_describes_them() {
 /// Every store verb against the store at `url` (tables under `prefix`).
 async fn store_verbs(url: &str, prefix: &str) {
     let u = Some(url);
+    support::remote::init_logs();
     // Nothing changes the schema but `migrate`.
     let out = jobwheel(u, prefix, &["jobs", "list"]);
     assert_eq!(
@@ -143,6 +144,8 @@ async fn store_verbs(url: &str, prefix: &str) {
         .backend(backend)
         .handler("report", |_ctx: JobContext| async { Ok(()) })
         .handler("boom", |_ctx: JobContext| async {
+            tracing::info!("checking <disk>");
+            tracing::warn!("disk \u{1b}[31mfull");
             Err(JobError::msg("disk \u{1b}[31mfull").permanent())
         })
         .config(SchedulerConfig::default().poll_interval(Duration::from_millis(100)))
@@ -178,6 +181,34 @@ async fn store_verbs(url: &str, prefix: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(failed.len(), 1, "the failing one-shot ran");
+    // runs log: the local run's lines from the store (the handler's events, then the
+    // node's own line on how it ended), escape codes shown escaped.
+    let id = failed[0].id.0.to_string();
+    let out = jobwheel(u, prefix, &["runs", "log", &id]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        3,
+        "the handler's two lines and the node's: {text}"
+    );
+    assert!(lines[2].contains("run failed"), "{text}");
+    assert!(lines[0].ends_with("checking <disk>"), "{text}");
+    assert!(lines[1].ends_with("disk \\u{1b}[31mfull"), "{text}");
+    let j = json(u, prefix, &["runs", "log", &id, "--offset", "1", "--json"]);
+    assert_eq!(
+        (
+            &j["lines"][0]["offset"],
+            &j["done"],
+            j["lines"].as_array().unwrap().len()
+        ),
+        (&serde_json::json!(1), &serde_json::json!(true), 2)
+    );
+    assert_eq!(
+        code(&jobwheel(u, prefix, &["runs", "log", "999999"])),
+        3,
+        "no such run"
+    );
 
     // jobs list / get
     let list = json(u, prefix, &["jobs", "list", "--json"]);
@@ -503,6 +534,48 @@ async fn the_verbs_work_through_a_server_with_a_token() {
             "{verb:?}"
         );
     }
+    // runs log through the server: a local run of a node embedded on the same store.
+    support::remote::init_logs();
+    let node = Scheduler::builder()
+        .backend(BackendConfig::new(&url).connect().await.unwrap())
+        .handler("say", |_ctx: JobContext| async {
+            tracing::info!("said <once>");
+            Ok(())
+        })
+        .config(SchedulerConfig::default().poll_interval(Duration::from_millis(100)))
+        .build()
+        .unwrap();
+    let running = node.start().await.unwrap();
+    let far = Timestamp::from_millis(4_102_444_800_000);
+    node.upsert(
+        Job::builder("say.once", "say", Schedule::once(far))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    node.trigger_now("say.once").await.unwrap();
+    let mut done = Vec::new();
+    for _ in 0..200 {
+        done = node
+            .runs(&RunQuery::new().status(RunStatus::Succeeded))
+            .await
+            .unwrap();
+        if !done.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(done.len(), 1, "the embedded node ran the job");
+    let id = done[0].id.0.to_string();
+    let out = via_server(&base, admin, &["runs", "log", &id]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.trim_end().ends_with("said <once>"), "{text}");
+    let j = parsed(&via_server(&base, admin, &["--json", "runs", "log", &id]).await);
+    assert_eq!(j["log"]["done"], true);
+    running.shutdown().await;
+    node.remove("say.once").await.unwrap();
+
     let table = via_server(&base, admin, &["jobs", "list"]).await;
     assert!(String::from_utf8_lossy(&table.stdout).contains("report.daily"));
 

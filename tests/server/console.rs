@@ -50,6 +50,34 @@ async fn the_console_in_headless_chromium() {
         .await
         .unwrap();
 
+    // A node embedded in another process on the same store runs a local job whose
+    // handler logs three lines: the console shows them from the store.
+    let embedded = Scheduler::builder()
+        .backend(jobwheel::BackendConfig::new(&url).connect().await.unwrap())
+        .handler("chatty", |_ctx: JobContext| async {
+            for i in 0..3 {
+                tracing::info!("local step <{i}>");
+            }
+            Ok(())
+        })
+        .config(SchedulerConfig::default().node_id("embedded-1"))
+        .build()
+        .unwrap();
+    let embedded_node = embedded.start().await.unwrap();
+    embedded
+        .upsert(
+            Job::builder(
+                "local.chatty",
+                "chatty",
+                Schedule::cron(EXPR, ZONE).unwrap(),
+            )
+            .build()
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    embedded.trigger_now("local.chatty").await.unwrap();
+
     // The job made in the form fires at one wall-clock instant of the zone, first
     // FIRST_FIRE_IN from now and then yearly: its next five fires are the same
     // whenever the form asks, until the first. What the preview must show is the
@@ -113,6 +141,7 @@ async fn the_console_in_headless_chromium() {
     );
     assert!(stdout.contains("every step passed"), "{stdout}");
     instance.shutdown().await;
+    embedded_node.shutdown().await;
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -253,26 +253,53 @@ impl Cluster {
         first
     }
 
+    /// The running runs of `nodes` that started within `within` of the store's now.
+    async fn started_within(&self, nodes: &[&str], within: Duration) -> Vec<RunRecord> {
+        let now = self.db.store().now().await.unwrap();
+        let running = self
+            .db
+            .store()
+            .runs(&RunQuery::new().status(RunStatus::Running).limit(1000))
+            .await
+            .unwrap();
+        running
+            .into_iter()
+            .filter(|r| {
+                nodes.contains(&r.node.as_str()) && now.duration_since(r.started_at) < within
+            })
+            .collect()
+    }
+
     /// Waits until one of `nodes` has a run that started within the last 150 ms (so
     /// it is still inside its handler), up to 10 s; returns that node.
     pub async fn wait_busy(&self, nodes: &[&str]) -> String {
         let end = Instant::now() + Duration::from_secs(10);
         loop {
-            let now = self.db.store().now().await.unwrap();
-            let running = self
-                .db
-                .store()
-                .runs(&RunQuery::new().status(RunStatus::Running).limit(1000))
-                .await
-                .unwrap();
-            if let Some(r) = running.iter().find(|r| {
-                nodes.contains(&r.node.as_str())
-                    && now.duration_since(r.started_at) < Duration::from_millis(150)
-            }) {
+            let recent = self.started_within(nodes, Duration::from_millis(150)).await;
+            if let Some(r) = recent.first() {
                 return r.node.clone();
             }
             assert!(Instant::now() < end, "none of {nodes:?} ran anything");
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Like [`wait_busy`](Self::wait_busy), for a running run started within the
+    /// last 200 ms whose handler's log line the node has already written to the
+    /// store; returns that node and run.
+    pub async fn wait_logged(&self, nodes: &[&str]) -> (String, jobwheel::RunId) {
+        let end = Instant::now() + Duration::from_secs(10);
+        loop {
+            for r in self.started_within(nodes, Duration::from_millis(200)).await {
+                if !self.db.store().lines(r.id, 0, 1).await.unwrap().is_empty() {
+                    return (r.node, r.id);
+                }
+            }
+            assert!(
+                Instant::now() < end,
+                "none of {nodes:?} logged a running run"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 

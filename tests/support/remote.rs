@@ -2,7 +2,7 @@
 //! Python executor as a child process, and hand-signed protocol requests.
 
 use jobwheel::executors::protocol::{self, RunState};
-use jobwheel::executors::{ExecutorServer, ExecutorServerBuilder, auth, log_layer};
+use jobwheel::executors::{ExecutorServer, ExecutorServerBuilder, auth};
 use jobwheel::placement::BlockStrategy;
 use jobwheel::prelude::*;
 use serde_json::{Value, json};
@@ -19,7 +19,7 @@ pub fn init_logs() {
     INIT.get_or_init(|| {
         use tracing_subscriber::layer::SubscriberExt;
         let _ = tracing::subscriber::set_global_default(
-            tracing_subscriber::registry().with(log_layer()),
+            tracing_subscriber::registry().with(jobwheel::run_log_layer()),
         );
     });
 }

@@ -98,6 +98,7 @@ async fn suite(store_url: &str, prefix: Option<&str>) {
     let c = sessions::log_in(api, &tokens, hook).await;
     jobs::create_read_act(&c).await;
     runs::on_an_instance(&c).await;
+    runs::a_local_runs_log(&c, store_url, prefix).await;
     access::accounts_and_tokens_at_runtime(&c).await;
     audit::audit_paging_logout(&c).await;
     generated::every_operation_takes_generated_input(&c, &doc).await;

@@ -390,3 +390,104 @@ pub async fn on_an_instance(c: &Ctx) {
         .await;
     assert_eq!(a.status, 404);
 }
+
+/// A local run (a scheduler node embedded in another process, on the same store):
+/// its handler's lines through the API from the store, in order, cut at the node's
+/// bound with a marker, from an offset; hidden from an operator of another group.
+pub async fn a_local_runs_log(c: &Ctx, store_url: &str, prefix: Option<&str>) {
+    use jobwheel::prelude::*;
+    super::support::remote::init_logs();
+    let mut backend = jobwheel::BackendConfig::new(store_url);
+    if let Some(p) = prefix {
+        backend = backend.prefix(p);
+    }
+    let node = jobwheel::Scheduler::builder()
+        .backend(backend.connect().await.unwrap())
+        .handler("chatty", |ctx: JobContext| async move {
+            for i in 0..15 {
+                tracing::info!(run = ctx.run_id.0, "local step <{i}>");
+            }
+            Ok(())
+        })
+        .config(
+            SchedulerConfig::default()
+                .node_id("embedded-1")
+                .log_lines(10)
+                .poll_interval(Duration::from_millis(200)),
+        )
+        .build()
+        .unwrap();
+    let running = node.start().await.unwrap();
+    let far = Timestamp::from_millis(4_102_444_800_000);
+    node.upsert(
+        Job::builder("local.chatty", "chatty", Schedule::once(far))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    node.trigger_now("local.chatty").await.unwrap();
+    let id = until("the local run to finish", || async {
+        let runs = node
+            .runs(&RunQuery::new().job(JobId::new("local.chatty").unwrap()))
+            .await
+            .unwrap();
+        runs.first()
+            .filter(|r| r.ended_at.is_some())
+            .map(|r| r.id.0)
+    })
+    .await;
+    let log = |who: &'static str, offset: u64| async move {
+        let who = match who {
+            "vera" => &c.vera,
+            _ => &c.olga,
+        };
+        let path = format!("/api/v1/runs/{id}/log?offset={offset}");
+        c.api
+            .call(who, "GET", "/api/v1/runs/{id}/log", &path, None)
+            .await
+    };
+    let a = log("vera", 0).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    let lines: Vec<String> = a.body["log"]["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(lines.len(), 11, "ten lines and the cut marker: {lines:?}");
+    for (i, l) in lines.iter().take(10).enumerate() {
+        assert!(l.contains(&format!("local step <{i}>")), "{lines:?}");
+    }
+    assert!(lines[10].contains("log cut at 10 lines"), "{lines:?}");
+    assert_eq!(
+        (
+            &a.body["instance"],
+            &a.body["log"]["done"],
+            &a.body["log"]["first_offset"],
+            &a.body["log"]["next_offset"]
+        ),
+        (&json!("embedded-1"), &json!(true), &json!(0), &json!(11))
+    );
+    let a = log("vera", 9).await;
+    assert_eq!(a.body["log"]["lines"].as_array().unwrap().len(), 2);
+    assert_eq!(a.body["log"]["first_offset"], 9);
+    let a = log("vera", 11).await;
+    assert_eq!(
+        (
+            a.body["log"]["lines"].as_array().unwrap().len(),
+            &a.body["log"]["next_offset"]
+        ),
+        (0, &json!(11)),
+        "nothing past the end"
+    );
+    // Sixteen readers at once read the same lines; another group's operator none.
+    let many = (0..16).map(|_| log("vera", 0));
+    for a in futures::future::join_all(many).await {
+        assert_eq!(a.body["log"]["lines"].as_array().unwrap().len(), 11);
+    }
+    let a = log("olga", 0).await;
+    assert_eq!(a.status, 404, "{}", a.body);
+    running.shutdown().await;
+    node.remove("local.chatty").await.unwrap();
+}
