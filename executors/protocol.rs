@@ -150,6 +150,11 @@ pub struct RunRequest {
     /// same instance comes again with a later `attempt`, and runs again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
+    /// The W3C `traceparent` of the scheduler's span for this run, when it belongs
+    /// to an OpenTelemetry trace: the instance's span for the run is its child, so
+    /// the handler's spans join the run's trace. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {

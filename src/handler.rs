@@ -40,6 +40,11 @@ pub struct JobContext {
     /// For a run that is one shard of a sharding broadcast (on an executor
     /// instance): which shard of how many; `None` otherwise.
     pub shard: Option<crate::placement::Shard>,
+    /// The W3C `traceparent` of the run's span (feature `otel`, with an
+    /// OpenTelemetry layer installed; `None` otherwise): pass it on in a handler's
+    /// own calls to keep them in the run's trace. On a scheduler node it is what an
+    /// executor instance's span for the run is made a child of.
+    pub trace: Option<String>,
 }
 
 impl JobContext {

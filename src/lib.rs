@@ -96,6 +96,7 @@ mod record;
 pub mod schedule;
 pub mod store;
 pub mod time;
+mod trace;
 
 #[path = "../backends/memory/mod.rs"]
 pub mod memory;

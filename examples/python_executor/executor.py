@@ -16,6 +16,12 @@ leaves when it stops (SIGTERM or Ctrl-C); without it, schedulers list its addres
 Handlers are plain functions of a context: `ctx.payload`, `ctx.log(line)`,
 `ctx.cancelled` (a threading.Event set on kill, cover or deadline). A handler
 returns to succeed and raises to fail (`Permanent` for a failure not to retry).
+
+OpenTelemetry (optional): when the `opentelemetry` package is installed, each run
+executes inside a span `jobwheel.remote_run` whose parent is the scheduler's span for
+the run (the request's `traceparent`), in the tracer provider the process sets up;
+`--otel-spans FILE` sets one up that writes every finished span to FILE as a JSON
+line (opentelemetry-sdk's ConsoleSpanExporter).
 """
 
 import argparse
@@ -181,6 +187,36 @@ class Registrar:
             print(f"leave failed (the registration lapses): {e}", file=sys.stderr, flush=True)
 
 
+try:
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+except ImportError:  # tracing is optional: the standard library is enough to serve
+    otel_trace = None
+
+
+def traced(run, fn):
+    """Calls fn inside the run's span, the child of the scheduler's run span."""
+    parent = run["req"].get("traceparent")
+    if otel_trace is None or not isinstance(parent, str):
+        return fn()
+    cx = TraceContextTextMapPropagator().extract({"traceparent": parent})
+    attrs = {"run_id": run["req"]["run_id"], "job": run["job"]["id"], "attempt": run["attempt"]}
+    with otel_trace.get_tracer("jobwheel.executor").start_as_current_span(
+            "jobwheel.remote_run", context=cx, attributes=attrs):
+        return fn()
+
+
+def export_spans_to(path):
+    """Sets up a tracer provider writing every finished span to path, one JSON line each."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+    out = open(path, "a", buffering=1)
+    line = lambda span: json.dumps(json.loads(span.to_json())) + "\n"
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=out, formatter=line)))
+    otel_trace.set_tracer_provider(provider)
+
+
 class Context:
     """What a handler gets: the payload, a log, and the cancellation event."""
 
@@ -282,7 +318,7 @@ class State:
     def execute(self, run):
         ctx = Context(run, self.cond)
         try:
-            self.handlers[run["job"]["handler"]](ctx)
+            traced(run, lambda: self.handlers[run["job"]["handler"]](ctx))
             outcome = {"status": "succeeded"}
         except Permanent as e:
             outcome = {"status": "failed", "error": str(e), "retry": "never"}
@@ -531,7 +567,13 @@ def main():
     p.add_argument("--advertise", help="the address schedulers reach this instance at "
                                        "(default: http:// and the bound address)")
     p.add_argument("--beat-every", type=float, default=30.0, help="seconds between beats (default 30)")
+    p.add_argument("--otel-spans", help="write every finished OpenTelemetry span to this file, one JSON "
+                                        "line each (needs the opentelemetry-sdk package)")
     a = p.parse_args()
+    if a.otel_spans:
+        if otel_trace is None:
+            raise SystemExit("--otel-spans needs the opentelemetry-sdk package (pip install opentelemetry-sdk)")
+        export_spans_to(a.otel_spans)
     secret = os.environ.get(a.secret_env, "").encode()
     host, port = a.bind.rsplit(":", 1)
     server = Server((host, int(port)), None)

@@ -242,6 +242,16 @@ impl Runs {
         let key: RunKey = (req.run_id, req.shard.map(|s| s.index));
         logs.open(key);
         tokio::spawn(async move {
+            let span = tracing::info_span!(
+                super::logs::RUN_SPAN,
+                run_id = req.run_id,
+                shard = key.1,
+                sink = logs.sink(),
+                job = %job.id()
+            );
+            if let Some(t) = &req.traceparent {
+                crate::trace::set_parent(&span, t);
+            }
             let ctx = JobContext {
                 job: job.clone(),
                 run_id: RunId(req.run_id),
@@ -255,19 +265,13 @@ impl Runs {
                     .timeout_ms
                     .map(|ms| Instant::now() + Duration::from_millis(ms)),
                 shard: req.shard,
+                trace: crate::trace::of(&span),
             };
             let exec = Execution {
                 ctx,
                 handler,
                 timeout: req.timeout_ms.map(Duration::from_millis),
             };
-            let span = tracing::info_span!(
-                super::logs::RUN_SPAN,
-                run_id = req.run_id,
-                shard = key.1,
-                sink = logs.sink(),
-                job = %job.id()
-            );
             let outcome = tracing::Instrument::instrument(this.executor.execute(exec), span).await;
             this.ended(key, remote_outcome(outcome));
         });

@@ -35,7 +35,9 @@ pub(super) async fn fire_task(core: Arc<Core>, claim: Claim, slot: Option<SlotRe
     let mut next = Some((claim, slot));
     while let Some((claim, slot)) = next.take() {
         let f = &claim.fire;
+        // A root of its own, or placed in the trace its fire was triggered in.
         let span = info_span!(
+            parent: None,
             super::RUN_SPAN,
             job = %f.job_id,
             fire_at = %f.fire.at,
@@ -46,6 +48,7 @@ pub(super) async fn fire_task(core: Arc<Core>, claim: Claim, slot: Option<SlotRe
             trigger = tracing::field::Empty,
             sink = core.lines.sink(),
         );
+        crate::trace::place_run(&span, f.fire.context.trace.as_deref(), f.fire.attempt == 0);
         next = run_fire(&core, claim, slot)
             .instrument(span)
             .await
@@ -210,7 +213,11 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
     };
     let began = Instant::now();
     let outcome = match grant {
-        Some(grant) => execute(core, &run, grant, cancel).await,
+        Some(grant) => {
+            execute(core, &run, grant, cancel, crate::trace::current())
+                .instrument(info_span!("jobwheel.execute"))
+                .await
+        }
         None => Outcome::Cancelled,
     };
     // The run's slot is free again: the next fire in line takes it.
@@ -249,9 +256,20 @@ struct Skip {
     message: String,
 }
 
-/// Applies the misfire policy and records the start. `Err` gives the lease back to
-/// release when the store refused the start or failed.
+/// Applies the misfire policy and records the start (in the span `jobwheel.start`).
+/// `Err` gives the lease back to release when the store refused the start or failed.
 async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> {
+    let run_span = tracing::Span::current();
+    start_run(core, claim, &run_span)
+        .instrument(info_span!("jobwheel.start"))
+        .await
+}
+
+async fn start_run(
+    core: &Core,
+    claim: Claim,
+    run_span: &tracing::Span,
+) -> Result<(Run, Option<Skip>), Lease> {
     let Claim { fire, lease, .. } = claim;
     let now = core.clock.now();
     let threshold = core.config.misfire_threshold;
@@ -301,9 +319,8 @@ async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> 
         }
     };
     bump(&core.counters.started);
-    let span = tracing::Span::current();
-    span.record("run_id", run_id.0);
-    span.record("trigger", attempt.trigger.as_str());
+    run_span.record("run_id", run_id.0);
+    run_span.record("trigger", attempt.trigger.as_str());
     if let Some(covers) = attempt.covers {
         core.counters.misfired(fire.job.misfire(), covers.fires);
         core.instruments()
@@ -374,11 +391,13 @@ fn unwatch(core: &Core, run: Run) -> (Run, Watched) {
 }
 
 /// Runs the handler in the slot `grant` holds; `cancel` (from [`watch`]) cancels it.
+/// `trace`: the run span's traceparent, for the handler and a remote instance.
 async fn execute(
     core: &Core,
     run: &Run,
     grant: SlotGrant,
     cancel: tokio_util::sync::CancellationToken,
+    trace: Option<String>,
 ) -> Outcome {
     let job = &run.fire.job;
     let handler = match core.handlers.for_job(job) {
@@ -402,6 +421,7 @@ async fn execute(
         cancel,
         deadline: job.timeout().map(|t| Instant::now() + t),
         shard: None,
+        trace,
     };
     let exec = Execution {
         ctx,
@@ -450,7 +470,9 @@ async fn finish_and_continue(
     let next = p.next.clone();
     core.instruments().ran(p.status.as_str(), took);
     super::lines::flush_run(core, run.run_id).await;
-    let written = finish(core, &run, p, Some(took), false).await;
+    let written = finish(core, &run, p, Some(took), false)
+        .instrument(info_span!("jobwheel.finish"))
+        .await;
     let rescheduled = matches!(
         written,
         Some(FinishOutcome::Finished {

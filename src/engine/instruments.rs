@@ -355,15 +355,19 @@ fn seconds(from: Timestamp, to: Timestamp) -> f64 {
     (to.as_millis() - from.as_millis()).max(0) as f64 / 1_000.0
 }
 
-/// Runs `call` (the store or lock call `operation` on `backend`) and records how long
-/// it took.
+/// Runs `call` (the store or lock call `operation` on `backend`) in a `DEBUG` span
+/// `jobwheel.store`, and records how long it took.
 pub(crate) async fn timed<T>(
     operation: &'static str,
     backend: &'static str,
     call: impl std::future::Future<Output = T>,
 ) -> T {
     let started = std::time::Instant::now();
-    let out = call.await;
+    let out = tracing::Instrument::instrument(
+        call,
+        tracing::debug_span!("jobwheel.store", operation, backend),
+    )
+    .await;
     ::metrics::histogram!(STORE_CALL, "operation" => operation, "backend" => backend)
         .record(started.elapsed().as_secs_f64());
     out

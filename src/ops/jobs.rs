@@ -314,7 +314,10 @@ impl Ops {
             ));
         }
         let now = self.store.now().await?;
-        let fire = FireState::fresh(now, TriggerKind::Manual, FireContext::with_payload(payload));
+        let mut context = FireContext::with_payload(payload);
+        // Triggered inside an OpenTelemetry trace: the run joins it.
+        context.trace = crate::trace::current();
+        let fire = FireState::fresh(now, TriggerKind::Manual, context);
         let after = JobSnapshot {
             job: (*before.job).clone(),
             next: Some(fire.clone()),

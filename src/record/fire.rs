@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// What a fire carries to the run that executes it, besides its instant and
-/// attempt: today a manual trigger's payload override.
+/// attempt: a manual trigger's payload override and the trace it was triggered in.
 ///
 /// It travels whole, from the job record through the due fire and the start to the
 /// run record, and through a retry or a fire given back to the next fire. Stores
@@ -24,12 +24,20 @@ pub struct FireContext {
     /// The payload of this fire when it is not the job's own (a manual trigger's
     /// override, kept by the retries of that fire); `None` runs the job's payload.
     pub payload: Option<Value>,
+    /// The W3C `traceparent` of the span the fire was triggered in (feature `otel`,
+    /// code or a request inside an OpenTelemetry trace): the run's first attempt is
+    /// that span's child, and its retries are traces of their own linked to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl FireContext {
     /// A context carrying `payload` in place of the job's own (`None`: the job's).
     pub fn with_payload(payload: Option<Value>) -> FireContext {
-        FireContext { payload }
+        FireContext {
+            payload,
+            trace: None,
+        }
     }
 
     /// Whether it carries nothing: a fire of the job as defined.

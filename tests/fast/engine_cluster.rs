@@ -476,6 +476,7 @@ async fn slow_jobs_move_to_the_slow_lane_and_leave_fast_slots_free() {
         cancel: tokio_util::sync::CancellationToken::new(),
         deadline: None,
         shard: None,
+        trace: None,
     };
     let sleeper = |ms: u64| -> Arc<dyn jobwheel::JobHandler> {
         Arc::new(move |_c: JobContext| async move {

@@ -31,3 +31,5 @@ mod run_lines;
 mod sim;
 #[path = "../support/mod.rs"]
 mod support;
+#[cfg(feature = "otel")]
+mod traces;

@@ -312,6 +312,7 @@ async fn dispatch(
         cancel: tokio_util::sync::CancellationToken::new(),
         deadline: None,
         shard: None,
+        trace: None,
     };
     jobwheel::JobHandler::run(group, ctx).await.unwrap();
     seen.0.lock().unwrap().last().unwrap().0.clone()

@@ -8,6 +8,8 @@ pub mod cluster;
 pub mod faults;
 pub mod migrations;
 pub mod openapi;
+#[cfg(feature = "otel")]
+pub mod otel;
 #[cfg(feature = "conformance")]
 pub mod raw_rows;
 #[cfg(feature = "redis")]
