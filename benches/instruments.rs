@@ -1,9 +1,11 @@
-//! What the engine's instruments cost: the same drain (one-shots due now, noop
-//! handlers, memory backend, one node) with no `metrics` recorder and with the
-//! Prometheus recorder `jobwheel serve` installs, in alternating rounds of one
-//! process, medians printed.
+//! What the engine's instruments and traces cost: the same drain (one-shots due now,
+//! noop handlers, memory backend, one node) with no `metrics` recorder, with the
+//! Prometheus recorder `jobwheel serve` installs, and with the Prometheus recorder
+//! and OpenTelemetry spans (`tracing_opentelemetry`'s layer at `INFO` over an SDK
+//! tracer provider whose batch processor hands every span to an exporter that drops
+//! it), in alternating rounds of one process, medians printed.
 //!
-//! `cargo bench --bench instruments --features server -- [--oneshots 50000] [--rounds 5]`
+//! `cargo bench --bench instruments --features server,otel -- [--oneshots 50000] [--rounds 5]`
 
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
@@ -61,6 +63,40 @@ impl Recorder for Switch {
     }
 }
 
+/// Takes every span and keeps none: what exporting costs the process up to the
+/// wire.
+#[derive(Debug)]
+struct DropSpans;
+
+impl opentelemetry_sdk::trace::SpanExporter for DropSpans {
+    async fn export(
+        &self,
+        _batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+}
+
+/// Whether the OpenTelemetry layer sees spans.
+static OTEL: AtomicBool = AtomicBool::new(false);
+
+/// Installs the process's subscriber: the OpenTelemetry layer, switched by [`OTEL`].
+fn install_tracing() -> opentelemetry_sdk::trace::SdkTracerProvider {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::{Layer, SubscriberExt};
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(DropSpans)
+        .build();
+    let otel = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("bench"))
+        .with_filter(tracing_subscriber::filter::filter_fn(|m| {
+            OTEL.load(Ordering::Relaxed) && *m.level() <= tracing::Level::INFO
+        }));
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(otel))
+        .expect("no subscriber yet");
+    provider
+}
+
 /// Runs/s draining `n` one-shots due now.
 async fn drain(n: usize) -> f64 {
     let store = MemoryStore::new();
@@ -112,6 +148,7 @@ fn main() {
         inner,
     }));
     metrics::set_global_recorder(switch).expect("no recorder yet");
+    let provider = install_tracing();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -121,31 +158,28 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |c| c.get())
     );
     rt.block_on(drain(n / 10)); // warm-up
-    let (mut off, mut on) = (Vec::new(), Vec::new());
-    for round in 0..rounds * 2 {
-        let prometheus = round % 2 == 1;
-        switch.on.store(prometheus, Ordering::Relaxed);
+    let settings = ["no recorder", "Prometheus recorder", "Prometheus + otel spans"];
+    let mut results: Vec<Vec<f64>> = vec![Vec::new(); settings.len()];
+    for round in 0..rounds * settings.len() {
+        let setting = round % settings.len();
+        switch.on.store(setting >= 1, Ordering::Relaxed);
+        OTEL.store(setting == 2, Ordering::Relaxed);
         let r = rt.block_on(drain(n));
-        println!(
-            "round {round:>2} | {:<19} | {r:>8.0} runs/s",
-            if prometheus {
-                "Prometheus recorder"
-            } else {
-                "no recorder"
-            }
-        );
-        if prometheus {
-            on.push(r)
-        } else {
-            off.push(r)
-        }
+        println!("round {round:>2} | {:<24} | {r:>8.0} runs/s", settings[setting]);
+        results[setting].push(r);
         handle.run_upkeep();
     }
-    let (a, b) = (median(off), median(on));
-    println!(
-        "median   | no recorder {a:.0} runs/s | Prometheus recorder {b:.0} runs/s | cost {:.1} %",
-        (a - b) / a * 100.0
-    );
+    OTEL.store(false, Ordering::Relaxed);
+    let _ = provider.force_flush();
+    let medians: Vec<f64> = results.iter().map(|r| median(r.clone())).collect();
+    for (i, s) in settings.iter().enumerate() {
+        println!(
+            "median   | {s:<24} | {:>8.0} runs/s | cost {:>5.1} % | rounds {:?}",
+            medians[i],
+            (medians[0] - medians[i]) / medians[0] * 100.0,
+            results[i].iter().map(|r| r.round() as u64).collect::<Vec<_>>()
+        );
+    }
     println!(
         "scrape   | {} bytes of exposition text",
         handle.render().len()

@@ -189,10 +189,24 @@ impl RemoteGroup {
             token: req.token,
             shard,
         };
+        let asked = Instant::now();
         let admitted: std::result::Result<RunState, _> = inner
             .client
             .call(&instance, protocol::RUN, &req, Some(poll_timeout))
             .await;
+        let group = inner.name.as_str();
+        match &admitted {
+            Ok(_) => crate::engine::instruments::dispatched(group, asked.elapsed()),
+            Err(CallError::Refused { code, .. }) => {
+                crate::engine::instruments::dispatch_refused(group, code)
+            }
+            Err(CallError::Unauthentic(_)) => {
+                crate::engine::instruments::dispatch_refused(group, "unauthentic")
+            }
+            Err(CallError::Unreachable(_)) => {
+                crate::engine::instruments::dispatch_refused(group, "unreachable")
+            }
+        }
         // The answer to the dispatch, which waited a while for the run's end; none
         // when the answer was lost (the run may have been admitted: ask for it).
         let mut first = match admitted {

@@ -292,6 +292,13 @@ impl RemoteGroup {
             .await
     }
 
+    /// How many instances get runs now, read afresh (for the live-executors gauge;
+    /// it leaves the list dispatches use as it is).
+    pub(crate) async fn live_count(&self) -> Result<usize> {
+        let i = &self.inner;
+        i.members.count_live(&i.name, i.config.dead_after).await
+    }
+
     /// Asks an instance whether it is alive.
     ///
     /// Errors: [`Error::Backend`] when it does not answer, refuses, or answers

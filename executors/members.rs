@@ -131,6 +131,23 @@ fn live_at(
 }
 
 impl Members {
+    /// How many members get runs now, read afresh (a registered group's list from
+    /// the store, leaving the dispatch cache alone: a gauge must not make a
+    /// dispatch see an older list).
+    pub(crate) async fn count_live(&self, group: &str, dead_after: Duration) -> Result<usize> {
+        match self {
+            Members::Fixed(list) => Ok(list.len()),
+            Members::Registered(r) => {
+                let Some(store) = r.store.get() else {
+                    return Ok(0);
+                };
+                let now = store.now().await?;
+                let page = store.executors(Some(group)).await?;
+                Ok(live_at(page.items, now, dead_after).len())
+            }
+        }
+    }
+
     /// The addresses that serve `handler` (`None`: any), in address order.
     pub(crate) async fn serving(
         &self,

@@ -106,13 +106,15 @@ async fn deliver(core: &Core, rec: &AlarmRecord) -> AlarmDelivery {
                 return Ok(());
             }
             let call = std::panic::AssertUnwindSafe(a.alarm(event)).catch_unwind();
-            match tokio::time::timeout(core.config.alarm_timeout, call).await {
+            let r = match tokio::time::timeout(core.config.alarm_timeout, call).await {
                 Ok(Ok(r)) => r,
                 Ok(Err(p)) => Err(AlarmError::retryable(
                     core.caught("delivering an alarm (the alarm panicked)", p),
                 )),
                 Err(_) => Err(AlarmError::retryable("timed out")),
-            }
+            };
+            super::instruments::alarm_delivery(a.name(), r.is_ok());
+            r
         }
     });
     let results = futures::future::join_all(calls).await;

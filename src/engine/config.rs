@@ -94,6 +94,12 @@ pub struct SchedulerConfig {
     /// (default 1 s); a run's last lines are written as it ends.
     #[serde(with = "humantime_serde")]
     pub log_flush: Duration,
+    /// Label runs' instruments (fire lag, claim lag, pickup, run duration, runs
+    /// finished, fires misfired) with their `job` and `handler` too, besides their
+    /// `group` (default off: a series per job multiplies what a metrics backend
+    /// stores by the number of jobs; turn it on for a few hundred jobs, not for
+    /// millions).
+    pub metric_job_labels: bool,
 }
 
 impl Default for SchedulerConfig {
@@ -119,6 +125,7 @@ impl Default for SchedulerConfig {
             alarm_throttle: None,
             log_lines: 1000,
             log_flush: Duration::from_secs(1),
+            metric_job_labels: false,
         }
     }
 }
@@ -143,6 +150,7 @@ setters!(SchedulerConfig {
     alarm_timeout: Duration,
     log_lines: usize,
     log_flush: Duration,
+    metric_job_labels: bool,
 } optional {
     run_retention: Duration,
     alarm_retention: Duration,

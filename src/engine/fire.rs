@@ -58,7 +58,11 @@ pub(super) async fn fire_task(core: Arc<Core>, claim: Claim, slot: Option<SlotRe
             core.wake_if_starved();
         }
     }
-    lock(&core.load.armed).remove(&id);
+    {
+        let mut armed = lock(&core.load.armed);
+        armed.remove(&id);
+        core.instruments().armed(armed.len());
+    }
     core.wake_if_starved();
 }
 
@@ -248,6 +252,8 @@ pub(crate) struct Run {
     pub(crate) lease: Lease,
     /// When the store recorded its start (store clock).
     pub(crate) started_at: crate::time::Timestamp,
+    /// The instruments of its job's label set.
+    pub(crate) instruments: Arc<super::instruments::RunInstruments>,
 }
 
 /// A fire the misfire policy skips: recorded `misfired`, not executed.
@@ -321,10 +327,10 @@ async fn start_run(
     bump(&core.counters.started);
     run_span.record("run_id", run_id.0);
     run_span.record("trigger", attempt.trigger.as_str());
+    let instruments = core.instruments().for_job(&fire.job);
     if let Some(covers) = attempt.covers {
         core.counters.misfired(fire.job.misfire(), covers.fires);
-        core.instruments()
-            .misfired(fire.job.misfire(), covers.fires);
+        instruments.misfired(fire.job.misfire(), covers.fires);
         if attempt.trigger == TriggerKind::Misfire && skip.is_none() {
             info!(fires = covers.fires, through = %covers.through, "misfire: running late fire");
         }
@@ -335,6 +341,7 @@ async fn start_run(
         run_id,
         lease,
         started_at,
+        instruments,
     };
     Ok((run, skip))
 }
@@ -429,7 +436,7 @@ async fn execute(
         timeout: job.timeout(),
     };
     core.lines.open(run.run_id);
-    core.instruments()
+    run.instruments
         .handler_started(run.fire.fire.at, run.started_at, core.clock.now());
     let execution = AssertUnwindSafe(core.load.executor.execute(exec)).catch_unwind();
     let _executing = core.load.pace.enter();
@@ -468,7 +475,7 @@ async fn finish_and_continue(
         warn!(status = p.status.as_str(), error = ?p.error, "run failed");
     }
     let next = p.next.clone();
-    core.instruments().ran(p.status.as_str(), took);
+    run.instruments.ran(p.status.as_str(), took);
     super::lines::flush_run(core, run.run_id).await;
     let written = finish(core, &run, p, Some(took), false)
         .instrument(info_span!("jobwheel.finish"))
@@ -562,7 +569,7 @@ pub(crate) async fn finish(
         match core.batch().finish.call(req.clone()).await {
             Ok(out @ FinishOutcome::Finished { .. }) => {
                 bump(&core.counters.finished);
-                core.instruments().finished(req.status.as_str());
+                run.instruments.finished(req.status.as_str());
                 if !req.alarms.is_empty() {
                     core.alarm.wake.notify_one();
                 }

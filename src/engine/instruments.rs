@@ -3,11 +3,16 @@
 //! below appears in it; without one, recording costs a few atomic reads. The names,
 //! units and labels are the table in docs/ARCHITECTURE.md ("Metrics").
 //!
-//! Labels are low-cardinality: a run's outcome, a misfire policy. Job ids are never
-//! labels.
+//! Labels are low-cardinality: a run's outcome, a misfire policy, an executor group
+//! (empty for the scheduler's own handlers), an alarm's name. Job ids and handlers
+//! label runs' instruments only when
+//! [`metric_job_labels`](crate::SchedulerConfig::metric_job_labels) is on.
 
+use crate::job::Job;
 use crate::policy::MisfirePolicy;
 use crate::time::Timestamp;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Fires this node claimed (leases granted).
 pub const FIRES_CLAIMED: &str = "jobwheel_fires_claimed_total";
@@ -64,6 +69,24 @@ pub const OLDEST_DUE: &str = "jobwheel_oldest_due_age_seconds";
 pub const STORE_CALL: &str = "jobwheel_store_call_seconds";
 /// Fires asked for in one lease request (one poll's claim).
 pub const CLAIM_BATCH: &str = "jobwheel_claim_batch_size";
+
+/// Fires armed on this node now: claimed ahead of their instant, waiting on a timer.
+pub const ARMED: &str = "jobwheel_armed";
+/// Scheduler nodes whose last heartbeat is within the dead-node bound, as this
+/// node's last heartbeat read the registry.
+pub const LIVE_NODES: &str = "jobwheel_live_nodes";
+/// Executor instances of a `group` this node dispatches to that schedulers send runs
+/// to now (fixed members, or registered ones beating within the group's bound).
+pub const LIVE_EXECUTORS: &str = "jobwheel_live_executors";
+/// Alarm deliveries by `alarm` (its name) and `result` (`delivered`, `failed`).
+pub const ALARM_DELIVERIES: &str = "jobwheel_alarm_deliveries_total";
+/// Seconds a run request to an executor instance took to be answered, by `group`
+/// (the dispatch, not the run).
+pub const DISPATCH: &str = "jobwheel_dispatch_seconds";
+/// Run requests an executor instance refused or did not answer, by `group` and
+/// `reason` (the instance's error code: `busy`, `discarded`, `unknown_handler`,
+/// `overloaded`, `bad_signature` …, or `unreachable`).
+pub const DISPATCH_REFUSED: &str = "jobwheel_dispatch_refused_total";
 
 /// Every instrument: name, kind, unit, help text (as the exporters show it).
 pub const ALL: &[(&str, &str, &str, &str)] = &[
@@ -195,6 +218,42 @@ pub const ALL: &[(&str, &str, &str, &str)] = &[
         "",
         "Fires asked for in one lease request.",
     ),
+    (
+        ARMED,
+        "gauge",
+        "",
+        "Fires armed on this node, waiting for their instant.",
+    ),
+    (
+        LIVE_NODES,
+        "gauge",
+        "",
+        "Scheduler nodes with a recent heartbeat, as this node read the registry.",
+    ),
+    (
+        LIVE_EXECUTORS,
+        "gauge",
+        "",
+        "Live executor instances per group this node dispatches to.",
+    ),
+    (
+        ALARM_DELIVERIES,
+        "counter",
+        "",
+        "Alarm deliveries by alarm and result.",
+    ),
+    (
+        DISPATCH,
+        "histogram",
+        "seconds",
+        "Run requests to executor instances, by group: until the instance answered.",
+    ),
+    (
+        DISPATCH_REFUSED,
+        "counter",
+        "",
+        "Run requests an executor instance refused or did not answer, by group and reason.",
+    ),
 ];
 
 /// Outcomes a finished run is counted under.
@@ -226,49 +285,53 @@ pub(crate) fn describe() {
     }
 }
 
-/// The instruments a scheduler records on every fire, registered once when it
-/// starts with the recorder installed then (so an event costs an atomic update, not
-/// a lookup): install an exporter before `Scheduler::start`.
-pub(crate) struct Handles {
+/// The instruments of one label set of runs: a job's `group` (empty for the
+/// scheduler's own handlers), and with job labels on, its `job` and `handler`.
+pub(crate) struct RunInstruments {
     fire_lag: ::metrics::Histogram,
     claim_lag: ::metrics::Histogram,
     pickup: ::metrics::Histogram,
     run_duration: Vec<::metrics::Histogram>,
     finished: Vec<::metrics::Counter>,
     misfired: Vec<::metrics::Counter>,
-    running: ::metrics::Gauge,
-    due_backlog: ::metrics::Gauge,
-    oldest_due: ::metrics::Gauge,
 }
 
-impl Handles {
-    /// Registers every instrument with the recorder installed now.
-    pub(crate) fn register() -> Handles {
-        Handles {
-            fire_lag: ::metrics::histogram!(FIRE_LAG),
-            claim_lag: ::metrics::histogram!(CLAIM_LAG),
-            pickup: ::metrics::histogram!(PICKUP),
+/// A label set: (group, job, handler).
+type LabelSet = (String, Option<String>, Option<String>);
+
+impl RunInstruments {
+    fn register(set: &LabelSet) -> RunInstruments {
+        let mut labels = vec![::metrics::Label::new("group", set.0.clone())];
+        if let (Some(job), Some(handler)) = (&set.1, &set.2) {
+            labels.push(::metrics::Label::new("job", job.clone()));
+            labels.push(::metrics::Label::new("handler", handler.clone()));
+        }
+        let with = |k: &'static str, v: &'static str| {
+            let mut l = labels.clone();
+            l.push(::metrics::Label::new(k, v));
+            l
+        };
+        RunInstruments {
+            fire_lag: ::metrics::histogram!(FIRE_LAG, labels.clone()),
+            claim_lag: ::metrics::histogram!(CLAIM_LAG, labels.clone()),
+            pickup: ::metrics::histogram!(PICKUP, labels.clone()),
             run_duration: OUTCOMES
                 .iter()
-                .map(|o| ::metrics::histogram!(RUN_DURATION, "outcome" => *o))
+                .map(|o| ::metrics::histogram!(RUN_DURATION, with("outcome", o)))
                 .collect(),
             finished: OUTCOMES
                 .iter()
-                .map(|o| ::metrics::counter!(RUNS_FINISHED, "outcome" => *o))
+                .map(|o| ::metrics::counter!(RUNS_FINISHED, with("outcome", o)))
                 .collect(),
             misfired: POLICIES
                 .iter()
-                .map(|p| ::metrics::counter!(FIRES_MISFIRED, "policy" => *p))
+                .map(|p| ::metrics::counter!(FIRES_MISFIRED, with("policy", p)))
                 .collect(),
-            running: ::metrics::gauge!(RUNNING),
-            due_backlog: ::metrics::gauge!(DUE_BACKLOG),
-            oldest_due: ::metrics::gauge!(OLDEST_DUE),
         }
     }
 
-    /// Handles that record nothing (a scheduler not started).
-    pub(crate) fn noop() -> Handles {
-        Handles {
+    fn noop() -> RunInstruments {
+        RunInstruments {
             fire_lag: ::metrics::Histogram::noop(),
             claim_lag: ::metrics::Histogram::noop(),
             pickup: ::metrics::Histogram::noop(),
@@ -284,9 +347,6 @@ impl Handles {
                 .iter()
                 .map(|_| ::metrics::Counter::noop())
                 .collect(),
-            running: ::metrics::Gauge::noop(),
-            due_backlog: ::metrics::Gauge::noop(),
-            oldest_due: ::metrics::Gauge::noop(),
         }
     }
 
@@ -298,9 +358,8 @@ impl Handles {
 
     /// A finish written, with its outcome.
     pub(crate) fn finished(&self, outcome: &'static str) {
-        match OUTCOMES.iter().position(|o| *o == outcome) {
-            Some(i) => self.finished[i].increment(1),
-            None => ::metrics::counter!(RUNS_FINISHED, "outcome" => outcome).increment(1),
+        if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {
+            self.finished[i].increment(1);
         }
     }
 
@@ -319,12 +378,79 @@ impl Handles {
 
     /// A handler ran for `took` and ended with `outcome`.
     pub(crate) fn ran(&self, outcome: &'static str, took: std::time::Duration) {
-        match OUTCOMES.iter().position(|o| *o == outcome) {
-            Some(i) => self.run_duration[i].record(took.as_secs_f64()),
-            None => {
-                ::metrics::histogram!(RUN_DURATION, "outcome" => outcome).record(took.as_secs_f64())
-            }
+        if let Some(i) = OUTCOMES.iter().position(|o| *o == outcome) {
+            self.run_duration[i].record(took.as_secs_f64());
         }
+    }
+}
+
+/// The instruments a scheduler records, registered once when it starts with the
+/// recorder installed then (so an event costs an atomic update, not a lookup):
+/// install an exporter before `Scheduler::start`. Runs' instruments are registered
+/// per label set the first time a run of it starts, and kept.
+pub(crate) struct Handles {
+    /// With `job` and `handler` labels on runs' instruments.
+    job_labels: bool,
+    /// Runs of the scheduler's own handlers, without job labels.
+    local: Arc<RunInstruments>,
+    /// Other label sets.
+    sets: Mutex<HashMap<LabelSet, Arc<RunInstruments>>>,
+    running: ::metrics::Gauge,
+    armed: ::metrics::Gauge,
+    due_backlog: ::metrics::Gauge,
+    oldest_due: ::metrics::Gauge,
+    live_nodes: ::metrics::Gauge,
+    /// Registered (or noop) handles: whether to register more.
+    live: bool,
+}
+
+impl Handles {
+    /// Registers every instrument with the recorder installed now; `job_labels`
+    /// labels runs' instruments with their job and handler too.
+    pub(crate) fn register(job_labels: bool) -> Handles {
+        Handles {
+            job_labels,
+            local: Arc::new(RunInstruments::register(&(String::new(), None, None))),
+            sets: Mutex::default(),
+            running: ::metrics::gauge!(RUNNING),
+            armed: ::metrics::gauge!(ARMED),
+            due_backlog: ::metrics::gauge!(DUE_BACKLOG),
+            oldest_due: ::metrics::gauge!(OLDEST_DUE),
+            live_nodes: ::metrics::gauge!(LIVE_NODES),
+            live: true,
+        }
+    }
+
+    /// Handles that record nothing (a scheduler not started).
+    pub(crate) fn noop() -> Handles {
+        Handles {
+            job_labels: false,
+            local: Arc::new(RunInstruments::noop()),
+            sets: Mutex::default(),
+            running: ::metrics::Gauge::noop(),
+            armed: ::metrics::Gauge::noop(),
+            due_backlog: ::metrics::Gauge::noop(),
+            oldest_due: ::metrics::Gauge::noop(),
+            live_nodes: ::metrics::Gauge::noop(),
+            live: false,
+        }
+    }
+
+    /// The instruments of `job`'s runs.
+    pub(crate) fn for_job(&self, job: &Job) -> Arc<RunInstruments> {
+        let group = job.remote().map(|r| r.group());
+        if !self.live || (group.is_none() && !self.job_labels) {
+            return self.local.clone();
+        }
+        let set: LabelSet = (
+            group.unwrap_or_default().to_string(),
+            self.job_labels.then(|| job.id().to_string()),
+            self.job_labels.then(|| job.handler().to_string()),
+        );
+        let mut sets = super::lock(&self.sets);
+        sets.entry(set)
+            .or_insert_with_key(|set| Arc::new(RunInstruments::register(set)))
+            .clone()
     }
 
     /// A poll from the start of the due index at `now` saw `waiting` fires due and
@@ -339,6 +465,89 @@ impl Handles {
     pub(crate) fn running(&self, n: usize) {
         self.running.set(n as f64);
     }
+
+    /// `n` fires are armed on this node now.
+    pub(crate) fn armed(&self, n: usize) {
+        self.armed.set(n as f64);
+    }
+
+    /// `n` scheduler nodes are live, as the registry read now says.
+    pub(crate) fn live_nodes(&self, n: usize) {
+        self.live_nodes.set(n as f64);
+    }
+}
+
+#[cfg(feature = "remote")]
+/// `n` instances of executor group `group` are live.
+pub(crate) fn live_executors(group: &str, n: usize) {
+    ::metrics::gauge!(LIVE_EXECUTORS, "group" => group.to_string()).set(n as f64);
+}
+
+/// Registers alarm `alarm`'s delivery counters (at zero).
+pub(crate) fn register_alarm(alarm: &str) {
+    for result in ["delivered", "failed"] {
+        ::metrics::counter!(ALARM_DELIVERIES, "alarm" => alarm.to_string(), "result" => result)
+            .increment(0);
+    }
+}
+
+/// Registers executor group `group`'s dispatch instruments (refusals at zero).
+#[cfg(feature = "remote")]
+pub(crate) fn register_group(group: &str) {
+    for reason in REFUSALS {
+        ::metrics::counter!(DISPATCH_REFUSED, "group" => group.to_string(), "reason" => reason)
+            .increment(0);
+    }
+    let _ = ::metrics::histogram!(DISPATCH, "group" => group.to_string());
+    let _ = ::metrics::gauge!(LIVE_EXECUTORS, "group" => group.to_string());
+}
+
+/// Alarm `alarm` delivered an event (`delivered`) or failed to.
+pub(crate) fn alarm_delivery(alarm: &str, delivered: bool) {
+    let result = if delivered { "delivered" } else { "failed" };
+    ::metrics::counter!(ALARM_DELIVERIES, "alarm" => alarm.to_string(), "result" => result)
+        .increment(1);
+}
+
+#[cfg(feature = "remote")]
+/// A run request to an instance of `group` was answered after `took`.
+pub(crate) fn dispatched(group: &str, took: std::time::Duration) {
+    ::metrics::histogram!(DISPATCH, "group" => group.to_string()).record(took.as_secs_f64());
+}
+
+#[cfg(feature = "remote")]
+/// Refusal codes of the executor protocol, and the engine's own reasons; an
+/// instance's answer is not trusted to keep the label set small, so any other code
+/// counts as `other`.
+const REFUSALS: [&str; 15] = [
+    "bad_request",
+    "unsigned",
+    "bad_signature",
+    "skewed_timestamp",
+    "replayed",
+    "unknown_run",
+    "conflict",
+    "discarded",
+    "too_large",
+    "unknown_handler",
+    "busy",
+    "overloaded",
+    "unauthentic",
+    "unreachable",
+    "other",
+];
+
+#[cfg(feature = "remote")]
+/// A run request to an instance of `group` was refused for `reason` (a code of
+/// [`REFUSALS`], or `other`).
+pub(crate) fn dispatch_refused(group: &str, reason: &str) {
+    let reason = REFUSALS
+        .iter()
+        .find(|r| **r == reason)
+        .copied()
+        .unwrap_or("other");
+    ::metrics::counter!(DISPATCH_REFUSED, "group" => group.to_string(), "reason" => reason)
+        .increment(1);
 }
 
 /// The label a misfire policy has.

@@ -11,7 +11,7 @@ use crate::record::*;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub(super) async fn heartbeat_once(core: &Core) -> Result<()> {
     let info = NodeInfo {
@@ -23,6 +23,30 @@ pub(super) async fn heartbeat_once(core: &Core) -> Result<()> {
         capacity: core.load.executor.capacity() as u32,
     };
     core.store.heartbeat(&info).await.map(|_| ())
+}
+
+/// Sets the live-node and live-executor gauges from the registry as it is now (the
+/// store's clock as this node reads it). A failed read leaves them as they were.
+async fn census(core: &Core) {
+    let now = core.clock.now();
+    match core.store.nodes().await {
+        Ok(nodes) => {
+            let dead_after = core.config.dead_after();
+            let live = nodes
+                .items
+                .iter()
+                .filter(|n| now.duration_since(n.last_beat) <= dead_after)
+                .count();
+            core.instruments().live_nodes(live);
+        }
+        Err(e) => debug!(error = %e, "reading the node registry for the live-node gauge failed"),
+    }
+    #[cfg(feature = "remote")]
+    for (name, group) in &core.handlers.remote {
+        if let Ok(live) = group.live_count().await {
+            super::instruments::live_executors(name, live);
+        }
+    }
 }
 
 /// Renews the leases of running runs every third of the lease ttl; a lease that is
@@ -122,6 +146,7 @@ async fn maintain(
     if core.life.stop.is_cancelled() {
         return Ok(());
     }
+    census(core).await;
     for dead in core.store.reap_nodes(core.config.dead_after()).await? {
         info!(node = %dead, "reaped a dead node");
     }
@@ -226,6 +251,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
     );
     warn!(job = %run.job_id, run = %run.id, node = %run.node, "recording a lost run");
     let recorded = fire::Run {
+        instruments: core.instruments().for_job(&fire.job),
         fire,
         attempt,
         run_id: run.id,

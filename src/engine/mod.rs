@@ -288,7 +288,17 @@ impl Scheduler {
         }
         instruments::describe();
         self.core.counters.bind();
-        let _ = self.core.instruments.set(instruments::Handles::register());
+        let _ = self.core.instruments.set(instruments::Handles::register(
+            self.core.config.metric_job_labels,
+        ));
+        // Series known at start are listed from the first scrape, at zero.
+        for alarm in &self.core.alarm.alarms {
+            instruments::register_alarm(alarm.name());
+        }
+        #[cfg(feature = "remote")]
+        for group in self.core.handlers.remote.keys() {
+            instruments::register_group(group);
+        }
         cycle::start(&self.core).await?;
         Ok(SchedulerHandle {
             scheduler: self.clone(),

@@ -295,7 +295,13 @@ async fn claim(
     for ((fire, lease), req) in fresh.into_iter().zip(leases).zip(&requests) {
         let Some(lease) = lease else { continue };
         granted += 1;
-        if !lock(&core.load.armed).insert(fire.job_id.clone()) {
+        let inserted = {
+            let mut armed = lock(&core.load.armed);
+            let inserted = armed.insert(fire.job_id.clone());
+            core.instruments().armed(armed.len());
+            inserted
+        };
+        if !inserted {
             fire::release(core, lease).await;
             continue;
         }

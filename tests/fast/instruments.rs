@@ -28,8 +28,10 @@ fn read(snap: Snapshot) -> (Counted, Sampled) {
     let (mut counters, mut histograms) = (BTreeMap::new(), BTreeMap::<String, Vec<f64>>::new());
     for (key, _, _, value) in snap {
         let key = key.key();
+        // Runs of the scheduler's own handlers carry an empty `group`.
         let label = key
             .labels()
+            .filter(|l| !(l.key() == "group" && l.value().is_empty()))
             .map(|l| l.value().to_string())
             .collect::<Vec<_>>()
             .join(",");
@@ -308,5 +310,140 @@ async fn the_due_gauges_show_what_waits_and_since_when() {
     assert!(
         (34.0..=35.0).contains(&oldest),
         "the last poll (every second) saw fires waiting since 10 s: {oldest}"
+    );
+}
+
+/// Fails its first delivery (of all its copies), then delivers.
+struct FlakyAlarm(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+#[async_trait::async_trait]
+impl jobwheel::JobAlarm for FlakyAlarm {
+    fn name(&self) -> &str {
+        "pager"
+    }
+    async fn alarm(&self, _e: &jobwheel::AlarmEvent) -> Result<(), jobwheel::AlarmError> {
+        if self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            Err(jobwheel::AlarmError::retryable("pager down"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn job_labels_gauges_and_alarm_deliveries() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let tries = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let node = |id: &str, job_labels: bool| {
+        Scheduler::builder()
+            .store(store.clone())
+            .locks(locks.clone())
+            .handler("ok", |_ctx: jobwheel::JobContext| async {
+                Ok::<(), jobwheel::JobError>(())
+            })
+            .handler("bad", |_ctx: jobwheel::JobContext| async {
+                Err::<(), _>(jobwheel::JobError::msg("boom").permanent())
+            })
+            .alarm(FlakyAlarm(tries.clone()))
+            .config(
+                config(id)
+                    .metric_job_labels(job_labels)
+                    .alarm_retry_base(Duration::from_secs(1)),
+            )
+            .build()
+            .unwrap()
+    };
+    let n1 = node("n1", true);
+    let h1 = n1.start().await.unwrap();
+    let h2 = node("n2", true).start().await.unwrap();
+    // Every 10 s from 10 s: armed ahead (lookahead 5 s) between fires.
+    n1.upsert(
+        Job::builder(
+            "tick",
+            "ok",
+            Schedule::every(Duration::from_secs(10)).unwrap(),
+        )
+        .build()
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    n1.upsert(
+        Job::builder("boom", "bad", Schedule::once(at("2026-01-01T00:00:02Z")))
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(17)).await;
+    let snap = snapshotter.snapshot().into_vec();
+    h1.shutdown().await;
+    h2.shutdown().await;
+    let labels = |key: &metrics::Key| -> BTreeMap<String, String> {
+        key.labels()
+            .map(|l| (l.key().to_string(), l.value().to_string()))
+            .collect()
+    };
+    let gauge = |name: &str| {
+        snap.iter().find_map(|(k, _, _, v)| match v {
+            DebugValue::Gauge(g) if k.key().name() == name => Some(g.into_inner()),
+            _ => None,
+        })
+    };
+    let counted = |name: &str, want: &[(&str, &str)]| -> u64 {
+        snap.iter()
+            .filter(|(k, _, _, _)| k.key().name() == name)
+            .filter(|(k, _, _, _)| {
+                let l = labels(k.key());
+                want.iter()
+                    .all(|(a, b)| l.get(*a).map(String::as_str) == Some(*b))
+            })
+            .map(|(_, _, _, v)| match v {
+                DebugValue::Counter(n) => *n,
+                _ => 0,
+            })
+            .sum()
+    };
+    assert_eq!(gauge(i::LIVE_NODES), Some(2.0), "two nodes beat");
+    assert_eq!(
+        gauge(i::ARMED),
+        Some(1.0),
+        "tick's fire at 20 s is armed at 17 s"
+    );
+    // Runs' instruments carry group (empty: local), job and handler.
+    let tick = [
+        ("group", ""),
+        ("job", "tick"),
+        ("handler", "ok"),
+        ("outcome", "succeeded"),
+    ];
+    let runs = runs_of(&store, "tick").await;
+    assert_eq!(counted(i::RUNS_FINISHED, &tick), runs.len() as u64);
+    assert!(!runs.is_empty());
+    let boom = [("job", "boom"), ("handler", "bad"), ("outcome", "failed")];
+    assert_eq!(counted(i::RUNS_FINISHED, &boom), 1);
+    assert!(
+        snap.iter().any(|(k, _, _, v)| k.key().name() == i::FIRE_LAG
+            && labels(k.key()).get("job").map(String::as_str) == Some("tick")
+            && matches!(v, DebugValue::Histogram(h) if !h.is_empty())),
+        "the fire lag of tick's runs under its labels"
+    );
+    // The final failure's alarm: the pager failed once, then delivered (1 s later).
+    assert_eq!(
+        counted(
+            i::ALARM_DELIVERIES,
+            &[("alarm", "pager"), ("result", "failed")]
+        ),
+        1
+    );
+    assert_eq!(
+        counted(
+            i::ALARM_DELIVERIES,
+            &[("alarm", "pager"), ("result", "delivered")]
+        ),
+        1
     );
 }

@@ -17,7 +17,9 @@ async fn metrics_are_served_behind_credentials_for_prometheus() {
     let dir = std::env::temp_dir().join(format!("jobwheel-metrics-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
     let url = format!("sqlite://{}?mode=rwc", dir.join("jobs.db").display());
-    let (cfg, tokens) = config(&url, None, false, None);
+    // With a webhook alarm, so its delivery counters are scraped too.
+    let hook = support::servers::HttpServer::start(support::servers::Answer::Status(200)).await;
+    let (cfg, tokens) = config(&url, None, false, Some(&hook.url));
     let server = serve(cfg).await;
     let base = format!("http://{}", server.local_addr());
     let instance = instance_builder("i-1", &Seen::default())
@@ -127,7 +129,7 @@ async fn metrics_are_served_behind_credentials_for_prometheus() {
     let lag = parsed
         .samples
         .iter()
-        .find(|s| s.metric == i::FIRE_LAG)
+        .find(|s| s.metric == i::FIRE_LAG && s.labels.get("group") == Some("billing"))
         .unwrap();
     let prometheus_parse::Value::Histogram(buckets) = &lag.value else {
         unreachable!()
@@ -137,6 +139,43 @@ async fn metrics_are_served_behind_credentials_for_prometheus() {
         buckets.last().unwrap().count >= succeeded as f64,
         "every run's lag is counted"
     );
+    // The group's live instance and its dispatches: read at the node's next
+    // registry check (every quarter heartbeat).
+    let mut live = None;
+    for _ in 0..100 {
+        let text = scrape(Some(tokens.viewer.clone()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let p = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
+        live = p.samples.iter().find_map(|s| match s.value {
+            prometheus_parse::Value::Gauge(v)
+                if s.metric == i::LIVE_EXECUTORS && s.labels.get("group") == Some("billing") =>
+            {
+                Some(v)
+            }
+            _ => None,
+        });
+        if live == Some(1.0) {
+            let dispatched = p.samples.iter().find_map(|s| match &s.value {
+                prometheus_parse::Value::Histogram(b)
+                    if s.metric == i::DISPATCH && s.labels.get("group") == Some("billing") =>
+                {
+                    b.last().map(|b| b.count)
+                }
+                _ => None,
+            });
+            assert!(
+                dispatched.is_some_and(|n| n >= succeeded as f64),
+                "every run was dispatched to billing: {dispatched:?}"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(live, Some(1.0), "billing's one instance is live");
     instance.shutdown().await;
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
