@@ -41,7 +41,7 @@ pub(super) async fn alarm_loop(core: Arc<Core>) {
             }
             Ok(_) => Duration::ZERO,
             Err(e) => {
-                bump(&core.counters.backend_errors);
+                core.backend_error("alarms");
                 let d = backoff.next_delay();
                 warn!(error = %e, retry_in = ?d, "alarm outbox unavailable");
                 d

@@ -319,7 +319,7 @@ async fn start_run(
             return Err(lease);
         }
         Err(e) => {
-            bump(&core.counters.backend_errors);
+            core.backend_error("start_runs");
             warn!(error = %e, "start failed; the fire stays due");
             return Err(lease);
         }
@@ -595,7 +595,7 @@ pub(crate) async fn finish(
                 return None;
             }
             Err(e) => {
-                bump(&core.counters.backend_errors);
+                core.backend_error("finish_runs");
                 if !e.is_temporary() {
                     refused_for_good += 1;
                 }

@@ -32,7 +32,8 @@ pub const FINISHES_REFUSED: &str = "jobwheel_runs_finish_refused_total";
 /// Scheduled fires a misfire policy handled, by `policy` (`fire_once`, `skip`,
 /// `catch_up`): a late run that stands for three missed fires counts 3.
 pub const FIRES_MISFIRED: &str = "jobwheel_fires_misfired_total";
-/// Store or lock calls that failed (and were retried).
+/// Store or lock calls that failed (and were retried), by `operation` (`due`,
+/// `start_runs`, `finish_runs`, `renew`, `maintenance`, `alarms`, `append_lines`).
 pub const BACKEND_ERRORS: &str = "jobwheel_backend_errors_total";
 /// Stored rows this node could not read (skipped).
 pub const CORRUPT_ROWS: &str = "jobwheel_corrupt_rows_total";
@@ -137,7 +138,7 @@ pub const ALL: &[(&str, &str, &str, &str)] = &[
         BACKEND_ERRORS,
         "counter",
         "",
-        "Store or lock calls that failed and were retried.",
+        "Store or lock calls that failed and were retried, by operation.",
     ),
     (
         CORRUPT_ROWS,

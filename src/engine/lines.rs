@@ -11,7 +11,7 @@
 //! [`run_log_layer`]: crate::run_log_layer
 
 use super::instruments::timed;
-use super::{Core, bump, lock};
+use super::{Core, lock};
 use crate::capture::{self, LineSink, RunKey};
 use crate::record::{LogLines, RunId};
 use std::collections::HashMap;
@@ -145,7 +145,7 @@ async fn write(core: &Core, chunks: Vec<LogLines>) {
     }
     let store = &core.store;
     if let Err(e) = timed("append_lines", store.name(), store.append_lines(&chunks)).await {
-        bump(&core.counters.backend_errors);
+        core.backend_error("append_lines");
         let dropped = core.lines.hold(chunks);
         warn!(error = %e, dropped, "writing runs' log lines failed; kept for the next flush");
     }

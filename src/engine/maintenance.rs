@@ -86,7 +86,7 @@ pub(super) async fn renew_loop(core: Arc<Core>) {
                 }
             }
             Err(err) => {
-                bump(&core.counters.backend_errors);
+                core.backend_error("renew");
                 warn!(error = %err, "lease renewal failed");
                 let now = Instant::now();
                 for (id, _) in &batch {
@@ -120,7 +120,7 @@ pub(super) async fn heartbeat_loop(core: Arc<Core>) {
                 core.config.heartbeat / 4
             }
             Err(e) => {
-                bump(&core.counters.backend_errors);
+                core.backend_error("maintenance");
                 let d = backoff.next_delay().min(core.config.heartbeat);
                 warn!(error = %e, retry_in = ?d, "heartbeat failed");
                 d

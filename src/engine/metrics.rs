@@ -74,6 +74,17 @@ impl MisfireCounts {
 
 /// One of the live counters: its value here, and the instrument it also counts in
 /// the installed `metrics` recorder (if it has one).
+/// The operations a failed store or lock call is counted under.
+pub(crate) const BACKEND_OPERATIONS: [&str; 7] = [
+    "due",
+    "start_runs",
+    "finish_runs",
+    "renew",
+    "maintenance",
+    "alarms",
+    "append_lines",
+];
+
 pub(crate) struct Count {
     n: AtomicU64,
     name: Option<&'static str>,
@@ -144,7 +155,8 @@ impl Default for Counters {
             misfired_fire_once: Count::unnamed(),
             misfired_skip: Count::unnamed(),
             misfired_catch_up: Count::unnamed(),
-            backend_errors: Count::named(i::BACKEND_ERRORS),
+            // Exported by operation (`Core::backend_error`), counted here in all.
+            backend_errors: Count::unnamed(),
             alarms_handled: Count::named(i::ALARMS_HANDLED),
             corrupt_rows: Count::named(i::CORRUPT_ROWS),
             panics: Count::named(i::PANICS),
@@ -173,7 +185,6 @@ impl Counters {
             &self.finish_refused,
             &self.leases_lost,
             &self.lost_recovered,
-            &self.backend_errors,
             &self.alarms_handled,
             &self.corrupt_rows,
             &self.panics,
@@ -181,6 +192,9 @@ impl Counters {
             if let Some(name) = c.name {
                 let _ = c.handle.set(::metrics::counter!(name));
             }
+        }
+        for op in BACKEND_OPERATIONS {
+            ::metrics::counter!(super::instruments::BACKEND_ERRORS, "operation" => op).increment(0);
         }
     }
 

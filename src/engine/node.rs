@@ -86,6 +86,17 @@ pub(crate) struct Core {
 }
 
 impl Core {
+    /// A store or lock call of `operation` (one of
+    /// [`BACKEND_OPERATIONS`](super::metrics::BACKEND_OPERATIONS)) failed: counted in
+    /// [`EngineMetrics`](super::EngineMetrics) and exported by operation.
+    pub(crate) fn backend_error(&self, operation: &'static str) {
+        super::bump(&self.counters.backend_errors);
+        if self.instruments.get().is_some() {
+            ::metrics::counter!(super::instruments::BACKEND_ERRORS, "operation" => operation)
+                .increment(1);
+        }
+    }
+
     /// The instruments registered at start (recording nothing before).
     pub(crate) fn instruments(&self) -> &super::instruments::Handles {
         static NOOP: std::sync::LazyLock<super::instruments::Handles> =

@@ -59,7 +59,7 @@ pub(super) async fn poll_loop(core: Arc<Core>) {
                 }
             }
             Err(e) => {
-                bump(&core.counters.backend_errors);
+                core.backend_error("due");
                 let d = backoff.next_delay();
                 warn!(node = %core.node_id, error = %e, retry_in = ?d, "poll failed");
                 d

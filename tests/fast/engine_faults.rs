@@ -171,6 +171,9 @@ impl jobwheel::store::Credentials for FlakyStore {
 
 #[tokio::test(start_paused = true)]
 async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
     let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
     let flaky = FlakyStore {
         inner: store.clone(),
@@ -243,6 +246,21 @@ async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
         ticks_after >= ticks_during + 6,
         "firing resumed: {ticks_during} -> {ticks_after}"
     );
-    assert!(h.scheduler().metrics().backend_errors > 0);
+    let errors = h.scheduler().metrics().backend_errors;
+    assert!(errors > 0);
+    // Exported by operation, summing to the in-process count: the poll's and the
+    // finish's failures among them.
+    let mut by_op = std::collections::BTreeMap::new();
+    for (k, _, _, v) in snapshotter.snapshot().into_vec() {
+        if let (true, metrics_util::debugging::DebugValue::Counter(n)) = (
+            k.key().name() == jobwheel::engine::instruments::BACKEND_ERRORS,
+            v,
+        ) {
+            let op = k.key().labels().next().unwrap().value().to_string();
+            by_op.insert(op, n);
+        }
+    }
+    assert_eq!(by_op.values().sum::<u64>(), errors, "{by_op:?}");
+    assert!(by_op["due"] > 0 && by_op["finish_runs"] > 0, "{by_op:?}");
     h.shutdown().await;
 }

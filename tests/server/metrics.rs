@@ -349,8 +349,92 @@ async fn a_real_prometheus_scrapes_the_server_with_the_alert_rules_loaded() {
         .matches("- alert:")
         .count();
     assert_eq!(loaded, shipped, "every shipped alert rule is loaded");
+    if let Ok(out) = std::env::var("JOBWHEEL_PANELS") {
+        pictures_of_the_panels(&api, &admin, &prom, root, &out).await;
+    }
     let _ = child.kill().await;
     instance.shutdown().await;
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With `JOBWHEEL_PANELS=docs/screenshots`: lets the served instance run a mixed
+/// workload for `JOBWHEEL_PANELS_SECONDS` (180), scraped by the Prometheus above, then
+/// takes a picture of each key dashboard panel's query on Prometheus's graph page in
+/// Chromium (`tests/browser/panels.mjs`). The pictures in docs/ARCHITECTURE.md.
+async fn pictures_of_the_panels(
+    api: &Api,
+    admin: &Who,
+    prom: &str,
+    root: &std::path::Path,
+    out: &str,
+) {
+    // Beside the job every second: one failing every 5 s, one sleeping 1.5 s every
+    // 2 s (its fires wait for the previous run: serial), and a burst each 30 s.
+    let jobs = [
+        json!({"id": "fails.often", "handler": "fail", "remote": {"group": "billing"},
+               "schedule": {"kind": "cron", "expr": "*/5 * * * * ?", "zone": "UTC"},
+               "retry": {"max_attempts": 1}}),
+        json!({"id": "slow.report", "handler": "wait", "payload": {"ms": 1500}, "remote": {"group": "billing"},
+               "schedule": {"kind": "cron", "expr": "*/2 * * * * ?", "zone": "UTC"}}),
+    ];
+    for job in jobs {
+        let a = api
+            .send(admin, "POST", "/api/v1/jobs", "/api/v1/jobs", job)
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+    }
+    for i in 0..20 {
+        let job = json!({"id": format!("burst.{i}"), "handler": "echo", "remote": {"group": "billing"},
+                         "schedule": {"kind": "cron", "expr": "0,30 * * * * ?", "zone": "UTC"}});
+        assert_eq!(
+            api.send(admin, "POST", "/api/v1/jobs", "/api/v1/jobs", job)
+                .await
+                .status,
+            201
+        );
+    }
+    let seconds: u64 = std::env::var("JOBWHEEL_PANELS_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(180);
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let q = |quantile: &str, metric: &str, name: &str| {
+        format!(
+            "label_replace(histogram_quantile({quantile}, sum by (le) (rate({metric}_bucket[30s]))), \"series\", \"{name}\", \"\", \"\")"
+        )
+    };
+    let range = format!("{}s", seconds + 30);
+    let panels = json!([
+        {"name": "prometheus-fire-lag", "range": range,
+         "expr": format!("{} or {}", q("0.5", "jobwheel_fire_lag_seconds", "fire lag p50"), q("0.99", "jobwheel_fire_lag_seconds", "fire lag p99"))},
+        {"name": "prometheus-claim-lag-pickup", "range": range,
+         "expr": format!("{} or {}", q("0.99", "jobwheel_claim_lag_seconds", "claim lag p99"), q("0.99", "jobwheel_pickup_seconds", "pickup p99"))},
+        {"name": "prometheus-runs-by-outcome", "range": range,
+         "expr": "sum by (outcome) (rate(jobwheel_runs_finished_total{group=\"billing\"}[30s])) > 0"},
+        {"name": "prometheus-fleet", "range": range,
+         // `or` matches series on their labels, not their names: each gets its own.
+         "expr": "label_replace(jobwheel_live_nodes, \"series\", \"live nodes\", \"\", \"\") \
+                  or label_replace(jobwheel_live_executors, \"series\", \"live executors of $1\", \"group\", \"(.*)\") \
+                  or label_replace(jobwheel_running, \"series\", \"running\", \"\", \"\") \
+                  or label_replace(jobwheel_armed, \"series\", \"armed\", \"\", \"\")"},
+    ]);
+    let out_dir = root.join(out);
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let run = tokio::process::Command::new("node")
+        .arg("panels.mjs")
+        .current_dir(root.join("tests/browser"))
+        .env("JW_PROM", prom)
+        .env("JW_OUT", &out_dir)
+        .env("JW_PANELS", panels.to_string())
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "panels.mjs: {}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    println!("{}", String::from_utf8_lossy(&run.stdout));
 }
