@@ -1,6 +1,6 @@
 //! Checks of the audit log and of an operator's alarm retry and discard.
 
-use super::store_log::{alarm, claim_mine, enqueue};
+use super::outbox::{alarm, claim_mine, enqueue};
 use super::unique;
 use crate::record::*;
 use crate::store::{AlarmQuery, AuditQuery, JobStore};
@@ -337,12 +337,8 @@ pub async fn changes_and_their_audit_entries(store: &dyn JobStore) {
 
     // Alarm events: applied (and audited) only while pending or failed.
     let alarm_job = unique("audited-alarm");
-    let ids = super::store_log::enqueue(
-        store,
-        &alarm_job,
-        vec![super::store_log::alarm(&alarm_job, 1)],
-    )
-    .await;
+    let ids =
+        super::outbox::enqueue(store, &alarm_job, vec![super::outbox::alarm(&alarm_job, 1)]).await;
     let e = entry("alarm.discard");
     assert!(
         store

@@ -27,6 +27,7 @@ mod due;
 mod edges;
 mod executors;
 mod locks;
+mod outbox;
 mod overrides;
 mod rows;
 mod rules;
@@ -44,6 +45,7 @@ pub use edges::{
 };
 pub use executors::executor_instances_by_heartbeat;
 pub use locks::*;
+pub use outbox::{alarm_outbox_claimed_once, alarm_outbox_purges_done_events};
 pub use overrides::trigger_payload_override;
 pub use rows::{
     RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
