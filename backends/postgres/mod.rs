@@ -145,6 +145,7 @@ impl Dialect for PgDialect {
     const ON_CONFLICT_IGNORE: &'static str = " ON CONFLICT DO NOTHING";
     // Bulk upserts in 4 transactions at once (measured in docs/BENCHMARKS.md).
     const BULK_WRITERS: usize = 4;
+    const INSERTS_ABSENT: bool = true;
     const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
     // One session holds an advisory lock for the whole run, so nodes migrating at once
     // never race on `CREATE … IF NOT EXISTS` (which PostgreSQL does not make safe
@@ -192,6 +193,14 @@ impl Dialect for PgDialect {
     }
 
     crate::sql::executes_on!(Postgres, |t: String| numbered(&t), |pool| pool.begin());
+
+    async fn insert_absent(
+        &self,
+        jobs: &[(crate::Job, Option<crate::Timestamp>)],
+        defs: &[String],
+    ) -> Result<Option<Vec<usize>>> {
+        self.insert_absent_jobs(jobs, defs).await.map(Some)
+    }
 
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
         self.start_batch(runs).await

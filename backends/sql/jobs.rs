@@ -273,6 +273,10 @@ impl<D: Dialect> SqlStore<D> {
     }
 }
 
+/// Jobs per statement of a dialect's one-statement insert of absent jobs; parts run
+/// `BULK_WRITERS` at a time.
+const ABSENT_PART: usize = 2_500;
+
 #[async_trait]
 impl<D: Dialect> Jobs for SqlStore<D> {
     fn name(&self) -> &'static str {
@@ -334,7 +338,49 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         type Chunk<'a> = std::pin::Pin<
             Box<dyn std::future::Future<Output = Result<Vec<UpsertOutcome>>> + Send + 'a>,
         >;
-        let chunks: Vec<Chunk<'_>> = jobs
+        // Where the dialect inserts absent jobs in one statement, the batch goes in
+        // through it (parts side by side) and only the jobs already stored go
+        // through the chunks (compared, and replaced when changed).
+        let parts: Vec<_> = jobs
+            .chunks(ABSENT_PART)
+            .enumerate()
+            .map(|(k, part)| async move {
+                let defs = part
+                    .iter()
+                    .map(|(job, _)| encode(D::NAME, job))
+                    .collect::<Result<Vec<_>>>()?;
+                let ids = super::retrying(|| self.d.insert_absent(part, &defs)).await?;
+                Ok::<_, Error>(ids.map(|ids| {
+                    ids.into_iter()
+                        .map(|i| i + k * ABSENT_PART)
+                        .collect::<Vec<_>>()
+                }))
+            })
+            .collect();
+        let inserted: Vec<Option<Vec<usize>>> = if D::INSERTS_ABSENT {
+            futures::stream::iter(parts)
+                .buffered(D::BULK_WRITERS)
+                .try_collect()
+                .await?
+        } else {
+            vec![None]
+        };
+        let mut created = vec![false; jobs.len()];
+        let stored: std::borrow::Cow<'_, [(Job, Option<Timestamp>)]> =
+            if inserted.iter().all(Option::is_some) {
+                for i in inserted.into_iter().flatten().flatten() {
+                    created[i] = true;
+                }
+                jobs.iter()
+                    .zip(&created)
+                    .filter(|(_, new)| !**new)
+                    .map(|(j, _)| j.clone())
+                    .collect::<Vec<_>>()
+                    .into()
+            } else {
+                jobs.into()
+            };
+        let chunks: Vec<Chunk<'_>> = stored
             .chunks(500)
             .map(|chunk| Box::pin(self.upsert_chunk(chunk)) as Chunk<'_>)
             .collect();
@@ -342,7 +388,16 @@ impl<D: Dialect> Jobs for SqlStore<D> {
             .buffered(D::BULK_WRITERS)
             .try_collect()
             .await?;
-        Ok(outcomes.concat())
+        let mut rest = outcomes.concat().into_iter();
+        created
+            .into_iter()
+            .map(|new| match new {
+                true => Ok(UpsertOutcome::Created),
+                false => rest.next().ok_or_else(|| {
+                    Error::backend(D::NAME, "upsert_many", false, "an outcome is missing")
+                }),
+            })
+            .collect()
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {

@@ -266,6 +266,21 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
         table: &str,
     ) -> impl Future<Output = Result<()>> + Send;
 
+    /// Whether [`insert_absent`](Self::insert_absent) has a path of its own.
+    const INSERTS_ABSENT: bool = false;
+    /// Inserts, in one statement, the jobs of `jobs` (each with its encoded
+    /// definition in `defs` and its first fire) whose ids no row holds, as `upsert`
+    /// creates them; answers their indexes. `None` (the default): the dialect has no
+    /// such path, and [`upsert_many`](crate::store::Jobs::upsert_many) runs its
+    /// chunked transactions for every job.
+    fn insert_absent(
+        &self,
+        jobs: &[(crate::Job, Option<crate::Timestamp>)],
+        defs: &[String],
+    ) -> impl Future<Output = Result<Option<Vec<usize>>>> + Send {
+        let _ = (jobs, defs);
+        async { Ok(None) }
+    }
     /// Records starts; by default with the rules decided in Rust over locked rows
     /// ([`batch::start`]).
     fn start_runs(
