@@ -17,6 +17,8 @@ const SCHEMA: i64 = 1;
 /// Runs deleted per script call of a purge, so a large purge never blocks the server
 /// for long.
 pub(super) const PURGE_CHUNK: usize = 500;
+/// Upsert scripts (500 jobs each) in flight at once in a bulk write.
+const SCRIPTS_IN_FLIGHT: usize = 4;
 
 /// The scripts, compiled once per store (each is sent by SHA after its first use).
 pub(super) struct Scripts {
@@ -287,32 +289,56 @@ impl RedisStore {
     /// The upsert script over a batch; with `only_if_absent` it leaves existing jobs
     /// alone. Batches of 500 jobs, each one script call; `audit` (for a single job)
     /// is appended by the script that changed it.
-    async fn store_jobs<J: std::borrow::Borrow<Job>>(
+    async fn store_jobs<J: std::borrow::Borrow<Job> + Sync>(
         &self,
         jobs: &[(J, Option<Timestamp>)],
         only_if_absent: bool,
         audit: Option<&AuditEntry>,
     ) -> Result<Vec<UpsertOutcome>> {
-        let mut outcomes = Vec::with_capacity(jobs.len());
-        for chunk in jobs.chunks(500) {
-            let mut call = self.audited_call(&self.scripts.upsert, audit);
-            call.arg(flag(only_if_absent));
-            for (job, next) in chunk {
-                let job = job.borrow();
-                call.arg(job.id().as_str())
-                    .arg(encode(job)?)
-                    .arg(flag(job.enabled()))
-                    .arg(ms(*next));
-            }
-            let out: Vec<String> = self.invoke(call, "upsert").await?;
-            outcomes.extend(out.iter().map(|o| match o.as_str() {
+        use futures::{StreamExt, TryStreamExt};
+        // One script per 500 jobs (each atomic; the ids are distinct, so the scripts'
+        // order does not matter), several in flight on the multiplexed connection:
+        // encoding the next chunk and the round trips overlap the server's work.
+        type Chunk<'a> = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Vec<UpsertOutcome>>> + Send + 'a>,
+        >;
+        let calls: Vec<Chunk<'_>> = jobs
+            .chunks(500)
+            .map(|chunk| Box::pin(self.store_chunk(chunk, only_if_absent, audit)) as Chunk<'_>)
+            .collect();
+        let outcomes: Vec<Vec<UpsertOutcome>> = futures::stream::iter(calls)
+            .buffered(SCRIPTS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(outcomes.concat())
+    }
+
+    /// One upsert script for up to 500 jobs.
+    async fn store_chunk<J: std::borrow::Borrow<Job> + Sync>(
+        &self,
+        chunk: &[(J, Option<Timestamp>)],
+        only_if_absent: bool,
+        audit: Option<&AuditEntry>,
+    ) -> Result<Vec<UpsertOutcome>> {
+        let mut call = self.audited_call(&self.scripts.upsert, audit);
+        call.arg(flag(only_if_absent));
+        for (job, next) in chunk {
+            let job = job.borrow();
+            call.arg(job.id().as_str())
+                .arg(encode(job)?)
+                .arg(flag(job.enabled()))
+                .arg(ms(*next));
+        }
+        let out: Vec<String> = self.invoke(call, "upsert").await?;
+        Ok(out
+            .iter()
+            .map(|o| match o.as_str() {
                 "created" => UpsertOutcome::Created,
                 "updated" => UpsertOutcome::Updated,
                 "kept" => UpsertOutcome::Kept,
                 _ => UpsertOutcome::Unchanged,
-            }));
-        }
-        Ok(outcomes)
+            })
+            .collect())
     }
 
     async fn store_job(
