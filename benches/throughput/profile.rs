@@ -1,7 +1,10 @@
 //! `--profile`: where the CPU of a drain goes. Reads `utime + stime` of the database
 //! server's processes and of this process from `/proc/<pid>/stat` before and after the
-//! drain, and for Redis resets `INFO commandstats` after the setup and prints the
-//! commands the drain ran per run. Linux only; on other systems it prints nothing.
+//! drain; for Redis resets `INFO commandstats` after the setup and prints the commands
+//! the drain ran per run; for PostgreSQL, with `pg_stat_statements` loaded, resets it
+//! after the setup and prints each statement's calls, rows, execution time, WAL
+//! records and bytes, and blocks dirtied per run. Linux only; on other systems it
+//! prints nothing.
 
 use std::collections::HashMap;
 
@@ -72,10 +75,15 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// Takes the snapshot (and resets Redis's command statistics).
+    /// Takes the snapshot (and resets Redis's command statistics and PostgreSQL's
+    /// statement statistics).
     pub fn start(backend: &str) -> Profile {
         if backend.contains("redis") {
             redis_cli(&["config", "resetstat"]);
+        }
+        if backend.starts_with("postgres") {
+            psql("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+            psql("SELECT pg_stat_statements_reset()");
         }
         Profile {
             backend: backend.into(),
@@ -103,6 +111,9 @@ impl Profile {
             own as f64 / hz,
             per_run(own),
         );
+        if self.backend.starts_with("postgres") {
+            statements(runs.max(1));
+        }
         if self.backend.contains("redis") {
             let stats = redis_cli(&["info", "commandstats"]);
             let mut rows: Vec<(String, u64, f64)> = stats
@@ -144,4 +155,65 @@ fn redis_cli(args: &[&str]) -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
         .unwrap_or_default()
+}
+
+/// Runs `sql` with `psql` on `JOBWHEEL_POSTGRES_URL`; its unaligned output.
+fn psql(sql: &str) -> Option<String> {
+    let url = std::env::var("JOBWHEEL_POSTGRES_URL").ok()?;
+    let out = std::process::Command::new("psql")
+        .args([url.as_str(), "-qAtX", "-F", "\t", "-c", sql])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+/// PostgreSQL's statements of the drain, per run, from `pg_stat_statements`.
+fn statements(runs: u64) {
+    let Some(rows) = psql(
+        "SELECT calls, rows, total_exec_time, wal_records, wal_bytes, shared_blks_dirtied, \
+                left(regexp_replace(query, '\\s+', ' ', 'g'), 80) \
+         FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+           AND query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC",
+    ) else {
+        println!(
+            "profile | pg_stat_statements is not loaded (ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements', then restart PostgreSQL)"
+        );
+        return;
+    };
+    let per = |v: f64| v / runs as f64;
+    let (mut wal, mut bytes, mut dirtied, mut ms) = (0.0, 0.0, 0.0, 0.0);
+    let mut lines = Vec::new();
+    for l in rows.lines() {
+        let f: Vec<&str> = l.split('\t').collect();
+        if f.len() < 7 {
+            continue;
+        }
+        let n = |i: usize| f[i].parse::<f64>().unwrap_or(0.0);
+        wal += n(3);
+        bytes += n(4);
+        dirtied += n(5);
+        ms += n(2);
+        lines.push(format!(
+            "profile |   {:>6.3} calls {:>6.2} rows {:>6.1} µs {:>5.2} WAL rec {:>6.0} WAL B {:>5.2} dirtied | {}",
+            per(n(0)),
+            per(n(1)),
+            per(n(2)) * 1000.0,
+            per(n(3)),
+            per(n(4)),
+            per(n(5)),
+            f[6]
+        ));
+    }
+    println!(
+        "profile | postgres statements per run: {:.1} µs executing, {:.2} WAL records, {:.0} WAL bytes, {:.2} blocks dirtied",
+        per(ms) * 1000.0,
+        per(wal),
+        per(bytes),
+        per(dirtied)
+    );
+    for l in lines.iter().take(12) {
+        println!("{l}");
+    }
 }
