@@ -197,11 +197,13 @@ impl MemoryStore {
         inner: &mut Inner,
         job: &Job,
         next_fire_at: Option<Timestamp>,
+        context: &FireContext,
         only_if_absent: bool,
         now: Timestamp,
     ) -> UpsertOutcome {
         let id = job.id().clone();
-        let next = next_fire_at.map(FireState::scheduled);
+        let next =
+            next_fire_at.map(|at| FireState::fresh(at, TriggerKind::Schedule, context.clone()));
         let outcome = inner.with_job(&id, |j| {
             if only_if_absent {
                 return UpsertOutcome::Kept;
@@ -236,11 +238,11 @@ impl MemoryStore {
     fn change(inner: &mut Inner, change: &JobChange, now: Timestamp) -> Result<Applied> {
         let missing = |id: &JobId| Error::not_found("job", id);
         Ok(match change {
-            JobChange::Upsert { job, next } => {
-                Applied::Upsert(Self::store_job(inner, job, *next, false, now))
+            JobChange::Upsert { job, next, context } => {
+                Applied::Upsert(Self::store_job(inner, job, *next, context, false, now))
             }
-            JobChange::Create { job, next } => {
-                Applied::Upsert(Self::store_job(inner, job, *next, true, now))
+            JobChange::Create { job, next, context } => {
+                Applied::Upsert(Self::store_job(inner, job, *next, context, true, now))
             }
             JobChange::Remove { id } => match inner.jobs.remove(id) {
                 Some(rec) => {
@@ -327,7 +329,9 @@ impl Jobs for MemoryStore {
         let mut inner = self.inner();
         Ok(jobs
             .iter()
-            .map(|(job, next)| Self::store_job(&mut inner, job, *next, false, now))
+            .map(|(job, next)| {
+                Self::store_job(&mut inner, job, *next, &FireContext::default(), false, now)
+            })
             .collect())
     }
 

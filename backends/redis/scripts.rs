@@ -78,7 +78,8 @@ pub(super) fn source(body: &str) -> String {
 }
 
 /// ARGV: P, the audit entry (ARGV 2-6, see the prelude; empty for a batch), only if
-/// absent (`1`/`0`), then per job: id, def, enabled (`1`/`0`), next. Returns per job,
+/// absent (`1`/`0`), then per job: id, def, enabled (`1`/`0`), next, the first fire's
+/// context (JSON, or empty). Returns per job,
 /// in order, `created`, `updated`, `unchanged` or (only if absent, for an existing
 /// job) `kept`. One call stores a whole batch atomically; the audit entry is appended
 /// when a job was created or updated.
@@ -87,8 +88,8 @@ local absent_only = ARGV[7]
 local nows = fmt(now_ms())
 local out = {}
 local changed = false
-for i = 8, #ARGV, 4 do
-  local id, def, en, nxt = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+for i = 8, #ARGV, 5 do
+  local id, def, en, nxt, ctx = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local jk = P .. 'job:' .. id
   local cur = redis.call('HGET', jk, 'def')
   if cur and absent_only == '1' then
@@ -98,13 +99,13 @@ for i = 8, #ARGV, 4 do
   elseif cur then
     redis.call('HINCRBY', jk, 'version', 1)
     redis.call('HSET', jk, 'def', def, 'enabled', en, 'next', nxt, 'trigger', 'schedule',
-      'attempt', '0', 'resume', '', 'nctx', '', 'updated', nows)
+      'attempt', '0', 'resume', '', 'nctx', ctx, 'updated', nows)
     reindex(id)
     out[#out + 1] = 'updated'
     changed = true
   else
     redis.call('HSET', jk, 'def', def, 'enabled', en, 'version', '1', 'next', nxt,
-      'trigger', 'schedule', 'attempt', '0', 'resume', '', 'nctx', '', 'token', '0',
+      'trigger', 'schedule', 'attempt', '0', 'resume', '', 'nctx', ctx, 'token', '0',
       'running', '', 'created', nows, 'updated', nows)
     redis.call('ZADD', P .. 'jobs', 0, id)
     reindex(id)

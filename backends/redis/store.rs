@@ -304,7 +304,9 @@ impl RedisStore {
         >;
         let calls: Vec<Chunk<'_>> = jobs
             .chunks(500)
-            .map(|chunk| Box::pin(self.store_chunk(chunk, only_if_absent, audit)) as Chunk<'_>)
+            .map(|chunk| {
+                Box::pin(self.store_chunk(chunk, None, only_if_absent, audit)) as Chunk<'_>
+            })
             .collect();
         let outcomes: Vec<Vec<UpsertOutcome>> = futures::stream::iter(calls)
             .buffered(SCRIPTS_IN_FLIGHT)
@@ -313,10 +315,12 @@ impl RedisStore {
         Ok(outcomes.concat())
     }
 
-    /// One upsert script for up to 500 jobs.
+    /// One upsert script for up to 500 jobs, each first fire carrying `context`
+    /// (stored form; `None`: empty).
     async fn store_chunk<J: std::borrow::Borrow<Job> + Sync>(
         &self,
         chunk: &[(J, Option<Timestamp>)],
+        context: Option<String>,
         only_if_absent: bool,
         audit: Option<&AuditEntry>,
     ) -> Result<Vec<UpsertOutcome>> {
@@ -327,7 +331,8 @@ impl RedisStore {
             call.arg(job.id().as_str())
                 .arg(encode(job)?)
                 .arg(flag(job.enabled()))
-                .arg(ms(*next));
+                .arg(ms(*next))
+                .arg(context.as_deref().unwrap_or(""));
         }
         let out: Vec<String> = self.invoke(call, "upsert").await?;
         Ok(out
@@ -345,11 +350,14 @@ impl RedisStore {
         &self,
         job: &Job,
         next_fire_at: Option<Timestamp>,
+        context: &FireContext,
         only_if_absent: bool,
         audit: Option<&AuditEntry>,
     ) -> Result<UpsertOutcome> {
         let one = [(job, next_fire_at)];
-        let out = self.store_jobs(&one, only_if_absent, audit).await?;
+        let out = self
+            .store_chunk(&one, context.to_stored(), only_if_absent, audit)
+            .await?;
         out.into_iter()
             .next()
             .ok_or_else(|| Error::backend(NAME, "upsert", false, "the script returned no outcome"))
@@ -425,12 +433,12 @@ impl Jobs for RedisStore {
 
     async fn apply(&self, change: &JobChange, audit: Option<&AuditEntry>) -> Result<Applied> {
         match change {
-            JobChange::Upsert { job, next } => self
-                .store_job(job, *next, false, audit)
+            JobChange::Upsert { job, next, context } => self
+                .store_job(job, *next, context, false, audit)
                 .await
                 .map(Applied::Upsert),
-            JobChange::Create { job, next } => self
-                .store_job(job, *next, true, audit)
+            JobChange::Create { job, next, context } => self
+                .store_job(job, *next, context, true, audit)
                 .await
                 .map(Applied::Upsert),
             JobChange::Remove { id } => {

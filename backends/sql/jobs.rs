@@ -17,10 +17,12 @@ impl<D: Dialect> SqlStore<D> {
         &self,
         job: &Job,
         next: Option<Timestamp>,
+        context: &FireContext,
         only_if_absent: bool,
         audit: Option<&AuditEntry>,
     ) -> Result<UpsertOutcome> {
         let op = "upsert";
+        let stored_context = context.to_stored();
         let (d, jobs) = (&self.d, self.d.t("jobs"));
         let def = encode(D::NAME, job)?;
         let next = next.map(Timestamp::as_millis);
@@ -28,8 +30,8 @@ impl<D: Dialect> SqlStore<D> {
         let now = now_in(d, &mut tx, op).await?;
         let insert = Sql::new(format!(
             "{} {jobs} (id, definition, version, enabled, next_fire_at, next_trigger, attempt, resume_after,
-             last_token, running_run, created_at, updated_at)
-             VALUES (?, ?, 1, ?, ?, 'schedule', 0, NULL, 0, NULL, ?, ?){}",
+             last_token, running_run, created_at, updated_at, next_context)
+             VALUES (?, ?, 1, ?, ?, 'schedule', 0, NULL, 0, NULL, ?, ?, ?){}",
             D::INSERT_IGNORE,
             D::ON_CONFLICT_IGNORE
         ))
@@ -38,7 +40,8 @@ impl<D: Dialect> SqlStore<D> {
         .bind(job.enabled())
         .bind(next)
         .bind(now)
-        .bind(now);
+        .bind(now)
+        .bind(stored_context.clone());
         let outcome = if d.exec_in(&mut tx, op, insert).await? == 1 {
             UpsertOutcome::Created
         } else if only_if_absent {
@@ -57,7 +60,7 @@ impl<D: Dialect> SqlStore<D> {
             if stored.as_deref() == Some(def.as_str()) {
                 UpsertOutcome::Unchanged
             } else {
-                let update = self.replace_sql(job, &def, next, now);
+                let update = self.replace_sql(job, &def, next, stored_context, now);
                 d.exec_in(&mut tx, op, update).await?;
                 UpsertOutcome::Updated
             }
@@ -154,17 +157,26 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// The update that replaces a stored job's definition (`def`, encoded) and resets
-    /// its scheduling state: version bumped, next fire `next`, trigger `schedule`.
-    fn replace_sql(&self, job: &Job, def: &str, next: Option<i64>, now: i64) -> Sql {
+    /// its scheduling state: version bumped, next fire `next` carrying `context`
+    /// (stored form), trigger `schedule`.
+    fn replace_sql(
+        &self,
+        job: &Job,
+        def: &str,
+        next: Option<i64>,
+        context: Option<String>,
+        now: i64,
+    ) -> Sql {
         Sql::new(format!(
             "UPDATE {} SET definition = ?, enabled = ?, version = version + 1, next_fire_at = ?,
-             next_trigger = 'schedule', attempt = 0, resume_after = NULL, next_context = NULL,
+             next_trigger = 'schedule', attempt = 0, resume_after = NULL, next_context = ?,
              updated_at = ? WHERE id = ?",
             self.d.t("jobs")
         ))
         .bind(def)
         .bind(job.enabled())
         .bind(next)
+        .bind(context)
         .bind(now)
         .bind(job.id().as_str())
     }
@@ -210,7 +222,7 @@ impl<D: Dialect> SqlStore<D> {
                 }
                 Some(def) if *def == defs[i] => outcomes.push(UpsertOutcome::Unchanged),
                 Some(_) => {
-                    let update = self.replace_sql(job, &defs[i], next, now);
+                    let update = self.replace_sql(job, &defs[i], next, None, now);
                     d.exec_in(&mut tx, op, update).await?;
                     outcomes.push(UpsertOutcome::Updated);
                 }
@@ -303,13 +315,13 @@ impl<D: Dialect> Jobs for SqlStore<D> {
 
     async fn apply(&self, change: &JobChange, audit: Option<&AuditEntry>) -> Result<Applied> {
         match change {
-            JobChange::Upsert { job, next } => {
-                super::retrying(|| self.upsert_job(job, *next, false, audit))
+            JobChange::Upsert { job, next, context } => {
+                super::retrying(|| self.upsert_job(job, *next, context, false, audit))
                     .await
                     .map(Applied::Upsert)
             }
-            JobChange::Create { job, next } => {
-                super::retrying(|| self.upsert_job(job, *next, true, audit))
+            JobChange::Create { job, next, context } => {
+                super::retrying(|| self.upsert_job(job, *next, context, true, audit))
                     .await
                     .map(Applied::Upsert)
             }

@@ -237,6 +237,7 @@ pub async fn changes_and_their_audit_entries(store: &dyn JobStore) {
             JobChange::Create {
                 job: def.clone(),
                 next: Some(t0 + DAY),
+                context: FireContext::default(),
             },
             "create",
             Applied::Upsert(UpsertOutcome::Created),
@@ -245,6 +246,7 @@ pub async fn changes_and_their_audit_entries(store: &dyn JobStore) {
             JobChange::Create {
                 job: changed.clone(),
                 next: Some(t0),
+                context: FireContext::default(),
             },
             "create-kept",
             Applied::Upsert(UpsertOutcome::Kept),
@@ -253,6 +255,7 @@ pub async fn changes_and_their_audit_entries(store: &dyn JobStore) {
             JobChange::Upsert {
                 job: def.clone(),
                 next: Some(t0),
+                context: FireContext::default(),
             },
             "upsert-same",
             Applied::Upsert(UpsertOutcome::Unchanged),
@@ -261,6 +264,7 @@ pub async fn changes_and_their_audit_entries(store: &dyn JobStore) {
             JobChange::Upsert {
                 job: changed.clone(),
                 next: Some(t0 + DAY),
+                context: FireContext::default(),
             },
             "upsert",
             Applied::Upsert(UpsertOutcome::Updated),

@@ -169,3 +169,86 @@ pub async fn trigger_payload_override(store: &dyn JobStore) {
     );
     cleanup(store, &[id]).await;
 }
+
+/// The context a created or replaced job's first fire carries ([`JobChange::Create`]
+/// and [`JobChange::Upsert`]'s `context`, the trace the job was made in) is stored
+/// with that fire, returned with the due fire, kept by an unchanged upsert and
+/// replaced by a changing one; `upsert_many` and the unaudited helpers store none.
+///
+/// [`JobChange::Create`]: crate::store::JobChange::Create
+/// [`JobChange::Upsert`]: crate::store::JobChange::Upsert
+pub async fn first_fire_carries_its_context(store: &dyn JobStore) {
+    use crate::store::JobChange;
+    let id = unique("first-ctx");
+    let t0 = long_ago(store).await;
+    let traced = |t: &str| FireContext {
+        trace: Some(format!("00-{t:0>32}-00f067aa0ba902b7-01")),
+        ..FireContext::default()
+    };
+    let context_of = |id: String| async move {
+        store
+            .get(&jid(&id))
+            .await
+            .unwrap()
+            .and_then(|r| r.next)
+            .map(|n| n.context)
+    };
+    let create = JobChange::Create {
+        job: job(&id),
+        next: Some(t0),
+        context: traced("a1"),
+    };
+    store.apply(&create, None).await.unwrap();
+    assert_eq!(
+        context_of(id.clone()).await,
+        Some(traced("a1")),
+        "created with it"
+    );
+    assert_eq!(
+        due_fire(store, &id, t0).await.map(|f| f.fire.context),
+        Some(traced("a1")),
+        "the due fire carries it"
+    );
+    let same = JobChange::Upsert {
+        job: job(&id),
+        next: Some(t0),
+        context: traced("b2"),
+    };
+    assert_eq!(
+        store.apply(&same, None).await.unwrap().upsert_outcome(),
+        UpsertOutcome::Unchanged
+    );
+    assert_eq!(
+        context_of(id.clone()).await,
+        Some(traced("a1")),
+        "an unchanged upsert keeps it"
+    );
+    let changed = job(&id).with_payload(json!({"v": 2}));
+    let replace = JobChange::Upsert {
+        job: changed.clone(),
+        next: Some(t0),
+        context: traced("c3"),
+    };
+    assert_eq!(
+        store.apply(&replace, None).await.unwrap().upsert_outcome(),
+        UpsertOutcome::Updated
+    );
+    assert_eq!(
+        context_of(id.clone()).await,
+        Some(traced("c3")),
+        "a changing upsert replaces it"
+    );
+    store
+        .upsert(&changed.with_payload(json!({"v": 3})), Some(t0))
+        .await
+        .unwrap();
+    assert_eq!(
+        context_of(id.clone()).await,
+        Some(FireContext::default()),
+        "the unaudited helper stores none"
+    );
+    let many = unique("first-ctx-many");
+    store.upsert_many(&[(job(&many), Some(t0))]).await.unwrap();
+    assert_eq!(context_of(many.clone()).await, Some(FireContext::default()));
+    cleanup(store, &[id, many]).await;
+}

@@ -110,9 +110,14 @@ impl Ops {
     ) -> Result<UpsertOutcome> {
         Self::may_place(actor, &job)?;
         let next = self.checked(&job).await?;
+        // Made inside an OpenTelemetry trace: the first fire's run joins it.
+        let context = FireContext {
+            trace: next.and(crate::trace::current()),
+            ..FireContext::default()
+        };
         let after = JobSnapshot {
             job: job.clone(),
-            next: next.map(FireState::scheduled),
+            next: next.map(|at| FireState::fresh(at, TriggerKind::Schedule, context.clone())),
         };
         let audit = entry(
             actor,
@@ -122,8 +127,8 @@ impl Ops {
             Some(after.json()),
         );
         let change = match how {
-            Store::Create => JobChange::Create { job, next },
-            Store::Upsert => JobChange::Upsert { job, next },
+            Store::Create => JobChange::Create { job, next, context },
+            Store::Upsert => JobChange::Upsert { job, next, context },
         };
         let out = self
             .store

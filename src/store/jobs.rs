@@ -20,6 +20,9 @@ pub enum JobChange {
         job: Job,
         /// Its first fire (`None`: nothing to fire).
         next: Option<Timestamp>,
+        /// What its first fire carries (the trace it was created in); stored as a
+        /// scheduled fire's context when the job is created or replaced.
+        context: FireContext,
     },
     /// Creates `job` unless one with its id exists.
     Create {
@@ -27,6 +30,8 @@ pub enum JobChange {
         job: Job,
         /// Its first fire (`None`: nothing to fire).
         next: Option<Timestamp>,
+        /// What its first fire carries, as for [`Upsert`](Self::Upsert).
+        context: FireContext,
     },
     /// Removes a job.
     Remove {
@@ -165,6 +170,7 @@ pub trait Jobs: Send + Sync + 'static {
         let change = JobChange::Upsert {
             job: job.clone(),
             next: next_fire_at,
+            context: FireContext::default(),
         };
         Ok(self.apply(&change, None).await?.upsert_outcome())
     }
@@ -175,6 +181,7 @@ pub trait Jobs: Send + Sync + 'static {
         let change = JobChange::Create {
             job: job.clone(),
             next: next_fire_at,
+            context: FireContext::default(),
         };
         Ok(self.apply(&change, None).await?.upsert_outcome())
     }

@@ -128,3 +128,63 @@ async fn a_triggered_fire_joins_its_callers_trace_and_its_retry_is_linked_to_it(
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_created_inside_a_span_fires_first_as_its_child_then_as_roots() {
+    let (exporter, provider, _guard) = in_memory();
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("tick", |_ctx: JobContext| async { Ok(()) })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let creator = tracing::info_span!("creator");
+    async {
+        s.upsert(
+            Job::builder(
+                "every5",
+                "tick",
+                Schedule::every(Duration::from_secs(5)).unwrap(),
+            )
+            .build()
+            .unwrap(),
+        )
+        .await
+        .unwrap()
+    }
+    .instrument(creator)
+    .await;
+    advance(Duration::from_secs(12)).await;
+    h.shutdown().await;
+    provider.force_flush().unwrap();
+    let spans = exporter.get_finished_spans().unwrap();
+    let creator = spans.iter().find(|s| s.name == "creator").unwrap();
+    let mut runs: Vec<&SpanData> = spans
+        .iter()
+        .filter(|s| s.name == "jobwheel.run" && attr(s, "job").as_deref() == Some("every5"))
+        .collect();
+    runs.sort_by_key(|s| s.start_time);
+    assert!(runs.len() >= 2, "two fires at least: {}", runs.len());
+    assert_eq!(
+        (runs[0].span_context.trace_id(), runs[0].parent_span_id),
+        (
+            creator.span_context.trace_id(),
+            creator.span_context.span_id()
+        ),
+        "the first fire is the creator's child"
+    );
+    for later in &runs[1..] {
+        assert_eq!(
+            later.parent_span_id,
+            SpanId::INVALID,
+            "later fires are roots"
+        );
+        assert_ne!(
+            later.span_context.trace_id(),
+            creator.span_context.trace_id()
+        );
+    }
+}
