@@ -286,15 +286,9 @@ impl RedisStore {
         call
     }
 
-    /// The upsert script over a batch; with `only_if_absent` it leaves existing jobs
-    /// alone. Batches of 500 jobs, each one script call; `audit` (for a single job)
-    /// is appended by the script that changed it.
-    async fn store_jobs<J: std::borrow::Borrow<Job> + Sync>(
-        &self,
-        jobs: &[(J, Option<Timestamp>)],
-        only_if_absent: bool,
-        audit: Option<&AuditEntry>,
-    ) -> Result<Vec<UpsertOutcome>> {
+    /// `upsert_many`: the upsert script over batches of 500 jobs, unaudited, their
+    /// first fires carrying no context.
+    async fn upsert_jobs(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
         use futures::{StreamExt, TryStreamExt};
         // One script per 500 jobs (each atomic; the ids are distinct, so the scripts'
         // order does not matter), several in flight on the multiplexed connection:
@@ -304,9 +298,7 @@ impl RedisStore {
         >;
         let calls: Vec<Chunk<'_>> = jobs
             .chunks(500)
-            .map(|chunk| {
-                Box::pin(self.store_chunk(chunk, None, only_if_absent, audit)) as Chunk<'_>
-            })
+            .map(|chunk| Box::pin(self.store_chunk(chunk, None, false, None)) as Chunk<'_>)
             .collect();
         let outcomes: Vec<Vec<UpsertOutcome>> = futures::stream::iter(calls)
             .buffered(SCRIPTS_IN_FLIGHT)
@@ -468,7 +460,7 @@ impl Jobs for RedisStore {
     }
 
     async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
-        self.store_jobs(jobs, false, None).await
+        self.upsert_jobs(jobs).await
     }
 
     async fn get(&self, id: &JobId) -> Result<Option<JobRecord>> {

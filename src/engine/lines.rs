@@ -88,6 +88,9 @@ impl Lines {
 
     /// Stops keeping run `run`'s lines; returns those not yet written.
     pub(crate) fn close(&self, run: RunId) -> Option<LogLines> {
+        if self.max == 0 {
+            return None; // nothing was opened: no lock on the finish path
+        }
         lock(&self.inner)
             .open
             .remove(&run.0)
