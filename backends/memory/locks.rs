@@ -1,3 +1,4 @@
+use super::latency::{StoreLatency, delay};
 use crate::error::Result;
 use crate::lock::{Lease, LockProvider, LockRequest};
 use crate::time::{Clock, SystemClock, Timestamp};
@@ -30,6 +31,7 @@ struct Slot {
 pub struct LocalLocks {
     clock: Arc<dyn Clock>,
     slots: Arc<Mutex<HashMap<String, Slot>>>,
+    latency: Option<StoreLatency>,
 }
 
 impl Default for LocalLocks {
@@ -49,6 +51,16 @@ impl LocalLocks {
         LocalLocks {
             clock,
             slots: Arc::default(),
+            latency: None,
+        }
+    }
+
+    /// The same leases (shared with `self`) answering as `latency` says: each call
+    /// waits for a connection and its time first.
+    pub fn with_latency(&self, latency: StoreLatency) -> Self {
+        LocalLocks {
+            latency: Some(latency),
+            ..self.clone()
         }
     }
 
@@ -64,6 +76,7 @@ impl LockProvider for LocalLocks {
     }
 
     async fn acquire(&self, owner: &str, requests: &[LockRequest]) -> Result<Vec<Option<Lease>>> {
+        delay(&self.latency, requests.len()).await;
         let now = self.clock.now();
         let mut slots = self.slots();
         Ok(requests
@@ -90,6 +103,7 @@ impl LockProvider for LocalLocks {
     }
 
     async fn renew(&self, leases: &[Lease], ttl: Duration) -> Result<Vec<Option<Lease>>> {
+        delay(&self.latency, leases.len()).await;
         let now = self.clock.now();
         let mut slots = self.slots();
         Ok(leases
@@ -113,6 +127,7 @@ impl LockProvider for LocalLocks {
     }
 
     async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>> {
+        delay(&self.latency, leases.len()).await;
         let mut slots = self.slots();
         Ok(leases
             .iter()

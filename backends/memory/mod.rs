@@ -5,11 +5,14 @@
 //! quickstart and single-process deployments that can lose their state.
 //!
 //! Both read time from a [`Clock`](crate::Clock) (the system clock by default);
-//! [`TokioClock`](crate::TokioClock) makes them follow a paused tokio runtime.
+//! [`TokioClock`](crate::TokioClock) makes them follow a paused tokio runtime, and
+//! [`StoreLatency`] makes them answer as slowly as a store over a network does.
 
+mod latency;
 mod locks;
 mod log;
 mod store;
 
+pub use latency::StoreLatency;
 pub use locks::LocalLocks;
 pub use store::MemoryStore;

@@ -1,5 +1,6 @@
 //! [`MemoryStore`]: the state behind one mutex, and its [`Jobs`] part.
 
+use super::latency::{StoreLatency, delay};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
@@ -182,6 +183,7 @@ impl Inner {
 pub struct MemoryStore {
     pub(super) clock: Arc<dyn Clock>,
     inner: Arc<Mutex<Inner>>,
+    latency: Option<StoreLatency>,
 }
 
 impl Default for MemoryStore {
@@ -291,6 +293,16 @@ impl MemoryStore {
         MemoryStore {
             clock,
             inner: Arc::default(),
+            latency: None,
+        }
+    }
+
+    /// The same store (its state shared with `self`) answering as `latency` says:
+    /// each call on the engine's path waits for a connection and its time first.
+    pub fn with_latency(&self, latency: StoreLatency) -> Self {
+        MemoryStore {
+            latency: Some(latency),
+            ..self.clone()
         }
     }
 
@@ -311,10 +323,12 @@ impl Jobs for MemoryStore {
     }
 
     async fn now(&self) -> Result<Timestamp> {
+        delay(&self.latency, 0).await;
         Ok(self.clock.now())
     }
 
     async fn apply(&self, change: &JobChange, audit: Option<&AuditEntry>) -> Result<Applied> {
+        delay(&self.latency, 1).await;
         let now = self.clock.now();
         let mut inner = self.inner();
         let applied = Self::change(&mut inner, change, now)?;
@@ -325,6 +339,7 @@ impl Jobs for MemoryStore {
     }
 
     async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
+        delay(&self.latency, jobs.len()).await;
         let now = self.clock.now();
         let mut inner = self.inner();
         Ok(jobs
@@ -358,6 +373,8 @@ impl Jobs for MemoryStore {
 
     async fn due(&self, query: &DueQuery) -> Result<Page<DueFire>> {
         use std::ops::Bound;
+        // A read: the call's cost, not the rows'.
+        delay(&self.latency, 0).await;
         let inner = self.inner();
         let from = match &query.after {
             Some(k) => Bound::Excluded((k.fire_at, k.job_id.clone())),
@@ -380,12 +397,14 @@ impl Jobs for MemoryStore {
     }
 
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
+        delay(&self.latency, runs.len()).await;
         let now = self.clock.now();
         let mut inner = self.inner();
         Ok(runs.iter().map(|r| inner.start(r, now)).collect())
     }
 
     async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+        delay(&self.latency, runs.len()).await;
         let now = self.clock.now();
         let mut inner = self.inner();
         Ok(runs.iter().map(|f| inner.finish(f, now)).collect())

@@ -73,6 +73,11 @@ const MIGRATIONS: &[Embedded] = &[
         "local runs' log lines",
         include_str!("migrations/0009_run_lines.sql"),
     ),
+    (
+        10,
+        "fewer index entries per run",
+        include_str!("migrations/0010_run_indexes.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).

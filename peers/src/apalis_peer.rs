@@ -1,5 +1,6 @@
 //! apalis (postgres): two workers, each with its own pool and storage, a
-//! concurrency limit, and its tasks spawned in parallel; enqueue with `push_bulk`.
+//! concurrency limit, and its tasks spawned in parallel; enqueue with `push_bulk`;
+//! done when its jobs table records every job `Done`.
 
 use crate::support::{self, Figures};
 use apalis::prelude::*;
@@ -9,6 +10,7 @@ use std::time::Instant;
 const QUEUE: &str = "peers";
 
 async fn noop(_n: usize) -> Result<(), BoxDynError> {
+    support::executed();
     Ok(())
 }
 
@@ -19,7 +21,6 @@ async fn storage(url: &str, batch: usize) -> anyhow::Result<PostgresStorage<usiz
 
 pub async fn run(url: &str, jobs: usize, concurrency: usize) -> anyhow::Result<Figures> {
     let admin = support::pool(url, 2).await?;
-    support::exec(&admin, &["DROP SCHEMA IF EXISTS apalis CASCADE"]).await?;
     PostgresStorage::setup(&admin).await?;
     // A fetch batch as large as the concurrency, as apalis's examples pair them.
     let batch = concurrency.max(10);
@@ -44,11 +45,11 @@ pub async fn run(url: &str, jobs: usize, concurrency: usize) -> anyhow::Result<F
     // dropping them when the drain is done stops them.
     let count =
         format!("SELECT count(*) FROM apalis.jobs WHERE job_type = '{QUEUE}' AND status = 'Done'");
-    let done = support::wait_done(&admin, &count, jobs, started);
+    let done = support::wait_done(|| support::count(&admin, &count), jobs, started);
     let drain = tokio::select! {
         d = done => d?,
         _ = futures::future::join_all(workers) => anyhow::bail!("apalis workers stopped"),
     };
-    support::exec(&admin, &["DROP SCHEMA IF EXISTS apalis CASCADE"]).await?;
+    admin.close().await;
     Ok(Figures { enqueue, drain })
 }

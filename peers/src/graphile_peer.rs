@@ -1,5 +1,6 @@
 //! graphile_worker: two workers, each with its own pool, a concurrency and a
-//! LocalQueue; enqueue with `add_jobs` in one call.
+//! LocalQueue; enqueue with `add_jobs` in one call; done when its jobs table is
+//! empty (graphile_worker deletes a job as it completes).
 
 use crate::support::{self, Figures};
 use graphile_worker::{
@@ -19,6 +20,7 @@ impl TaskHandler for Noop {
     const IDENTIFIER: &'static str = "noop";
 
     async fn run(self, _ctx: WorkerContext) -> impl IntoTaskHandlerResult {
+        support::executed();
         Ok::<(), String>(())
     }
 }
@@ -46,8 +48,6 @@ pub async fn run(
     local_queue: usize,
 ) -> anyhow::Result<Figures> {
     let admin = support::pool(url, 2).await?;
-    let drop = format!("DROP SCHEMA IF EXISTS {SCHEMA} CASCADE");
-    support::exec(&admin, &[&drop]).await?;
     let a = worker(url, concurrency, local_queue).await?;
     let b = worker(url, concurrency, local_queue).await?;
     let spec = JobSpec::default();
@@ -65,17 +65,12 @@ pub async fn run(
         let b = b.clone();
         async move { b.run().await }
     });
-    let drain = support::wait_done(
-        &admin,
-        &format!("SELECT {jobs} - count(*) FROM {SCHEMA}._private_jobs"),
-        jobs,
-        started,
-    )
-    .await?;
+    let done = format!("SELECT {jobs} - count(*) FROM {SCHEMA}._private_jobs");
+    let drain = support::wait_done(|| support::count(&admin, &done), jobs, started).await?;
     a.request_shutdown();
     b.request_shutdown();
     let _ = ta.await?;
     let _ = tb.await?;
-    support::exec(&admin, &[&drop]).await?;
+    admin.close().await;
     Ok(Figures { enqueue, drain })
 }

@@ -1,42 +1,31 @@
 //! jobwheel: two schedulers on their own PostgreSQL pools, store and locks on the
-//! same server.
+//! same server; enqueue with `upsert_many`; done when its run log records every run
+//! succeeded.
 
 use crate::support::{self, Figures};
 use jobwheel::{BackendConfig, Job, JobContext, LocalExecutor, Schedule, Scheduler, Timestamp};
 use std::time::Instant;
 
-const PREFIX: &str = "peers_jw_";
-
 async fn scheduler(url: &str, concurrency: Option<usize>) -> anyhow::Result<Scheduler> {
     let backend = BackendConfig::new(url)
-        .prefix(PREFIX)
         .max_connections(20)
         .connect()
         .await?;
     let mut b = Scheduler::builder()
         .backend(backend)
-        .handler("noop", |_ctx: JobContext| async { Ok(()) });
+        .handler("noop", |_ctx: JobContext| async {
+            support::executed();
+            Ok(())
+        });
     if let Some(c) = concurrency {
         b = b.executor(LocalExecutor::with_concurrency(c)?);
     }
     Ok(b.build()?)
 }
 
-async fn drop_tables(pool: &sqlx::PgPool) -> anyhow::Result<()> {
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE 'peers\\_jw\\_%'",
-    )
-    .fetch_all(pool)
-    .await?;
-    for t in tables {
-        crate::support::exec(pool, &[&format!("DROP TABLE IF EXISTS \"{t}\" CASCADE")]).await?;
-    }
-    Ok(())
-}
-
+/// One run in the fresh database `url`.
 pub async fn run(url: &str, jobs: usize, concurrency: Option<usize>) -> anyhow::Result<Figures> {
     let admin = support::pool(url, 2).await?;
-    drop_tables(&admin).await?;
     let a = scheduler(url, concurrency).await?;
     let b = scheduler(url, concurrency).await?;
     let now = Timestamp::now();
@@ -48,15 +37,10 @@ pub async fn run(url: &str, jobs: usize, concurrency: Option<usize>) -> anyhow::
     let enqueue = t.elapsed();
     let started = Instant::now();
     let (ha, hb) = (a.start().await?, b.start().await?);
-    let drain = support::wait_done(
-        &admin,
-        &format!("SELECT count(*) FROM {PREFIX}runs WHERE status = 'succeeded'"),
-        jobs,
-        started,
-    )
-    .await?;
+    let done = "SELECT count(*) FROM jobwheel_runs WHERE status = 'succeeded'";
+    let drain = support::wait_done(|| support::count(&admin, done), jobs, started).await?;
     ha.shutdown().await;
     hb.shutdown().await;
-    drop_tables(&admin).await?;
+    admin.close().await;
     Ok(Figures { enqueue, drain })
 }

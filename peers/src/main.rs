@@ -6,16 +6,20 @@
 //! ```
 //!
 //! Workload, the same for every system: `--jobs` one-shot no-op jobs due now, stored
-//! with the system's bulk enqueue, then drained by 2 workers in this one process, each
-//! with its own pool of 20 connections. **Enqueue** is the time of the bulk insert;
-//! **drain** runs from the workers' start until the system's own tables record every
-//! job as done (a completion still buffered in memory does not count). Every setting
-//! runs once per round, settings in the same order each round, so the systems share
-//! the machine's good and bad moments; the table shows each figure's median over the
-//! rounds. `pgbench -N -c 8 -j 2 -T 10` runs once first, for the database's own
+//! with the system's fastest documented bulk enqueue, then drained by 2 workers in
+//! this one process, each with its own pool of 20 connections. **Enqueue** is the
+//! time of the bulk insert; **drain** runs from the workers' start until the system
+//! itself says every job is done: the harness waits, without querying the server,
+//! until every handler has run, then asks the system's own signal (jobwheel's run
+//! log, graphile_worker's emptied jobs table, awa's queue counts, apalis's job
+//! states) every 2 ms, so a completion still buffered in memory does not count and
+//! no system pays for polling while it drains. Every run gets a fresh database
+//! (`peers_run`, created and dropped around it). Every setting runs once per round,
+//! settings in the same order each round, so the systems share the machine's good
+//! and bad moments; the table shows each figure's median over the rounds and its
+//! range. `pgbench -N -c 8 -j 2 -T 10` runs once first, for the database's own
 //! single-row write rate in the same run. `DATABASE_URL` names the server (default
-//! `postgres://postgres@127.0.0.1:5432/test`); every system's schema or tables are
-//! dropped before and after each run.
+//! `postgres://postgres@127.0.0.1:5432/test`).
 
 mod apalis_peer;
 mod awa_peer;
@@ -36,8 +40,9 @@ pub enum Setting {
         concurrency: usize,
         local_queue: usize,
     },
-    /// awa with `max_workers` per worker.
-    Awa { max_workers: u32 },
+    /// awa with `max_workers` per worker, and its zero-deadline short path when
+    /// `no_deadline`.
+    Awa { max_workers: u32, no_deadline: bool },
     /// apalis (postgres) with a concurrency limit.
     Apalis { concurrency: usize },
 }
@@ -62,7 +67,13 @@ impl Setting {
                 concurrency,
                 local_queue,
             } => format!("concurrency {concurrency}, LocalQueue {local_queue}"),
-            Setting::Awa { max_workers } => format!("max_workers {max_workers}"),
+            Setting::Awa {
+                max_workers,
+                no_deadline,
+            } => format!(
+                "max_workers {max_workers}{}",
+                if no_deadline { ", deadline 0" } else { "" }
+            ),
             Setting::Apalis { concurrency } => format!("concurrency {concurrency}"),
         }
     }
@@ -83,7 +94,10 @@ impl Setting {
                 concurrency,
                 local_queue,
             } => graphile_peer::run(url, jobs, concurrency, local_queue).await,
-            Setting::Awa { max_workers } => awa_peer::run(url, jobs, max_workers).await,
+            Setting::Awa {
+                max_workers,
+                no_deadline,
+            } => awa_peer::run(url, jobs, max_workers, no_deadline).await,
             Setting::Apalis { concurrency } => apalis_peer::run(url, jobs, concurrency).await,
         }
     }
@@ -101,7 +115,13 @@ fn settings() -> Vec<(&'static str, Setting)> {
                 local_queue: 100,
             },
         ),
-        ("concurrency 10", Setting::Awa { max_workers: 10 }),
+        (
+            "concurrency 10",
+            Setting::Awa {
+                max_workers: 10,
+                no_deadline: false,
+            },
+        ),
         ("concurrency 10", Setting::Apalis { concurrency: 10 }),
         (
             "concurrency 10",
@@ -116,7 +136,13 @@ fn settings() -> Vec<(&'static str, Setting)> {
                 local_queue: 1000,
             },
         ),
-        ("best", Setting::Awa { max_workers: 200 }),
+        (
+            "best",
+            Setting::Awa {
+                max_workers: 200,
+                no_deadline: true,
+            },
+        ),
         ("best", Setting::Apalis { concurrency: 100 }),
         ("best", Setting::Jobwheel { concurrency: None }),
     ]
@@ -162,7 +188,10 @@ async fn bench() -> anyhow::Result<()> {
     let mut results: Vec<Vec<Figures>> = vec![Vec::new(); settings.len()];
     for round in 1..=rounds {
         for (i, (_, s)) in settings.iter().enumerate() {
-            let f = s.run(&url, jobs).await?;
+            let db = support::fresh_database(&url).await?;
+            let f = s.run(&db, jobs).await;
+            support::drop_database(&url).await?;
+            let f = f?;
             println!(
                 "round {round} | {} | {} | enqueue {:.2} s | drain {:.2} s | {:.0} jobs/s",
                 s.system(),
@@ -182,17 +211,23 @@ async fn bench() -> anyhow::Result<()> {
             .unwrap_or_default()
     );
     println!();
-    println!("| group | system | setting | enqueue {jobs} | drain |");
+    println!("| group | system | setting | enqueue {jobs} (range) | drain jobs/s (range) |");
     println!("|---|---|---|---|---|");
+    let rate = |d: Duration| jobs as f64 / d.as_secs_f64();
     for ((group, s), figures) in settings.iter().zip(&results) {
-        let enqueue = support::median(figures.iter().map(|f| f.enqueue));
-        let drain = support::median(figures.iter().map(|f| f.drain));
+        let (e, e_lo, e_hi) = support::spread(figures.iter().map(|f| f.enqueue));
+        // The longest drain is the lowest rate.
+        let (d, d_fast, d_slow) = support::spread(figures.iter().map(|f| f.drain));
         println!(
-            "| {group} | {} | {} | {:.2} s | {:.0} jobs/s |",
+            "| {group} | {} | {} | {:.2} s ({:.2}-{:.2}) | {:.0} ({:.0}-{:.0}) |",
             s.system(),
             s.label(),
-            enqueue.as_secs_f64(),
-            jobs as f64 / drain.as_secs_f64()
+            e.as_secs_f64(),
+            e_lo.as_secs_f64(),
+            e_hi.as_secs_f64(),
+            rate(d),
+            rate(d_slow),
+            rate(d_fast)
         );
     }
     Ok(())

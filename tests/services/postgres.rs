@@ -277,3 +277,85 @@ async fn a_change_whose_audit_entry_fails_is_not_made() {
     assert_eq!(after, before, "nothing changed");
     drop_tables(&url, &p).await;
 }
+
+/// A run row's B-tree entries: only the primary key, runs by job and (while running)
+/// runs by node; a succeeded run never enters the index of runs by status. On a run
+/// log of 20,000 rows, a query for failed runs reads that partial index and answers
+/// exactly the failed ones, newest first.
+#[tokio::test]
+async fn a_run_row_costs_three_index_entries_and_failures_stay_indexed() {
+    let Some(url) = url() else { return };
+    let p = prefix("runidx");
+    let store = open(&url, &p).await;
+    let pool = store.pool().clone();
+    let mut indexes: Vec<(String, String)> = sqlx::query_as(
+        "SELECT indexname::text, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = $1 ORDER BY 1",
+    )
+    .bind(format!("{p}runs"))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    indexes
+        .iter_mut()
+        .for_each(|(n, _)| *n = n.trim_start_matches(&p).to_string());
+    let names: Vec<&str> = indexes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "runs_ended_brin",
+            "runs_job",
+            "runs_pkey",
+            "runs_running",
+            "runs_started_brin",
+            "runs_unsucceeded"
+        ],
+        "{indexes:?}"
+    );
+    for (n, def) in &indexes {
+        if n.ends_with("_brin") {
+            assert!(def.contains("USING brin"), "{def}");
+        }
+    }
+    // 20,000 runs, one in a hundred failed.
+    let t = format!("public.{p}runs");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO {t} (job_id, fire_at, trigger, node, attempt, token, status, started_at, ended_at, will_retry)
+         SELECT 'j' || (g % 50), g, 'schedule', 'n', 1, g,
+                CASE WHEN g % 100 = 0 THEN 'failed' ELSE 'succeeded' END, g, g + 1, false
+         FROM generate_series(1, 20000) AS g"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("ANALYZE {t}")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN SELECT * FROM {t} WHERE 1 = 1 AND status = 'failed' ORDER BY id DESC LIMIT 50"
+    )))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(
+        plan.iter().any(|l| l.contains("runs_unsucceeded")),
+        "{}",
+        plan.join("\n")
+    );
+    let failed = jobwheel::store::RunLog::runs(
+        &store,
+        &jobwheel::RunQuery::new()
+            .status(jobwheel::RunStatus::Failed)
+            .limit(500),
+    )
+    .await
+    .unwrap();
+    assert_eq!(failed.len(), 200);
+    assert!(
+        failed
+            .iter()
+            .all(|r| r.status == jobwheel::RunStatus::Failed)
+    );
+    assert!(failed.windows(2).all(|w| w[0].id > w[1].id));
+    drop_tables(&url, &p).await;
+}

@@ -9,11 +9,6 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::Duration;
 
-/// The lag a due fire may have while some node has a free slot: two poll intervals
-/// (a fire armed on a node that filled up goes back after half of one; another node
-/// claims it at its next poll), plus a little for the start itself.
-pub const LAG_BOUND: Duration = Duration::from_millis(2_050);
-
 /// The fires of `sched` in `[from, to)`.
 pub fn fires(sched: &Sched, from: Timestamp, to: Timestamp) -> Vec<Timestamp> {
     match sched {
@@ -149,7 +144,21 @@ pub fn check(w: &Workload, played: &Played, limit: usize) -> Vec<String> {
     let busy = Busy::new(w, played);
     for life in &w.lives {
         let runs = runs_of.remove(life.spec.id.as_str()).unwrap_or_default();
-        check_job(base, life, &runs, &exec_of, &busy, &mut bad);
+        let id = life.spec.id.as_str();
+        let spans: Vec<Span> = life
+            .active
+            .iter()
+            .map(|(from, to)| Span {
+                from: played.window(id, *from),
+                to: played.window(id, *to),
+            })
+            .collect();
+        let job = Job {
+            life,
+            spans: &spans,
+            runs: &runs,
+        };
+        check_job(base, w.lag_bound(), &job, &exec_of, &busy, &mut bad);
         if bad.len() >= limit {
             break;
         }
@@ -164,14 +173,29 @@ pub fn check(w: &Workload, played: &Played, limit: usize) -> Vec<String> {
     bad
 }
 
+/// A stretch in which a job was active: each end is the window in which the
+/// operation that made it took effect (earliest, latest).
+struct Span {
+    from: (Duration, Duration),
+    to: (Duration, Duration),
+}
+
+/// One job as the checks read it: its life, when it was active, its records.
+struct Job<'a> {
+    life: &'a Life,
+    spans: &'a [Span],
+    runs: &'a [&'a RunRecord],
+}
+
 fn check_job(
     base: Timestamp,
-    life: &Life,
-    runs: &[&RunRecord],
+    bound: Duration,
+    job: &Job<'_>,
     exec_of: &HashMap<(&str, Timestamp, u32), &Exec>,
     busy: &Busy,
     bad: &mut Vec<String>,
 ) {
+    let (life, runs) = (job.life, job.runs);
     let spec = &life.spec;
     let id = spec.id.as_str();
     // How far behind its schedule a job can legitimately be when it stops: one busy
@@ -181,21 +205,22 @@ fn check_job(
         jobwheel::MisfirePolicy::CatchUp { max } => max + 1,
         _ => 1,
     };
-    let grace =
-        (spec.busy_bound() + LAG_BOUND * (spec.attempts + 1)) * queued + Duration::from_secs(2);
+    let grace = (spec.busy_bound() + bound * (spec.attempts + 1)) * queued + Duration::from_secs(2);
     let mut expected: Vec<Timestamp> = Vec::new();
     // Fires the job had time to run, with the end of the stretch they belong to.
     let mut owed: Vec<(Timestamp, Timestamp)> = Vec::new();
-    for (from, to) in &life.active {
-        let (from, to) = (base + *from, base + *to);
-        // A fire at the very instant the job is paused or removed races that
-        // operation: running it and not running it are both right. It may be
-        // seen, never owed.
+    for span in job.spans {
+        // A fire while the operation that starts or ends the stretch is under way
+        // (at the very instant of a pause or removal, or anywhere in its window when
+        // the store is slow) races that operation: running it and not running it
+        // are both right. It may be seen, never owed.
+        let (from, to) = (base + span.from.0, base + span.to.1);
         let at_end = Timestamp::from_millis(to.as_millis() + 1);
+        let (owed_from, owed_to) = (base + span.from.1, base + span.to.0);
         for f in fires(&spec.sched, from, at_end) {
             expected.push(f);
-            if f + grace < to {
-                owed.push((f, to));
+            if f >= owed_from && f + grace < owed_to {
+                owed.push((f, owed_to));
             }
         }
     }
@@ -263,7 +288,7 @@ fn check_job(
         for f in covered {
             *seen.entry(f).or_default() += 1;
         }
-        check_lag(base, life, r, runs, exec_of, busy, bad);
+        check_lag(base, bound, job, r, exec_of, busy, bad);
     }
     // (b) no fire accounted for twice.
     for (f, n) in &seen {
@@ -282,7 +307,7 @@ fn check_job(
             .filter(|r| r.started_at < to)
             .filter_map(|r| r.ended_at)
             .fold(f, Timestamp::max);
-        ready < to && busy.idle_slot(ready, to, LAG_BOUND).is_some()
+        ready < to && busy.idle_slot(ready, to, bound).is_some()
     };
     let missing: Vec<&Timestamp> = owed
         .iter()
@@ -309,8 +334,14 @@ fn check_job(
                 );
             }
         }
-        for (from, to) in &life.active {
-            eprintln!("  {id} active {} .. {}", base + *from, base + *to);
+        for span in job.spans {
+            eprintln!(
+                "  {id} active {}..{} to {}..{}",
+                base + span.from.0,
+                base + span.from.1,
+                base + span.to.0,
+                base + span.to.1
+            );
         }
         eprintln!("  missing {missing:?}");
     }
@@ -327,26 +358,38 @@ fn check_job(
     // Nothing outside the schedule.
     for f in seen.keys() {
         if !expected.contains(f) {
+            if std::env::var("JOBWHEEL_SIM_DEBUG").is_ok() {
+                for span in job.spans {
+                    eprintln!(
+                        "  {id} active {}..{} to {}..{}",
+                        base + span.from.0,
+                        base + span.from.1,
+                        base + span.to.0,
+                        base + span.to.1
+                    );
+                }
+            }
             bad.push(format!("{id}: fire {f} is not a fire of its schedule"));
         }
     }
 }
 
-/// (c): a first attempt starts within [`LAG_BOUND`] of when it could start (its
+/// (c): a first attempt starts within the lag bound ([`Workload::lag_bound`]) of
+/// when it could start (its
 /// instant, the end of the job's previous run, the job's activation) whenever a slot
 /// is free: a fire that waited longer must not have waited while some node kept a
 /// slot free for longer than the bound. (A burst that fills every slot makes its
 /// last fires late; a node idling beside due work is what this catches.)
 fn check_lag(
     base: Timestamp,
-    life: &Life,
+    bound: Duration,
+    job: &Job<'_>,
     r: &RunRecord,
-    runs: &[&RunRecord],
     exec_of: &HashMap<(&str, Timestamp, u32), &Exec>,
     busy: &Busy,
     bad: &mut Vec<String>,
 ) {
-    let id = life.spec.id.as_str();
+    let (id, runs) = (job.life.spec.id.as_str(), job.runs);
     let start = match exec_of.get(&(id, r.fire_at, 1)) {
         Some(e) => e.start,
         None if r.status == RunStatus::Misfired => r.started_at,
@@ -356,10 +399,12 @@ fn check_lag(
         }
     };
     let mut ready = r.fire_at;
-    for (from, _) in &life.active {
-        let from = base + *from;
-        if from <= start {
-            ready = ready.max(from);
+    for span in job.spans {
+        // Active from somewhere in the window of the operation: no later than the
+        // run's start, which came after it.
+        let (early, late) = (base + span.from.0, base + span.from.1);
+        if early <= start {
+            ready = ready.max(late.min(start));
         }
     }
     // A record given back is not a run the fire waited for: the time it cost counts
@@ -373,10 +418,10 @@ fn check_lag(
         }
     }
     let lag = start.duration_since(ready);
-    if lag <= LAG_BOUND {
+    if lag <= bound {
         return;
     }
-    if let Some((node, from, to)) = busy.idle_slot(ready, start, LAG_BOUND) {
+    if let Some((node, from, to)) = busy.idle_slot(ready, start, bound) {
         if std::env::var("JOBWHEEL_SIM_DEBUG").is_ok() {
             for &(s, e) in &busy.runs[node] {
                 if e >= ready && s <= start {

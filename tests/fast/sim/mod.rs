@@ -7,11 +7,12 @@
 pub mod check;
 pub mod workload;
 
-use jobwheel::memory::{LocalLocks, MemoryStore};
+use jobwheel::memory::{LocalLocks, MemoryStore, StoreLatency};
 use jobwheel::{
     Clock, EngineMetrics, Job, JobContext, JobError, LocalExecutor, LocalExecutorConfig, RunQuery,
     RunRecord, Scheduler, SchedulerConfig, SlowLaneConfig, Timestamp, TokioClock, TriggerKind,
 };
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use workload::{Op, Workload};
@@ -37,6 +38,20 @@ pub struct Played {
     pub metrics: Vec<EngineMetrics>,
     /// Runs still `running` after every node shut down.
     pub stuck: usize,
+    /// When each operation returned, as an offset from the workload's base, by job
+    /// id and planned offset: it took effect between the two (later than planned
+    /// when the store is slow).
+    pub applied: HashMap<(String, Duration), Duration>,
+}
+
+impl Played {
+    /// The window in which the operation planned at `at` on job `id` took effect:
+    /// from `at` to when it returned; `at` itself for a boundary no operation made
+    /// (the nodes' stop).
+    pub fn window(&self, id: &str, at: Duration) -> (Duration, Duration) {
+        let returned = self.applied.get(&(id.to_string(), at)).copied();
+        (at, returned.unwrap_or(at))
+    }
 }
 
 /// A deterministic hash for "does this attempt fail" (not HashMap's random one).
@@ -85,8 +100,14 @@ pub fn node_config(node: &str) -> SchedulerConfig {
 /// Plays `w` and collects what ran.
 pub async fn run(w: &Workload) -> Played {
     let clock = Arc::new(TokioClock::starting_at(w.base));
-    let store = MemoryStore::with_clock(clock.clone());
-    let locks = LocalLocks::with_clock(clock.clone());
+    let mut store = MemoryStore::with_clock(clock.clone());
+    let mut locks = LocalLocks::with_clock(clock.clone());
+    if let Some(l) = w.latency {
+        // One pool for the store and the locks, as one database serves both.
+        let model = StoreLatency::new(l.per_call, l.per_item, l.connections);
+        store = store.with_latency(model.clone());
+        locks = locks.with_latency(model);
+    }
     let execs: Arc<Mutex<Vec<Exec>>> = Arc::default();
     let mut handles = Vec::new();
     for (n, &slots) in w.nodes.iter().enumerate() {
@@ -144,25 +165,41 @@ pub async fn run(w: &Workload) -> Played {
             .unwrap();
         handles.push(s.start().await.unwrap());
     }
-    let start = tokio::time::Instant::now();
+    let mut applied = HashMap::new();
+    let since_base = || clock.now().duration_since(w.base);
+    // Offsets count from the base (the nodes' start took store calls, which take
+    // time with a delay model), so the nodes stop when the checker says they do.
+    let start = tokio::time::Instant::now() - since_base();
     for (at, op) in &w.ops {
         tokio::time::sleep_until(start + *at).await;
         let h = &handles[op.node() % handles.len()];
-        match op {
+        let id = match op {
             Op::Upsert { job, .. } => {
                 h.scheduler().upsert(Job::clone(job)).await.unwrap();
+                job.id().to_string()
             }
-            Op::Pause { id, .. } => h.scheduler().pause(id).await.unwrap(),
-            Op::Resume { id, .. } => h.scheduler().resume(id).await.unwrap(),
+            Op::Pause { id, .. } => {
+                h.scheduler().pause(id).await.unwrap();
+                id.clone()
+            }
+            Op::Resume { id, .. } => {
+                h.scheduler().resume(id).await.unwrap();
+                id.clone()
+            }
             Op::Remove { id, .. } => {
                 h.scheduler().remove(id).await.unwrap();
+                id.clone()
             }
-        }
+        };
+        applied.insert((id, *at), since_base());
     }
     tokio::time::sleep_until(start + w.length + w.tail).await;
-    let metrics = handles.iter().map(|h| h.scheduler().metrics()).collect();
+    let schedulers: Vec<Scheduler> = handles.iter().map(|h| h.scheduler().clone()).collect();
     // All at once, so no node keeps firing while another waits for its handlers.
     futures::future::join_all(handles.into_iter().map(|h| h.shutdown())).await;
+    // After the shutdown, so a finish still in flight at the end (a slow store's) is
+    // counted as the run log records it.
+    let metrics = schedulers.iter().map(|s| s.metrics()).collect();
     let runs = jobwheel::store::RunLog::runs(&store, &RunQuery::new().limit(usize::MAX))
         .await
         .unwrap();
@@ -176,5 +213,6 @@ pub async fn run(w: &Workload) -> Played {
         runs,
         metrics,
         stuck,
+        applied,
     }
 }

@@ -97,6 +97,55 @@ pub struct Workload {
     /// Sorted by offset.
     pub ops: Vec<(Duration, Op)>,
     pub lives: Vec<Life>,
+    /// How slowly the store and the locks answer (`None`: at once).
+    pub latency: Option<Latency>,
+}
+
+/// The store's delay model of a workload: each call costs `per_call` plus `per_item`
+/// per item, with at most `connections` calls served at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Latency {
+    pub per_call: Duration,
+    pub per_item: Duration,
+    pub connections: usize,
+}
+
+/// The engine's defaults the lag bound is stated in: the poll interval and the most
+/// items one store call names (`write_batch`, `claim_batch`).
+const POLL: Duration = Duration::from_secs(1);
+const MAX_BATCH: u32 = 1_000;
+
+impl Workload {
+    /// The longest a store call takes once it has a connection: its fixed cost and a
+    /// full batch's items (zero without a delay model).
+    pub fn round_trip(&self) -> Duration {
+        self.latency
+            .map_or(Duration::ZERO, |l| l.per_call + l.per_item * MAX_BATCH)
+    }
+
+    /// The documented lag bound for a due fire while a slot is free: two poll
+    /// intervals (a fire armed on a node that filled up goes back after half of one;
+    /// another node claims it at its next poll) plus 50 ms for the start itself, plus
+    /// eight store round trips (the poll's clock read, due scan and grant; the start;
+    /// and each waiting for a call of its kind already in flight) when the store keeps
+    /// up with the load.
+    pub fn lag_bound(&self) -> Duration {
+        2 * POLL + Duration::from_millis(50) + 8 * self.round_trip()
+    }
+}
+
+/// Half the seeds get a slow store: 1-10 ms per call, 0-50 µs per item, 4-16
+/// connections shared by every node (its own generator, so the workload of a seed
+/// is the same with or without it). Slow enough that a fire's store calls take as
+/// long as a quick handler, within what keeps up with the workloads' streams and
+/// bursts (a store that cannot is outside the lag bound's condition).
+fn latency(seed: u64) -> Option<Latency> {
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x1a7e_0c7e);
+    (rng.u32(0..2) == 1).then(|| Latency {
+        per_call: Duration::from_millis([1, 2, 5, 10][rng.usize(0..4)]),
+        per_item: Duration::from_micros([0, 10, 50][rng.usize(0..3)]),
+        connections: [4, 8, 16][rng.usize(0..3)],
+    })
 }
 
 const PERIODS_MS: [u64; 12] = [
@@ -278,6 +327,7 @@ impl Workload {
             nodes,
             ops,
             lives,
+            latency: latency(seed),
         }
     }
 }
