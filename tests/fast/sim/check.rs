@@ -180,6 +180,19 @@ struct Span {
     to: (Duration, Duration),
 }
 
+/// Prints a job's active stretches (`JOBWHEEL_SIM_DEBUG`).
+fn print_spans(base: Timestamp, id: &str, spans: &[Span]) {
+    for span in spans {
+        eprintln!(
+            "  {id} active {}..{} to {}..{}",
+            base + span.from.0,
+            base + span.from.1,
+            base + span.to.0,
+            base + span.to.1
+        );
+    }
+}
+
 /// One job as the checks read it: its life, when it was active, its records.
 struct Job<'a> {
     life: &'a Life,
@@ -334,15 +347,7 @@ fn check_job(
                 );
             }
         }
-        for span in job.spans {
-            eprintln!(
-                "  {id} active {}..{} to {}..{}",
-                base + span.from.0,
-                base + span.from.1,
-                base + span.to.0,
-                base + span.to.1
-            );
-        }
+        print_spans(base, id, job.spans);
         eprintln!("  missing {missing:?}");
     }
     if !missing.is_empty() {
@@ -359,15 +364,7 @@ fn check_job(
     for f in seen.keys() {
         if !expected.contains(f) {
             if std::env::var("JOBWHEEL_SIM_DEBUG").is_ok() {
-                for span in job.spans {
-                    eprintln!(
-                        "  {id} active {}..{} to {}..{}",
-                        base + span.from.0,
-                        base + span.from.1,
-                        base + span.to.0,
-                        base + span.to.1
-                    );
-                }
+                print_spans(base, id, job.spans);
             }
             bad.push(format!("{id}: fire {f} is not a fire of its schedule"));
         }
