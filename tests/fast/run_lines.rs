@@ -22,9 +22,8 @@ async fn lines(store: &dyn jobwheel::JobStore, run: RunId) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn a_local_runs_events_are_its_log_in_order_and_bounded() {
-    let _subscriber = tracing::subscriber::set_default(
-        tracing_subscriber::registry().with(jobwheel::run_log_layer()),
-    );
+    let _subscriber =
+        scoped_subscriber(tracing_subscriber::registry().with(jobwheel::run_log_layer()));
     let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
     let s = Scheduler::builder()
         .store(store.clone())
@@ -106,9 +105,8 @@ async fn a_local_runs_events_are_its_log_in_order_and_bounded() {
 
 #[tokio::test(start_paused = true)]
 async fn no_log_is_kept_with_log_lines_zero() {
-    let _subscriber = tracing::subscriber::set_default(
-        tracing_subscriber::registry().with(jobwheel::run_log_layer()),
-    );
+    let _subscriber =
+        scoped_subscriber(tracing_subscriber::registry().with(jobwheel::run_log_layer()));
     let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
     let s = Scheduler::builder()
         .store(store.clone())

@@ -28,6 +28,26 @@ use jobwheel::{
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Sets `subscriber` as this thread's default for the guard's life, so that
+/// spans and events made on this thread reach it whatever other test threads do.
+///
+/// `tracing-core` caches each callsite's interest. While exactly one `Dispatch`
+/// exists in the process it computes that interest from the thread-local default
+/// of whichever thread asks (tokio-rs/tracing#2874, #3611): a scoped subscriber's
+/// own `Dispatch::new`, made before it is installed, or a callsite first reached
+/// by another test's thread, caches "never", and the subscriber then sees nothing
+/// (a test passed alone and failed beside a long one). A second `Dispatch` kept
+/// alive for the whole binary makes every rebuild ask all registered dispatchers.
+pub fn scoped_subscriber(
+    subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+) -> tracing::subscriber::DefaultGuard {
+    static KEEPER: std::sync::OnceLock<tracing::Dispatch> = std::sync::OnceLock::new();
+    KEEPER.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
+    let guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+    guard
+}
+
 /// The tables a SQL store's `migrate()` creates under its prefix.
 pub const SQL_TABLES: [&str; 8] = [
     "jobs",

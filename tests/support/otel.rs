@@ -14,7 +14,7 @@ pub fn in_memory() -> (
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
         .build();
-    let guard = tracing::subscriber::set_default(
+    let guard = super::scoped_subscriber(
         tracing_subscriber::registry()
             .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test"))),
     );
