@@ -6,7 +6,7 @@
 //!     [--workload all|drain|lag|mixed|poll] [--nodes 2] [--jobs 20000] \
 //!     [--rate 1000] [--seconds 10] [--stream 300] [--lead 2000] [--stored 1000000] [--json] \
 //!     [--concurrency 2048] [--claim-batch 2000] [--claim-window 4000] [--write-batch 1000] \
-//!     [--handler-ms 0]
+//!     [--handler-ms 0] [--no-limit] [--profile] [--store-calls]
 //! ```
 //!
 //! `--backend memory | sqlite | postgres | mysql | redis | postgres+redis`; server URLs
@@ -30,7 +30,9 @@
 //! Each workload prints one table row; `--json` prints one JSON object per row too;
 //! `--no-limit` leaves the limit measurement out (for profiling the drain alone);
 //! `--profile` prints the drain's CPU split between the database server and the engines
-//! (and, for Redis, the server commands per run). Each workload drops its tables (or
+//! (and, for Redis, the server commands per run). `--store-calls` prints, after the workloads, how long
+//! the engines' store calls took by operation and how late fires were claimed (the
+//! engine's own instruments, read in process). Each workload drops its tables (or
 //! Redis keys) when it is done.
 
 #[path = "throughput/cleanup.rs"]
@@ -41,6 +43,8 @@ mod mixed;
 mod profile;
 #[path = "../tests/support/redis_keys.rs"]
 mod redis_keys;
+#[path = "throughput/store_calls.rs"]
+mod store_calls;
 
 use futures::StreamExt;
 use jobwheel::{
@@ -530,6 +534,10 @@ fn main() {
     let backend = arg("--backend").unwrap_or_else(|| "memory".into());
     let workload = arg("--workload").unwrap_or_else(|| "all".into());
     let nodes = num("--nodes", 2);
+    // Installed before any scheduler exists, so every instrument reports to it.
+    let store_calls = std::env::args()
+        .any(|a| a == "--store-calls")
+        .then(store_calls::StoreCalls::install);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -572,6 +580,9 @@ fn main() {
             rows.push(poll(&backend, num("--stored", 1_000_000)).await);
         }
     });
+    if let Some(calls) = store_calls {
+        calls.print();
+    }
     if std::env::args().any(|a| a == "--json") {
         for r in rows {
             println!("{r}");

@@ -26,10 +26,12 @@ impl PgDialect {
             "WITH req AS (
                  SELECT * FROM UNNEST($1::text[], $2::text[], $3::bool[], $4::int8[])
                      WITH ORDINALITY AS r(id, def, enabled, next, ord)
+             ), now AS (
+                 SELECT {NOW_MS} AS ms
              ), ins AS (
                  INSERT INTO {table} (id, definition, version, enabled, next_fire_at, next_trigger, attempt,
                      last_token, created_at, updated_at)
-                 SELECT id, def, 1, enabled, next, 'schedule', 0, 0, {NOW_MS}, {NOW_MS} FROM req
+                 SELECT id, def, 1, enabled, next, 'schedule', 0, 0, now.ms, now.ms FROM req, now
                  ON CONFLICT (id) DO NOTHING
                  RETURNING id
              )
