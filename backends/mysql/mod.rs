@@ -20,6 +20,8 @@
 //! # Ok(()) }
 //! ```
 
+mod locks;
+
 use crate::error::{Error, Result};
 use crate::record::DueKey;
 use crate::sql::migrate::Embedded;
@@ -171,10 +173,11 @@ sql_handles! {
     /// `from_pool` should open its sessions in `READ COMMITTED` (the builder's do), so
     /// that concurrent claimers take no gap locks.
     store MySqlStore;
-    /// Row leases in `<prefix>locks` (the SQL store's locks: one transaction per
-    /// batch, rows taken in key order, deadlocks retried, tokens from the server's
-    /// clock in µs). Usable with any store.
-    locks MySqlLocks over crate::sql::locks::SqlLocks<MySqlDialect>;
+    /// Row leases in `<prefix>locks`: a batch's grant is one statement (rows
+    /// inserted, or taken over where expired, in key order), renewal and release one
+    /// transaction per batch; deadlocks retried, tokens from the server's clock in µs.
+    /// Usable with any store.
+    locks MySqlLocks over locks::MySqlLockStatements;
     builder MySqlBuilder;
     dialect MySqlDialect, pool MySqlPool, names prefix: &str;
 }

@@ -56,12 +56,7 @@ impl PgLockStatements {
         owner: &str,
         requests: &[LockRequest],
     ) -> Result<Vec<Option<Lease>>> {
-        // A key asked twice in one batch is granted at most once.
-        let mut seen = HashSet::new();
-        let unique: Vec<&LockRequest> = requests
-            .iter()
-            .filter(|r| seen.insert(r.key.as_str()))
-            .collect();
+        let unique = crate::sql::locks::distinct(requests);
         let t = &self.table;
         let rows: Vec<(String, i64, i64)> = sqlx::query_as(AssertSqlSafe(format!(
             "INSERT INTO {t} AS l ({KEY}, owner, token, expires_at)

@@ -23,6 +23,16 @@ use crate::time::{Timestamp, duration_ms};
 use std::collections::HashMap;
 use std::time::Duration;
 
+/// The requests of a batch with each key's first request only, in request order (a
+/// key asked twice in one batch is granted at most once).
+pub(crate) fn distinct(requests: &[LockRequest]) -> Vec<&LockRequest> {
+    let mut seen = std::collections::HashSet::new();
+    requests
+        .iter()
+        .filter(|r| seen.insert(r.key.as_str()))
+        .collect()
+}
+
 /// A lease row: owner, token, expiry (epoch ms; 0 when released).
 #[derive(Clone, Debug)]
 struct Row {
