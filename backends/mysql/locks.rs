@@ -17,7 +17,7 @@ use super::{MySqlDialect, db_err};
 use crate::error::Result;
 use crate::lock::{Lease, LockRequest};
 use crate::sql::locks::{LocksOver, SqlLocks};
-use crate::sql::{Dialect, retrying};
+use crate::sql::{Dialect, marks, retrying, value_rows};
 use crate::time::{Timestamp, duration_ms};
 use sqlx::mysql::MySqlPool;
 use sqlx::{AssertSqlSafe, Row};
@@ -89,7 +89,7 @@ impl MySqlLockStatements {
                token = IF(expires_at <= ?, GREATEST(token + 1, VALUES(token)), token),
                owner = IF(expires_at <= ?, VALUES(owner), owner),
                expires_at = IF(expires_at <= ?, VALUES(expires_at), expires_at)",
-            vec!["(?, ?, ?, ?)"; requests.len()].join(", ")
+            value_rows(4, requests.len())
         );
         let mut insert = sqlx::query(AssertSqlSafe(sql));
         for r in requests {
@@ -108,7 +108,7 @@ impl MySqlLockStatements {
             .map_err(db_err(op))?;
         let read = format!(
             "SELECT lock_key, owner, token, expires_at FROM {t} WHERE lock_key IN ({})",
-            vec!["?"; requests.len()].join(", ")
+            marks(requests.len())
         );
         let mut q = sqlx::query(AssertSqlSafe(read));
         for r in requests {
