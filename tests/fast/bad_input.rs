@@ -450,3 +450,13 @@ async fn a_due_job_no_node_serves_is_reported_once_it_is_overdue() {
     );
     h.shutdown().await;
 }
+
+/// A payload number with more digits than an `f64` holds reads back as the same job
+/// after a store round trip (found by the `stored_job` fuzzer).
+#[test]
+fn a_long_payload_number_survives_a_store_round_trip() {
+    let text = r#"{"id":"tuek","handler":"h","schedule":{"kind":"interval","every":"1w"},"payload":{"n":35555555555555555555555555555555555555555555555555555555555555555555555555555555555}}"#;
+    let job = jobwheel::Job::from_stored(text).unwrap();
+    let again = jobwheel::Job::from_stored(&serde_json::to_string(&job).unwrap()).unwrap();
+    assert_eq!(again, job);
+}
