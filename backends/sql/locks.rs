@@ -25,6 +25,7 @@ use std::time::Duration;
 
 /// The requests of a batch with each key's first request only, in request order (a
 /// key asked twice in one batch is granted at most once).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn distinct(requests: &[LockRequest]) -> Vec<&LockRequest> {
     let mut seen = std::collections::HashSet::new();
     requests

@@ -61,7 +61,7 @@ impl Scheduler {
             .validator(Arc::new(move |job: &Job| {
                 check.handlers.for_job(job).map(drop)
             }))
-            .on_change(Arc::new(move || wake.rescan()))
+            .on_change(Arc::new(move |next| wake.changed(next)))
             .killer(Arc::new(NodeKiller(kill)))
     }
 

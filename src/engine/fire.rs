@@ -99,9 +99,11 @@ async fn sleep_precisely(deadline: Instant) {
 /// the lease was left to start under it.
 async fn wait_for_slot(core: &Core, claim: &Claim) -> Option<SlotGrant> {
     let at = core.clock.local_instant(claim.fire.fire.at);
+    // Biased: a node told to stop starts nothing, even where both are ready at once.
     let arrived = tokio::select! {
-        _ = sleep_precisely(at) => true,
+        biased;
         _ = core.life.stop.cancelled() => false,
+        _ = sleep_precisely(at) => true,
     };
     core.load.ahead.fetch_sub(1, Ordering::SeqCst);
     if !arrived {
@@ -112,11 +114,14 @@ async fn wait_for_slot(core: &Core, claim: &Claim) -> Option<SlotGrant> {
 }
 
 /// Waits for `step` of a fire in line, unless the node stops or the fire's wait
-/// ends first ([`give_up_at`]: the fire goes back, counted in `handed_back`).
+/// ends first ([`give_up_at`]: the fire goes back, counted in `handed_back`). A
+/// node that is stopping never goes on, even when `step` is ready too: a fire whose
+/// claim was in flight when the node was told to stop goes back unstarted.
 async fn until_given_up<F: Future>(core: &Core, claim: &Claim, step: F) -> Option<F::Output> {
     tokio::select! {
-        out = step => Some(out),
+        biased;
         _ = core.life.stop.cancelled() => None,
+        out = step => Some(out),
         _ = sleep_until(give_up_at(core, claim)) => {
             debug!("no executor slot within half a poll interval; the fire goes back");
             bump(&core.counters.handed_back);
@@ -239,7 +244,7 @@ async fn give_back(core: &Core, run: Run, waited: Duration) -> Option<Claim> {
     info!(waited = ?waited, "no executor slot freed up: started fire given back");
     let p = plan::plan_return(&run.fire, waited, &core.node_id);
     finish(core, &run, p, None, false).await;
-    core.poll.rescan_before(run.fire.fire.at);
+    core.poll.rescan_before(&run.fire.key());
     release(core, run.lease).await;
     None
 }
@@ -509,7 +514,10 @@ async fn finish_and_continue(
             }
         }
         // Given back: make sure this node's next poll sees the job's next fire.
-        core.poll.rescan_before(at);
+        core.poll.rescan_before(&DueKey {
+            fire_at: at,
+            job_id: run.fire.job_id.clone(),
+        });
     }
     release(core, run.lease).await;
     None

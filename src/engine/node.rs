@@ -224,6 +224,16 @@ impl Core {
         }
     }
 
+    /// Wakes the poller after a job was stored or made due, `next` its place in the
+    /// due order (`None`: nothing to fire); a sweep through a backlog restarts only
+    /// when that place is at or before its cursor ([`PollState::rescan_before`]).
+    pub(crate) fn changed(&self, next: Option<DueKey>) {
+        if let Some(key) = next {
+            self.poll.rescan_before(&key);
+        }
+        self.poll.wake.notify_one();
+    }
+
     /// Wakes the poller to scan from the start of the due order: a job may have
     /// become due before the cursor of a sweep in progress.
     pub(crate) fn rescan(&self) {
@@ -456,12 +466,20 @@ pub(crate) struct PollState {
 }
 
 impl PollState {
-    /// Restarts the sweep from the beginning when `at` sorts at or before its
-    /// cursor: this node just made a job due there (a rescheduled job whose lease it
-    /// gave back), and the next poll must see it.
-    pub(crate) fn rescan_before(&self, at: Timestamp) {
+    /// Restarts the sweep from the beginning when `key` sorts at or before its
+    /// cursor in the due order (instant, then job id): a job was just made due
+    /// there (a rescheduled job whose lease this node gave back, a job stored or
+    /// resumed), and the next poll must see it. A key behind the cursor is reached by
+    /// the sweep itself; restarting for it would keep a node that stores a stream of
+    /// jobs due at one instant at the head of the due order, where another node's
+    /// line holds the fires, beside a free slot.
+    pub(crate) fn rescan_before(&self, key: &DueKey) {
         let mut sweep = lock(&self.sweep);
-        if sweep.cursor.as_ref().is_some_and(|c| at <= c.fire_at) {
+        if sweep
+            .cursor
+            .as_ref()
+            .is_some_and(|c| (key.fire_at, key.job_id.as_str()) <= (c.fire_at, c.job_id.as_str()))
+        {
             *sweep = Sweep::default();
         }
     }

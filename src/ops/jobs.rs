@@ -4,7 +4,7 @@
 use super::{Actor, Ops, entry};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
-use crate::record::{FireContext, FireState, JobRecord, TriggerKind, UpsertOutcome};
+use crate::record::{DueKey, FireContext, FireState, JobRecord, TriggerKind, UpsertOutcome};
 use crate::store::{Applied, JobChange};
 use crate::time::Timestamp;
 use serde::Serialize;
@@ -110,6 +110,7 @@ impl Ops {
     ) -> Result<UpsertOutcome> {
         Self::may_place(actor, &job)?;
         let next = self.checked(&job).await?;
+        let id = job.id().clone();
         // Made inside an OpenTelemetry trace: the first fire's run joins it.
         let context = FireContext {
             trace: next.and(crate::trace::current()),
@@ -136,7 +137,10 @@ impl Ops {
             .await?
             .upsert_outcome();
         if matches!(out, UpsertOutcome::Created | UpsertOutcome::Updated) {
-            self.changed();
+            self.changed(next.map(|at| DueKey {
+                fire_at: at,
+                job_id: id.clone(),
+            }));
         }
         Ok(out)
     }
@@ -243,8 +247,12 @@ impl Ops {
             Some(JobSnapshot::of(before).json()),
             Some(after.json()),
         );
+        let next = after.next.as_ref().map(|f| DueKey {
+            fire_at: f.at,
+            job_id: id.clone(),
+        });
         self.store.apply(&change, Some(&audit)).await?;
-        self.changed();
+        self.changed(next);
         self.store
             .get(id)
             .await?

@@ -35,6 +35,7 @@ pub use sight::Sight;
 use crate::error::{Error, Result};
 use crate::job::{DEFAULT_MAX_PAYLOAD_BYTES, Job};
 use crate::record::AuditEntry;
+use crate::record::DueKey;
 use crate::store::JobStore;
 use std::fmt;
 use std::sync::Arc;
@@ -54,7 +55,7 @@ pub struct Ops {
     store: Arc<dyn JobStore>,
     max_payload_bytes: usize,
     validator: Option<Validator>,
-    on_change: Option<Arc<dyn Fn() + Send + Sync>>,
+    on_change: Option<Arc<dyn Fn(Option<DueKey>) + Send + Sync>>,
     killer: Option<Arc<dyn RunKiller>>,
 }
 
@@ -106,8 +107,10 @@ impl Ops {
     }
 
     /// Runs `f` after every change that may make a job due sooner (stored, resumed,
-    /// triggered): a scheduler wakes its poller.
-    pub fn on_change(mut self, f: Arc<dyn Fn() + Send + Sync>) -> Ops {
+    /// triggered), with the job's place in the due order as stored (`None`: it has no
+    /// next fire): a scheduler wakes its poller, and restarts a sweep through a
+    /// backlog only when that place is at or before the sweep's.
+    pub fn on_change(mut self, f: Arc<dyn Fn(Option<DueKey>) + Send + Sync>) -> Ops {
         self.on_change = Some(f);
         self
     }
@@ -128,9 +131,9 @@ impl Ops {
         self.max_payload_bytes
     }
 
-    fn changed(&self) {
+    fn changed(&self, next: Option<DueKey>) {
         if let Some(f) = &self.on_change {
-            f();
+            f(next);
         }
     }
 }
