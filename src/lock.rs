@@ -61,6 +61,18 @@ pub trait LockProvider: Send + Sync + 'static {
 
     /// Releases each lease held by its owner with its token; returns which were.
     async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>>;
+
+    /// Forgets the keys nobody holds whose last grant is older than `older_than` by
+    /// the lock server's clock, and returns how many, so that a stream of one-shot
+    /// jobs does not leave one row per job behind. A later grant of a forgotten key
+    /// still carries a greater token: tokens are the clock's microseconds, and a
+    /// forgotten key's last token is older than the cutoff (the condition: the lock
+    /// server's clock never steps back by `older_than`). The default forgets
+    /// nothing, for providers whose keys expire by themselves (Redis's).
+    async fn forget_idle(&self, older_than: Duration) -> Result<u64> {
+        let _ = older_than;
+        Ok(0)
+    }
 }
 
 #[async_trait]
@@ -76,6 +88,9 @@ impl<L: LockProvider + ?Sized> LockProvider for Arc<L> {
     }
     async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         (**self).release(leases).await
+    }
+    async fn forget_idle(&self, older_than: Duration) -> Result<u64> {
+        (**self).forget_idle(older_than).await
     }
 }
 
@@ -104,6 +119,9 @@ macro_rules! delegate_locks {
             }
             async fn release(&self, leases: &[$crate::lock::Lease]) -> $crate::Result<Vec<bool>> {
                 self.$field.release(leases).await
+            }
+            async fn forget_idle(&self, older_than: std::time::Duration) -> $crate::Result<u64> {
+                self.$field.forget_idle(older_than).await
             }
         }
     };

@@ -16,7 +16,8 @@ fn micros(t: Timestamp) -> u64 {
 
 #[derive(Debug)]
 struct Slot {
-    /// Last token granted; kept after release so tokens never repeat.
+    /// Last token granted; kept after release so tokens never repeat (until the key
+    /// is forgotten, a cutoff past this token: `forget_idle`).
     token: u64,
     holder: Option<(String, Timestamp)>,
 }
@@ -142,5 +143,17 @@ impl LockProvider for LocalLocks {
                 _ => false,
             })
             .collect())
+    }
+
+    async fn forget_idle(&self, older_than: Duration) -> Result<u64> {
+        delay(&self.latency, 1).await;
+        let now = self.clock.now();
+        let cutoff = micros(now).saturating_sub(older_than.as_micros() as u64);
+        let mut slots = self.slots();
+        let before = slots.len();
+        slots.retain(|_, slot| {
+            matches!(&slot.holder, Some((_, until)) if *until > now) || slot.token >= cutoff
+        });
+        Ok((before - slots.len()) as u64)
     }
 }

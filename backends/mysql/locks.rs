@@ -153,4 +153,9 @@ impl MySqlLockStatements {
     pub(crate) async fn release(&self, leases: &[Lease]) -> Result<Vec<bool>> {
         self.generic.release(leases).await
     }
+
+    /// Deletes the rows nobody holds whose last grant is older than `older_than`.
+    pub(crate) async fn forget_idle(&self, older_than: Duration) -> Result<u64> {
+        self.generic.forget_idle(older_than).await
+    }
 }

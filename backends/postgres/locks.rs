@@ -152,4 +152,18 @@ impl PgLockStatements {
             .map(|l| released.contains(&(l.key.clone(), l.owner.clone(), l.token as i64)))
             .collect())
     }
+
+    /// Deletes the rows nobody holds whose last grant (its token, in µs) is older
+    /// than `older_than`.
+    pub(crate) async fn forget_idle(&self, older_than: Duration) -> Result<u64> {
+        let done = sqlx::query(AssertSqlSafe(format!(
+            "DELETE FROM {t} WHERE expires_at <= {NOW_MS} AND token < {NOW_US} - $1",
+            t = self.table,
+        )))
+        .bind(crate::sql::locks::idle_micros(older_than))
+        .execute(&self.pool)
+        .await
+        .map_err(db_err("forget_idle"))?;
+        Ok(done.rows_affected())
+    }
 }

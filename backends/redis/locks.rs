@@ -28,6 +28,9 @@ for i = 1, #KEYS / 2 do
       -- Lua numbers are doubles: write integers with %.0f, never with tostring.
       redis.call('SET', counter, string.format('%.0f', token))
     end
+    -- The counter outlives the lease by a day, then goes: a later grant's token is
+    -- the clock's µs, past every token of a day before (LockProvider::forget_idle).
+    redis.call('PEXPIRE', counter, ttl + 86400000)
     redis.call('SET', lock, ARGV[1] .. ':' .. string.format('%.0f', token), 'PX', ttl)
     out[2 * i - 1] = token
     out[2 * i] = now_ms + ttl

@@ -34,6 +34,13 @@ pub(crate) fn distinct(requests: &[LockRequest]) -> Vec<&LockRequest> {
         .collect()
 }
 
+/// `older_than` in µs for a statement, at most a century (so the server's clock
+/// minus it stays in range).
+pub(crate) fn idle_micros(older_than: Duration) -> i64 {
+    const CENTURY_US: u128 = 100 * 365 * 86_400 * 1_000_000;
+    older_than.as_micros().min(CENTURY_US) as i64
+}
+
 /// A lease row: owner, token, expiry (epoch ms; 0 when released).
 #[derive(Clone, Debug)]
 struct Row {
@@ -255,6 +262,21 @@ impl<D: Dialect> SqlLocks<D> {
             })
             .await?;
         Ok(out.into_iter().map(|o| o.is_some()).collect())
+    }
+
+    /// Deletes the rows nobody holds whose last grant is older than `older_than`
+    /// ([`LockProvider::forget_idle`](crate::LockProvider::forget_idle)); the token is
+    /// the grant's µs, so the row's token says when.
+    pub(crate) async fn forget_idle(&self, older_than: Duration) -> Result<u64> {
+        let d = &self.d;
+        let q = Sql::new(format!(
+            "DELETE FROM {} WHERE expires_at <= {} AND token < {} - ?",
+            d.t("locks"),
+            D::NOW_MS,
+            D::NOW_US
+        ))
+        .bind(idle_micros(older_than));
+        d.exec("forget_idle", q).await
     }
 
     /// Locks the leases' rows and applies `f` to each: a row it answers `Some` for was

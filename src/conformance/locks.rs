@@ -162,6 +162,58 @@ pub async fn leases_expire(locks: &dyn LockProvider) {
     assert_eq!(locks.release(&[b]).await.unwrap(), [true]);
 }
 
+/// Idle keys are forgotten, held ones never, and a forgotten key granted again still
+/// gets a greater token. Redis forgets by expiry instead (a key's counter lives a day
+/// past its lease), so there the call forgets nothing and only the tokens are checked.
+pub async fn idle_keys_are_forgotten_and_tokens_still_increase(locks: &dyn LockProvider) {
+    let (idle, held) = (unique("idle"), unique("kept"));
+    let old = one(locks, "a", &idle, 10_000).await.expect("free key");
+    assert_eq!(
+        locks.release(std::slice::from_ref(&old)).await.unwrap(),
+        [true]
+    );
+    let holder = one(locks, "a", &held, 10_000).await.expect("free key");
+    // The lock server's clock moves past the grants' microseconds.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let forgotten = locks.forget_idle(Duration::ZERO).await.unwrap();
+    if locks.name() != "redis" {
+        assert!(
+            forgotten >= 1,
+            "{}: the released key is idle and must be forgotten",
+            locks.name()
+        );
+    }
+    assert!(
+        one(locks, "b", &held, 10_000).await.is_none(),
+        "a held key is never forgotten"
+    );
+    assert_eq!(
+        locks
+            .renew(std::slice::from_ref(&holder), Duration::from_secs(10))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let again = one(locks, "b", &idle, 10_000)
+        .await
+        .expect("a forgotten key is free");
+    assert!(
+        again.token > old.token,
+        "a forgotten key's next token {} must exceed its last {}",
+        again.token,
+        old.token
+    );
+    // Nothing newer than the cutoff goes: with a day's margin neither key is touched.
+    assert_eq!(locks.release(&[again]).await.unwrap(), [true]);
+    let kept = locks
+        .forget_idle(Duration::from_secs(86_400))
+        .await
+        .unwrap();
+    assert_eq!(kept, 0, "keys granted within the last day are kept");
+    assert_eq!(locks.release(&[holder]).await.unwrap(), [true]);
+}
+
 /// Batched calls answer each key on its own, in request order.
 pub async fn batches_are_independent(locks: &dyn LockProvider) {
     let prefix = unique("batch");

@@ -159,4 +159,5 @@ pub async fn lock_suite(locks: &dyn LockProvider) {
     release_is_owner_and_token_checked(locks).await;
     leases_expire(locks).await;
     batches_are_independent(locks).await;
+    idle_keys_are_forgotten_and_tokens_still_increase(locks).await;
 }

@@ -13,6 +13,11 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep};
 use tracing::{debug, info, warn};
 
+/// How long a lease key nobody holds is kept after its last grant: a day, so a
+/// later grant's token (the lock server's clock in µs) is past its last one even if
+/// that clock steps back by up to a day.
+const IDLE_LEASES: Duration = Duration::from_secs(86_400);
+
 pub(super) async fn heartbeat_once(core: &Core) -> Result<()> {
     let info = NodeInfo {
         node_id: core.node_id.to_string(),
@@ -162,6 +167,11 @@ async fn maintain(
             let cutoff = now - keep;
             let n = core.store.purge_runs(cutoff).await?;
             info!(purged = n, before = %cutoff, "run retention");
+        }
+        // Lease rows of keys nobody held for a day (every one-shot job leaves one).
+        let n = core.locks.forget_idle(IDLE_LEASES).await?;
+        if n > 0 {
+            info!(forgotten = n, "idle lease keys");
         }
         if let Some(keep) = core.config.alarm_retention {
             let cutoff = now - keep;

@@ -83,6 +83,43 @@ async fn tokens_keep_increasing_after_redis_loses_everything() {
     assert_eq!(l.release(&[second]).await.unwrap(), [true]);
 }
 
+/// A key's token counter expires a day after its lease would, so a stream of one-shot
+/// jobs leaves nothing behind in Redis (`LockProvider::forget_idle`).
+#[tokio::test]
+async fn a_token_counter_expires_a_day_after_its_lease() {
+    let Some(url) = url("JOBWHEEL_REDIS_URL") else {
+        return;
+    };
+    let l = locks(&url).await;
+    let key = format!("counter-{:08x}", fastrand::u32(..));
+    let lease = l
+        .acquire(
+            "a",
+            &[LockRequest {
+                key: key.clone(),
+                ttl: Duration::from_secs(30),
+            }],
+        )
+        .await
+        .unwrap()
+        .pop()
+        .flatten()
+        .expect("free key");
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(format!("jobwheel:token:{key}"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let day_after = 30_000 + 86_400_000;
+    assert!(
+        (day_after - 5_000..=day_after).contains(&ttl),
+        "the counter's time to live is {ttl} ms, not a day past the lease's 30 s"
+    );
+    assert_eq!(l.release(&[lease]).await.unwrap(), [true]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_with_redis_locks_runs_every_fire_once() {
     let Some(redis_url) = url("JOBWHEEL_REDIS_URL") else {
