@@ -22,6 +22,15 @@ async fn locks(url: &str) -> RedisLocks {
         .unwrap_or_else(|e| panic!("JOBWHEEL_REDIS_URL is set but Redis is unreachable: {e}"))
 }
 
+/// `owner`'s grant of `key` for 30 s, or `None`.
+async fn grant(l: &RedisLocks, owner: &str, key: &str) -> Option<jobwheel::Lease> {
+    let req = LockRequest {
+        key: key.to_string(),
+        ttl: Duration::from_secs(30),
+    };
+    l.acquire(owner, &[req]).await.unwrap().pop().flatten()
+}
+
 #[tokio::test]
 async fn redis_locks_pass_the_lock_suite() {
     let Some(url) = url("JOBWHEEL_REDIS_URL") else {
@@ -42,19 +51,7 @@ async fn tokens_keep_increasing_after_redis_loses_everything() {
     };
     let l = locks(&url).await;
     let key = format!("restart-{:08x}", fastrand::u32(..));
-    let req = || {
-        vec![LockRequest {
-            key: key.clone(),
-            ttl: Duration::from_secs(30),
-        }]
-    };
-    let first = l
-        .acquire("a", &req())
-        .await
-        .unwrap()
-        .pop()
-        .flatten()
-        .expect("free key");
+    let first = grant(&l, "a", &key).await.expect("free key");
     // Stands in for a restart without persistence: every key, counters included, is gone.
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
@@ -62,13 +59,7 @@ async fn tokens_keep_increasing_after_redis_loses_everything() {
         .query_async::<()>(&mut conn)
         .await
         .unwrap();
-    let second = l
-        .acquire("b", &req())
-        .await
-        .unwrap()
-        .pop()
-        .flatten()
-        .expect("the lost lock is free");
+    let second = grant(&l, "b", &key).await.expect("the lost lock is free");
     assert!(
         second.token > first.token,
         "token {} after the flush must exceed {}",
@@ -92,19 +83,7 @@ async fn a_token_counter_expires_a_day_after_its_lease() {
     };
     let l = locks(&url).await;
     let key = format!("counter-{:08x}", fastrand::u32(..));
-    let lease = l
-        .acquire(
-            "a",
-            &[LockRequest {
-                key: key.clone(),
-                ttl: Duration::from_secs(30),
-            }],
-        )
-        .await
-        .unwrap()
-        .pop()
-        .flatten()
-        .expect("free key");
+    let lease = grant(&l, "a", &key).await.expect("free key");
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let ttl: i64 = redis::cmd("PTTL")
