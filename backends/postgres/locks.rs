@@ -10,7 +10,7 @@ use super::{NOW_MS, PgDialect, db_err};
 use crate::error::Result;
 use crate::lock::{Lease, LockRequest};
 use crate::sql::Dialect;
-use crate::sql::locks::LocksOver;
+use crate::sql::locks::{LocksOver, SqlLocks};
 use crate::time::{Timestamp, duration_ms};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::PgPool;
@@ -27,13 +27,16 @@ const KEY: &str = <PgDialect as Dialect>::LOCK_KEY;
 pub(crate) struct PgLockStatements {
     pool: PgPool,
     table: String,
+    /// The generic statements, for what needs no PostgreSQL form (forgetting idle keys).
+    generic: SqlLocks<PgDialect>,
 }
 
 impl LocksOver<PgDialect> for PgLockStatements {
     fn over(d: PgDialect) -> Self {
         PgLockStatements {
             table: d.t("locks"),
-            pool: d.pool,
+            pool: d.pool.clone(),
+            generic: SqlLocks::over(d),
         }
     }
 }
@@ -153,17 +156,8 @@ impl PgLockStatements {
             .collect())
     }
 
-    /// Deletes the rows nobody holds whose last grant (its token, in µs) is older
-    /// than `older_than`.
+    /// Deletes the rows nobody holds whose last grant is older than `older_than`.
     pub(crate) async fn forget_idle(&self, older_than: Duration) -> Result<u64> {
-        let done = sqlx::query(AssertSqlSafe(format!(
-            "DELETE FROM {t} WHERE expires_at <= {NOW_MS} AND token < {NOW_US} - $1",
-            t = self.table,
-        )))
-        .bind(crate::sql::locks::idle_micros(older_than))
-        .execute(&self.pool)
-        .await
-        .map_err(db_err("forget_idle"))?;
-        Ok(done.rows_affected())
+        self.generic.forget_idle(older_than).await
     }
 }

@@ -36,7 +36,7 @@ pub(crate) fn distinct(requests: &[LockRequest]) -> Vec<&LockRequest> {
 
 /// `older_than` in µs for a statement, at most a century (so the server's clock
 /// minus it stays in range).
-pub(crate) fn idle_micros(older_than: Duration) -> i64 {
+fn idle_micros(older_than: Duration) -> i64 {
     const CENTURY_US: u128 = 100 * 365 * 86_400 * 1_000_000;
     older_than.as_micros().min(CENTURY_US) as i64
 }
