@@ -89,10 +89,18 @@ impl Results {
 #[tokio::main]
 async fn main() -> jobwheel::Result<()> {
     {
-        // Handlers' events become their runs' logs (written every 50 ms).
-        use tracing_subscriber::layer::SubscriberExt;
+        // Handlers' events become their runs' logs (written every 50 ms); the
+        // engine's events at `RUST_LOG`'s level go to stderr, which the fault
+        // tests keep in a file per node.
+        use tracing_subscriber::{Layer, layer::SubscriberExt};
+        let stderr = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_filter(tracing_subscriber::EnvFilter::from_default_env());
         let _ = tracing::subscriber::set_global_default(
-            tracing_subscriber::registry().with(jobwheel::run_log_layer()),
+            tracing_subscriber::registry()
+                .with(jobwheel::run_log_layer())
+                .with(stderr),
         );
     }
     let backend = arg("--backend").unwrap_or_else(|| "postgres".into());

@@ -194,9 +194,12 @@ impl Cluster {
         }
         cmd.args(["--backend", self.target.backend, "--url", &self.target.url])
             .args(["--prefix", &self.prefix, "--node", name])
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("JOBWHEEL_FAULTS_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(self.log_file(name));
         if let Some(r) = &self.target.redis {
             cmd.args(["--redis", r]);
         }
@@ -226,6 +229,40 @@ impl Cluster {
             child,
             lines,
         });
+    }
+
+    /// Where a node's stderr (its `warn` and `error` events) goes: a file per node
+    /// under the system's temporary directory, read back by [`Cluster::log_tails`].
+    fn log_path(&self, name: &str) -> std::path::PathBuf {
+        std::env::temp_dir()
+            .join("jobwheel-faults")
+            .join(format!("{}{name}.log", self.prefix))
+    }
+
+    fn log_file(&self, name: &str) -> std::fs::File {
+        let path = self.log_path(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::File::create(&path).unwrap()
+    }
+
+    /// The last `n` lines each node logged, for a failure's message.
+    pub fn log_tails(&self, n: usize) -> String {
+        let mut out = String::new();
+        for node in &self.nodes {
+            let path = self.log_path(&node.name);
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(n)..];
+            out.push_str(&format!(
+                "--- {} ({} lines in {}), last {}:\n{}\n",
+                node.name,
+                lines.len(),
+                path.display(),
+                tail.len(),
+                tail.join("\n")
+            ));
+        }
+        out
     }
 
     pub fn node(&mut self, name: &str) -> &mut Node {
