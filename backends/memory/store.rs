@@ -106,10 +106,25 @@ impl Inner {
         }
     }
 
-    fn start(&mut self, r: &StartRun, now: Timestamp) -> StartOutcome {
+    /// `fresh`: the runs this batch recorded, which a later item of the batch is
+    /// never the repeat of (items of one job in one batch: the first decides).
+    fn start(&mut self, r: &StartRun, now: Timestamp, fresh: &mut Vec<RunId>) -> StartOutcome {
         let state = self.jobs.get(&r.job_id).map(JobState::from);
-        if let Err(refusal) = rules::start(state.as_ref(), r) {
-            return StartOutcome::Refused(refusal);
+        let running = state
+            .as_ref()
+            .and_then(|j| j.running)
+            .filter(|id| !fresh.contains(id))
+            .and_then(|id| self.runs.get(&id));
+        match rules::start(state.as_ref(), running.map(RunState::from).as_ref(), r) {
+            Err(refusal) => return StartOutcome::Refused(refusal),
+            Ok(rules::Admit::Recorded) => {
+                let run = running.expect("a recorded start has its run");
+                return StartOutcome::Started {
+                    run_id: run.id,
+                    started_at: run.started_at,
+                };
+            }
+            Ok(rules::Admit::Record) => {}
         }
         self.next_run += 1;
         let run_id = RunId(self.next_run);
@@ -118,6 +133,7 @@ impl Inner {
             j.running = Some(run_id);
         });
         self.running.insert(run_id);
+        fresh.push(run_id);
         self.runs.insert(
             run_id,
             RunRecord {
@@ -400,7 +416,11 @@ impl Jobs for MemoryStore {
         delay(&self.latency, runs.len()).await;
         let now = self.clock.now();
         let mut inner = self.inner();
-        Ok(runs.iter().map(|r| inner.start(r, now)).collect())
+        let mut fresh = Vec::new();
+        Ok(runs
+            .iter()
+            .map(|r| inner.start(r, now, &mut fresh))
+            .collect())
     }
 
     async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {

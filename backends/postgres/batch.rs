@@ -7,6 +7,7 @@ use super::{NOW_MS, PgDialect, db_err};
 use crate::error::Result;
 use crate::record::*;
 use crate::sql::Dialect;
+use crate::store::rules;
 use crate::time::Timestamp;
 use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashMap;
@@ -106,11 +107,24 @@ impl PgDialect {
         .await
         .map_err(db_err("start_runs"))?;
         // The job columns are the state before this statement; refusals are explained
-        // in request order, as if the items ran one after another.
+        // in request order, as if the items ran one after another. A job running a
+        // run under the request's token may be running the request's own run (a
+        // repeated start): those runs are read, only then.
+        let int =
+            |row: &sqlx::postgres::PgRow, c: &str| row.try_get::<Option<i64>, _>(c).ok().flatten();
+        let repeats: Vec<i64> = runs
+            .iter()
+            .zip(&rows)
+            .filter(|(r, row)| {
+                int(row, "run_id").is_none() && int(row, "last_token") == Some(r.token as i64)
+            })
+            .filter_map(|(_, row)| int(row, "running_run"))
+            .collect();
+        let recorded = self.run_states(&repeats).await?;
         let mut started_jobs = std::collections::HashSet::new();
         let mut out = Vec::with_capacity(runs.len());
         for (r, row) in runs.iter().zip(&rows) {
-            let i = |c: &str| row.try_get::<Option<i64>, _>(c).ok().flatten();
+            let i = |c: &str| int(row, c);
             if let (Some(id), Some(at)) = (i("run_id"), i("started_at")) {
                 started_jobs.insert(r.job_id.as_str());
                 out.push(StartOutcome::Started {
@@ -119,9 +133,18 @@ impl PgDialect {
                 });
                 continue;
             }
+            let mine = i("running_run")
+                .and_then(|id| recorded.get(&id).map(|(s, at)| (id, s, *at)))
+                .filter(|(_, s, _)| rules::recorded_by(s, r));
             let last = i("last_token").unwrap_or(0) as u64;
             let refusal = if !row.try_get::<bool, _>("found").unwrap_or(false) {
                 StartRefusal::NotFound
+            } else if let Some((id, _, at)) = mine {
+                out.push(StartOutcome::Started {
+                    run_id: RunId(id),
+                    started_at: Timestamp::from_millis(at),
+                });
+                continue;
             } else if !row
                 .try_get::<Option<bool>, _>("enabled")
                 .ok()
@@ -144,6 +167,36 @@ impl PgDialect {
             out.push(StartOutcome::Refused(refusal));
         }
         Ok(out)
+    }
+
+    /// The runs `ids` (those that exist) with their start instants (ms), by id.
+    async fn run_states(
+        &self,
+        ids: &[i64],
+    ) -> Result<std::collections::HashMap<i64, (rules::RunState, i64)>> {
+        if ids.is_empty() {
+            return Ok(Default::default());
+        }
+        let rows: Vec<(i64, String, String, i64, i64, i32, i64)> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT id, job_id, status, token, fire_at, attempt, started_at FROM {} WHERE id = ANY($1)",
+            self.t("runs")
+        )))
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_err("start_runs"))?;
+        rows.into_iter()
+            .map(|(id, job, status, token, fire_at, attempt, started_at)| {
+                let state = rules::RunState {
+                    job_id: crate::job::JobId::new(&job)?,
+                    running: status == RunStatus::Running.as_str(),
+                    token: token as u64,
+                    fire_at: Timestamp::from_millis(fire_at),
+                    attempt: u32::try_from(attempt).unwrap_or(0),
+                };
+                Ok((id, (state, started_at)))
+            })
+            .collect()
     }
 
     /// One statement for the whole batch: lock the jobs and runs, check the tokens,

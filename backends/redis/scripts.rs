@@ -215,7 +215,9 @@ return out
 
 /// ARGV: P, n, then per item: job, fire, version, token, node, attempt, trigger, covered
 /// fires, covered through (both empty without a span), context (JSON, or empty).
-/// Returns per item a triple: (`ok`, run id, started) or (refusal, current token, '').
+/// Returns per item a triple: (`ok`, run id, started) or (refusal, current token, '');
+/// a repeat of the start that recorded the job's running run in an earlier call
+/// (same token, fire and attempt) gets that run's `ok` triple and writes nothing.
 /// Per started run it writes the run hash, its job's run index and the job; the global
 /// indexes, the run-id sequence and the day's counter are written once per batch.
 pub(super) const START: &str = r"
@@ -223,7 +225,7 @@ local now = now_ms()
 local nows, day = fmt(now), day_of(now)
 local out = {}
 local seq = tonumber(redis.call('GET', P .. 'seq:run') or '0')
-local runs, running, undue = {}, {}, {}
+local runs, running, undue, fresh = {}, {}, {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
   local id, fire, ver, tok, node, att, trig, cfires, cthrough, ctx =
@@ -232,15 +234,25 @@ for _ = 1, tonumber(ARGV[2]) do
   i = i + 10
   local jk = P .. 'job:' .. id
   local f = redis.call('HMGET', jk, 'enabled', 'version', 'running', 'next', 'token')
-  local code, cur = nil, ''
-  if not f[1] then code = 'not_found'
+  local code, cur, again = nil, '', nil
+  if f[1] and f[3] and f[3] ~= '' and f[5] == tok and not fresh[f[3]] then
+    -- A repeat of the start that recorded the running run: answer with that run.
+    local r = redis.call('HMGET', P .. 'run:' .. f[3], 'status', 'job', 'token', 'fire', 'attempt', 'started')
+    if r[1] == 'running' and r[2] == id and r[3] == tok and r[4] == fire and r[5] == att then
+      again = r[6]
+    end
+  end
+  if again then code = 'again'; cur = f[3]
+  elseif not f[1] then code = 'not_found'
   elseif f[1] ~= '1' then code = 'disabled'
   elseif f[2] ~= ver then code = 'changed'
   elseif f[3] and f[3] ~= '' then code = 'running'
   elseif f[4] ~= fire then code = 'not_due'
   elseif tonumber(f[5]) > tonumber(tok) then code = 'fenced'; cur = f[5]
   end
-  if code then
+  if again then
+    out[#out + 1] = 'ok'; out[#out + 1] = cur; out[#out + 1] = again
+  elseif code then
     out[#out + 1] = code; out[#out + 1] = cur; out[#out + 1] = ''
   else
     seq = seq + 1
@@ -253,6 +265,7 @@ for _ = 1, tonumber(ARGV[2]) do
     redis.call('HSET', jk, 'token', tok, 'running', rid)
     runs[#runs + 1] = rid; runs[#runs + 1] = rid
     undue[#undue + 1] = id
+    fresh[rid] = true
     out[#out + 1] = 'ok'; out[#out + 1] = rid; out[#out + 1] = nows
   end
 end

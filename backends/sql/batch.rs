@@ -46,8 +46,44 @@ async fn job_states<D: Dialect>(
         .collect()
 }
 
+/// The runs `ids` (those that exist) with their start instants (ms), by id; `lock`
+/// is the dialect's row-lock suffix, or empty.
+async fn run_states<D: Dialect>(
+    d: &D,
+    tx: &mut D::Tx,
+    op: &'static str,
+    ids: &[i64],
+    lock: &str,
+) -> Result<HashMap<i64, (RunState, i64)>> {
+    let mut read = Sql::new(format!(
+        "SELECT id, job_id, status, token, fire_at, attempt, started_at FROM {} WHERE id IN ({}) ORDER BY id{lock}",
+        d.t("runs"),
+        marks(ids.len()),
+    ));
+    read.args.extend(ids.iter().map(|id| (*id).into()));
+    let mut out = HashMap::new();
+    for row in d.fetch_in(tx, op, read).await? {
+        let e = |err| d.err(op, err);
+        let job_id = row.text("job_id").map_err(e)?;
+        let state = RunState {
+            job_id: crate::job::JobId::new(&job_id)?,
+            running: row.text("status").map_err(e)? == RunStatus::Running.as_str(),
+            token: row.int("token").map_err(e)? as u64,
+            fire_at: Timestamp::from_millis(row.int("fire_at").map_err(e)?),
+            attempt: u32::try_from(row.int("attempt").map_err(e)?).unwrap_or(0),
+        };
+        out.insert(
+            row.int("id").map_err(e)?,
+            (state, row.int("started_at").map_err(e)?),
+        );
+    }
+    Ok(out)
+}
+
 /// Records starts: lock the jobs, decide in request order, insert the runs in one
-/// statement, read their ids back, mark the jobs in one joined `UPDATE`.
+/// statement, read their ids back, mark the jobs in one joined `UPDATE`. A request
+/// whose job's running run carries its token is a repeat: its run is read (one more
+/// statement, only then) and answered again.
 pub(crate) async fn start<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
     retrying(|| start_once(d, runs)).await
 }
@@ -58,12 +94,38 @@ async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOut
     let now = now_in(d, &mut tx, op).await?;
     let ids: Vec<&str> = runs.iter().map(|r| r.job_id.as_str()).collect();
     let mut state = job_states(d, &mut tx, op, &ids).await?;
+    // Only a job whose last token is the request's can be running the request's run.
+    let repeats: Vec<i64> = runs
+        .iter()
+        .filter_map(|r| {
+            state
+                .get(r.job_id.as_str())
+                .filter(|j| j.last_token == r.token)
+        })
+        .filter_map(|j| j.running.map(|id| id.0))
+        .collect();
+    let recorded = if repeats.is_empty() {
+        HashMap::new()
+    } else {
+        run_states(d, &mut tx, op, &repeats, "").await?
+    };
     let mut out = Vec::with_capacity(runs.len());
     let mut accepted = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         let job = state.get_mut(r.job_id.as_str());
-        match rules::start(job.as_deref(), r) {
-            Ok(()) => {
+        let running = job
+            .as_deref()
+            .and_then(|j| j.running)
+            .and_then(|id| recorded.get(&id.0).map(|(s, at)| (id, s, *at)));
+        match rules::start(job.as_deref(), running.map(|(_, s, _)| s), r) {
+            Ok(rules::Admit::Recorded) => {
+                let (run_id, _, at) = running.expect("a recorded start has its run");
+                out.push(Some(StartOutcome::Started {
+                    run_id,
+                    started_at: Timestamp::from_millis(at),
+                }));
+            }
+            Ok(rules::Admit::Record) => {
                 if let Some(j) = job {
                     // Running from here on, for the rest of the batch.
                     j.running = Some(RunId(-1));
@@ -162,27 +224,12 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
     let now = now_in(d, &mut tx, op).await?;
     let job_ids: Vec<&str> = runs.iter().map(|f| f.job_id.as_str()).collect();
     let mut jobs = job_states(d, &mut tx, op, &job_ids).await?;
-    let mut read = Sql::new(format!(
-        "SELECT id, job_id, status, token, fire_at FROM {} WHERE id IN ({}) ORDER BY id{}",
-        d.t("runs"),
-        marks(runs.len()),
-        D::FOR_UPDATE
-    ));
-    read.args.extend(runs.iter().map(|f| f.run_id.0.into()));
-    let mut run_state: HashMap<i64, RunState> = HashMap::new();
-    for row in d.fetch_in(&mut tx, op, read).await? {
-        let e = |err| d.err(op, err);
-        let job_id = row.text("job_id").map_err(e)?;
-        run_state.insert(
-            row.int("id").map_err(e)?,
-            RunState {
-                job_id: crate::job::JobId::new(&job_id)?,
-                running: row.text("status").map_err(e)? == RunStatus::Running.as_str(),
-                token: row.int("token").map_err(e)? as u64,
-                fire_at: Timestamp::from_millis(row.int("fire_at").map_err(e)?),
-            },
-        );
-    }
+    let ids: Vec<i64> = runs.iter().map(|f| f.run_id.0).collect();
+    let mut run_state: HashMap<i64, RunState> = run_states(d, &mut tx, op, &ids, D::FOR_UPDATE)
+        .await?
+        .into_iter()
+        .map(|(id, (state, _))| (id, state))
+        .collect();
     let mut out = Vec::with_capacity(runs.len());
     let mut done: Vec<&FinishRun> = Vec::new();
     let mut writes: HashMap<&str, JobWrite<'_>> = HashMap::new();

@@ -33,7 +33,17 @@ async fn run_state(store: &dyn JobStore, id: &str, run: RunId) -> Option<RunStat
         .map(RunState::from)
 }
 
-/// Every start condition, alone and together: the store starts exactly when
+/// How many runs job `id` has.
+async fn run_count(store: &dyn JobStore, id: &str) -> usize {
+    store
+        .runs(&RunQuery::new().job(jid(id)).limit(1000))
+        .await
+        .unwrap()
+        .len()
+}
+
+/// Every start condition, alone and together (a repeat of the start that recorded
+/// the running run among them): the store starts exactly when
 /// [`rules::start`] says so, and refuses with the reason it gives.
 pub async fn start_rules_agree(store: &dyn JobStore) {
     let p = unique("rules-start");
@@ -55,9 +65,13 @@ pub async fn start_rules_agree(store: &dyn JobStore) {
                                 finish_req(run, &id, 5, RunStatus::Succeeded, Some(t0)),
                             )
                             .await;
-                            if running {
-                                started(store, start_req(&id, t0, 1, 5)).await;
-                            }
+                            // Running a run the request `(t0, token 5, attempt 1)`
+                            // recorded: the same request again is a repeat.
+                            let running_run = if running {
+                                Some(started(store, start_req(&id, t0, 1, 5)).await)
+                            } else {
+                                None
+                            };
                             if paused {
                                 store.set_enabled(&jid(&id), false, None).await.unwrap();
                             }
@@ -80,10 +94,35 @@ pub async fn start_rules_agree(store: &dyn JobStore) {
                                 },
                                 token,
                             );
-                            let want = rules::start(state.as_ref(), &req);
+                            let run = match running_run {
+                                Some(r) => run_state(store, &id, r).await,
+                                None => None,
+                            };
+                            let runs_before = run_count(store, &id).await;
+                            let want = rules::start(state.as_ref(), run.as_ref(), &req);
                             let got = start_one(store, req.clone()).await;
                             match (&want, &got) {
-                                (Ok(()), StartOutcome::Started { .. }) => {
+                                (
+                                    Ok(rules::Admit::Recorded),
+                                    StartOutcome::Started { run_id, .. },
+                                ) => {
+                                    assert_eq!(
+                                        Some(*run_id),
+                                        running_run,
+                                        "{id}: a repeated start is answered with its run"
+                                    );
+                                    assert_eq!(
+                                        run_count(store, &id).await,
+                                        runs_before,
+                                        "{id}: a repeated start writes no run"
+                                    );
+                                    assert_eq!(
+                                        job_state(store, &id).await,
+                                        state,
+                                        "{id}: a repeated start leaves the job as it was"
+                                    );
+                                }
+                                (Ok(rules::Admit::Record), StartOutcome::Started { .. }) => {
                                     let after = record(store, &id).await;
                                     assert_eq!(
                                         after.last_token, token,

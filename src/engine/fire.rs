@@ -326,6 +326,12 @@ async fn start_run(
         Err(e) => {
             core.backend_error("start_runs");
             warn!(error = %e, "start failed; the fire stays due");
+            lock(&core.doubts).push(super::node::Doubt {
+                job_id: fire.job_id.clone(),
+                fire_at: fire.fire.at,
+                token: lease.token,
+                attempt: attempt.attempt,
+            });
             return Err(lease);
         }
     };
@@ -541,6 +547,19 @@ impl Drop for Finishing<'_> {
 
 /// Writes a run's finish, retrying store failures until it is written or refused.
 /// `takeover`: recording another node's lost run under a newer lease.
+/// When `req`'s run is recorded ended with `req`'s token and status: its end
+/// instant (`None` when it is not, or the store cannot say now).
+async fn recorded_finish(core: &Core, req: &FinishRun) -> Option<crate::time::Timestamp> {
+    let q = crate::store::RunQuery::new()
+        .job(req.job_id.clone())
+        .before(RunId(req.run_id.0 + 1))
+        .limit(1);
+    let runs = core.store.runs(&q).await.ok()?;
+    runs.into_iter()
+        .find(|r| r.id == req.run_id && r.token == req.token && r.status == req.status)
+        .and_then(|r| r.ended_at)
+}
+
 pub(crate) async fn finish(
     core: &Core,
     run: &Run,
@@ -573,6 +592,7 @@ pub(crate) async fn finish(
     };
     let mut backoff = super::backoff::Backoff::default();
     let mut refused_for_good = 0;
+    let mut failed = false;
     loop {
         match core.batch().finish.call(req.clone()).await {
             Ok(out @ FinishOutcome::Finished { .. }) => {
@@ -590,6 +610,28 @@ pub(crate) async fn finish(
                 debug!("lost run already recorded by another node");
                 return Some(out);
             }
+            Ok(FinishOutcome::Refused(FinishRefusal::NotRunning)) if failed => {
+                // An earlier call failed after it may have been written (a
+                // connection cut after the commit): if the run carries this
+                // finish's token and status, that call recorded it.
+                if let Some(ended_at) = recorded_finish(core, &req).await {
+                    bump(&core.counters.finished);
+                    run.instruments.finished(req.status.as_str());
+                    info!("the result was recorded by a call whose answer was lost");
+                    return Some(FinishOutcome::Finished {
+                        ended_at,
+                        // Not known: the lease goes back and the poller finds the
+                        // next fire.
+                        rescheduled: false,
+                    });
+                }
+                bump(&core.counters.finish_refused);
+                warn!(
+                    token = run.lease.token,
+                    "result refused: the run was recorded by another node"
+                );
+                return Some(FinishOutcome::Refused(FinishRefusal::NotRunning));
+            }
             Ok(out @ FinishOutcome::Refused(why)) => {
                 bump(&core.counters.finish_refused);
                 warn!(
@@ -604,6 +646,7 @@ pub(crate) async fn finish(
             }
             Err(e) => {
                 core.backend_error("finish_runs");
+                failed = true;
                 if !e.is_temporary() {
                     refused_for_good += 1;
                 }

@@ -8,6 +8,7 @@ use super::{Core, bump, lock};
 use crate::error::Result;
 use crate::lock::LockRequest;
 use crate::record::*;
+use crate::store::RunQuery;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::{Instant, sleep};
@@ -157,10 +158,14 @@ async fn maintain(
     }
     // A dead node may leave many runs: recover them concurrently.
     let orphans = core.store.orphaned_runs(core.config.claim_batch).await?;
-    futures::future::join_all(orphans.into_iter().map(|run| recover_lost(core, run)))
-        .await
-        .into_iter()
-        .collect::<Result<Vec<()>>>()?;
+    futures::future::join_all(orphans.into_iter().map(|run| {
+        let why = format!("node {} died while running", run.node);
+        recover_lost(core, run, why)
+    }))
+    .await
+    .into_iter()
+    .collect::<Result<Vec<()>>>()?;
+    settle_doubts(core).await?;
     if last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
         let now = core.store.now().await?;
         if let Some(keep) = core.config.run_retention {
@@ -183,10 +188,52 @@ async fn maintain(
     Ok(())
 }
 
-/// Takes over the run of a dead node: records it `lost` (a failed attempt) under a
-/// newer lease, which fences the old holder out. Another node may record it first;
-/// that is counted apart (`lost_already_recorded`), not as a recovery.
-async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
+/// Settles the starts whose call failed ([`Doubt`](super::node::Doubt)): a run the
+/// store recorded for one is recorded lost; one the store did not record is
+/// forgotten. A doubt the store cannot answer now stays for the next pass.
+async fn settle_doubts(core: &Arc<Core>) -> Result<()> {
+    let doubts = std::mem::take(&mut *lock(&core.doubts));
+    let mut left = doubts.iter();
+    for d in left.by_ref() {
+        if let Err(e) = settle(core, d).await {
+            let mut keep: Vec<_> = std::iter::once(d).chain(left).cloned().collect();
+            lock(&core.doubts).append(&mut keep);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+async fn settle(core: &Arc<Core>, d: &super::node::Doubt) -> Result<()> {
+    let running = core
+        .store
+        .runs(
+            &RunQuery::new()
+                .job(d.job_id.clone())
+                .status(RunStatus::Running)
+                .limit(16),
+        )
+        .await?;
+    let Some(run) = running
+        .into_iter()
+        .find(|r| r.token == d.token && r.fire_at == d.fire_at && r.attempt == d.attempt)
+    else {
+        return Ok(());
+    };
+    warn!(job = %run.job_id, run = %run.id, "a start whose answer was lost was recorded: recording it lost");
+    recover_lost(
+        core,
+        run,
+        "the store recorded the start but its answer was lost (the store call failed)".into(),
+    )
+    .await
+}
+
+/// Takes over a run nobody executes — a dead node's, or one whose start's answer
+/// was lost — and records it `lost` (a failed attempt, with `why` as its error)
+/// under a newer lease, which fences the old holder out. Another node may record it
+/// first; that is counted apart (`lost_already_recorded`), not as a recovery.
+async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<()> {
     let req = LockRequest {
         key: run.job_id.to_string(),
         ttl: core.config.lease_ttl,
@@ -200,7 +247,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord) -> Result<()> {
     else {
         return Ok(());
     };
-    let error = Some(format!("node {} died while running", run.node));
+    let error = Some(why);
     let Some(rec) = core.store.get(&run.job_id).await? else {
         // The job was removed while its node was dead: close the run, nothing to retry.
         let close = FinishRun {

@@ -259,7 +259,12 @@ pub trait Jobs: Send + Sync + 'static {
 
     /// Records runs as `Running`, each item under [`rules::start`](super::rules::start),
     /// with the item's `covers` and `payload`: then `last_token` becomes `item.token`
-    /// and the run becomes the job's running run.
+    /// and the run becomes the job's running run. Starts are idempotent across calls:
+    /// an item that repeats the start which recorded its job's running run (same
+    /// token, fire and attempt; [`rules::recorded_by`](super::rules::recorded_by)) is
+    /// answered with that run and writes nothing, so a caller may repeat a call whose
+    /// answer it lost. Within one call, the first item of a job decides and a later
+    /// item of the same job is refused `Running`.
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>>;
 
     /// Records run outcomes, each item under [`rules::finish`](super::rules::finish).

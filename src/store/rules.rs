@@ -52,6 +52,8 @@ pub struct RunState {
     pub token: u64,
     /// The fire it belongs to.
     pub fire_at: Timestamp,
+    /// Its attempt at the fire.
+    pub attempt: u32,
 }
 
 impl From<&RunRecord> for RunState {
@@ -61,20 +63,55 @@ impl From<&RunRecord> for RunState {
             running: r.status == RunStatus::Running,
             token: r.token,
             fire_at: r.fire_at,
+            attempt: r.attempt,
         }
     }
 }
 
-/// Whether `req` may start, given the job's state (`None`: no such job).
+/// What a start the rules allow does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// Record a new run.
+    Record,
+    /// The request already recorded the job's running run (a repeated start whose
+    /// first answer was lost, say to a connection cut after the commit): answer with
+    /// that run, write nothing.
+    Recorded,
+}
+
+/// Whether the run `running` is the one `req` records: it is still running, of
+/// the request's job, fire and attempt, under the request's token (a token is one
+/// grant of one node's lease, so no other start carries it).
+pub fn recorded_by(running: &RunState, req: &StartRun) -> bool {
+    running.running
+        && running.job_id == req.job_id
+        && running.token == req.token
+        && running.fire_at == req.fire_at
+        && running.attempt == req.attempt
+}
+
+/// Whether `req` may start, given the job's state (`None`: no such job) and its
+/// running run's (`running`, read when the job has one; a store may pass `None`
+/// when the job's `last_token` is not the request's, since the run cannot then be
+/// the request's).
 ///
-/// In order: the job exists, is enabled, has the request's `version`, has no run in
-/// progress, is due at the request's `fire_at`, and its last token is not newer than
-/// the request's. On success the store sets `last_token = req.token` and makes the
-/// new run the job's running run.
-pub fn start(job: Option<&JobState>, req: &StartRun) -> Result<(), StartRefusal> {
+/// In order: the job exists; its running run, if [`recorded_by`] the request, is
+/// answered again ([`Admit::Recorded`]: starts are idempotent, so a store or an
+/// engine may repeat one whose answer it lost); it is enabled, has the request's
+/// `version`, has no run in progress, is due at the request's `fire_at`, and its
+/// last token is not newer than the request's. On [`Admit::Record`] the store sets
+/// `last_token = req.token` and makes the new run the job's running run.
+pub fn start(
+    job: Option<&JobState>,
+    running: Option<&RunState>,
+    req: &StartRun,
+) -> Result<Admit, StartRefusal> {
     let Some(j) = job else {
         return Err(StartRefusal::NotFound);
     };
+    if j.running.is_some() && running.is_some_and(|r| recorded_by(r, req)) {
+        return Ok(Admit::Recorded);
+    }
     if !j.enabled {
         Err(StartRefusal::Disabled)
     } else if j.version != req.version {
@@ -88,7 +125,7 @@ pub fn start(job: Option<&JobState>, req: &StartRun) -> Result<(), StartRefusal>
             current: j.last_token,
         })
     } else {
-        Ok(())
+        Ok(Admit::Record)
     }
 }
 
@@ -177,7 +214,7 @@ mod tests {
     fn start_checks_in_order() {
         let j = job();
         assert_eq!(
-            start(None, &start_req(2, 100, 5)),
+            start(None, None, &start_req(2, 100, 5)),
             Err(StartRefusal::NotFound)
         );
         let off = JobState {
@@ -186,11 +223,11 @@ mod tests {
         };
         // Disabled wins over every later condition.
         assert_eq!(
-            start(Some(&off), &start_req(1, 1, 1)),
+            start(Some(&off), None, &start_req(1, 1, 1)),
             Err(StartRefusal::Disabled)
         );
         assert_eq!(
-            start(Some(&j), &start_req(1, 1, 1)),
+            start(Some(&j), None, &start_req(1, 1, 1)),
             Err(StartRefusal::Changed)
         );
         let busy = JobState {
@@ -198,23 +235,80 @@ mod tests {
             ..j.clone()
         };
         assert_eq!(
-            start(Some(&busy), &start_req(2, 1, 1)),
+            start(Some(&busy), None, &start_req(2, 1, 1)),
             Err(StartRefusal::Running)
         );
         assert_eq!(
-            start(Some(&j), &start_req(2, 1, 1)),
+            start(Some(&j), None, &start_req(2, 1, 1)),
             Err(StartRefusal::NotDue)
         );
         assert_eq!(
-            start(Some(&j), &start_req(2, 100, 4)),
+            start(Some(&j), None, &start_req(2, 100, 4)),
             Err(StartRefusal::Fenced { current: 5 })
         );
         assert_eq!(
-            start(Some(&j), &start_req(2, 100, 5)),
-            Ok(()),
+            start(Some(&j), None, &start_req(2, 100, 5)),
+            Ok(Admit::Record),
             "an equal token starts"
         );
-        assert_eq!(start(Some(&j), &start_req(2, 100, 6)), Ok(()));
+        assert_eq!(
+            start(Some(&j), None, &start_req(2, 100, 6)),
+            Ok(Admit::Record)
+        );
+    }
+
+    #[test]
+    fn a_repeated_start_is_answered_with_its_run() {
+        // The job's running run was recorded by `start_req(2, 100, 5)`; the job has
+        // been paused and changed since: the same request still gets its run.
+        let j = JobState {
+            enabled: false,
+            version: 3,
+            running: Some(RunId(9)),
+            ..job()
+        };
+        let mine = RunState {
+            job_id: JobId::new("j").unwrap(),
+            running: true,
+            token: 5,
+            fire_at: t(100),
+            attempt: 1,
+        };
+        let req = start_req(2, 100, 5);
+        assert_eq!(start(Some(&j), Some(&mine), &req), Ok(Admit::Recorded));
+        assert_eq!(
+            start(None, Some(&mine), &req),
+            Err(StartRefusal::NotFound),
+            "a removed job starts nothing"
+        );
+        // Another token, fire or attempt is another start; a finished run is none.
+        let busy = JobState {
+            enabled: true,
+            version: 2,
+            ..j.clone()
+        };
+        for other in [
+            start_req(2, 100, 6),
+            start_req(2, 200, 5),
+            StartRun {
+                attempt: 2,
+                ..req.clone()
+            },
+        ] {
+            assert_eq!(
+                start(Some(&busy), Some(&mine), &other),
+                Err(StartRefusal::Running),
+                "{other:?}"
+            );
+        }
+        let ended = RunState {
+            running: false,
+            ..mine.clone()
+        };
+        assert_eq!(
+            start(Some(&busy), Some(&ended), &req),
+            Err(StartRefusal::Running)
+        );
     }
 
     #[test]
@@ -224,6 +318,7 @@ mod tests {
             running: true,
             token: 5,
             fire_at: t(100),
+            attempt: 1,
         };
         let j = job();
         assert_eq!(

@@ -12,12 +12,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use support::*;
 
-/// A memory store whose scheduling calls fail while `down` is set.
+/// A memory store whose scheduling calls fail while `down` is set, and whose next
+/// `lose_answers` start calls (`lose_finish_answers` finish calls) are recorded but
+/// answered with an error (a connection cut after the commit).
 #[derive(Clone)]
 struct FlakyStore {
     inner: MemoryStore,
     down: Arc<AtomicBool>,
     failed: Arc<AtomicUsize>,
+    lose_answers: Arc<AtomicUsize>,
+    lose_finish_answers: Arc<AtomicUsize>,
 }
 
 impl FlakyStore {
@@ -27,6 +31,19 @@ impl FlakyStore {
             return Err(Error::backend("flaky", op, true, "connection refused"));
         }
         Ok(())
+    }
+}
+
+/// An error for a call already written, while `left` counts down.
+fn lose_answer(left: &AtomicUsize, op: &'static str) -> Result<()> {
+    match left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)) {
+        Ok(_) => Err(Error::backend(
+            "flaky",
+            op,
+            true,
+            "connection reset after the commit",
+        )),
+        Err(_) => Ok(()),
     }
 }
 
@@ -54,11 +71,15 @@ impl Jobs for FlakyStore {
     }
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
         self.check("start_runs")?;
-        self.inner.start_runs(runs).await
+        let out = self.inner.start_runs(runs).await?;
+        lose_answer(&self.lose_answers, "start_runs")?;
+        Ok(out)
     }
     async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
         self.check("finish_runs")?;
-        self.inner.finish_runs(runs).await
+        let out = self.inner.finish_runs(runs).await?;
+        lose_answer(&self.lose_finish_answers, "finish_runs")?;
+        Ok(out)
     }
 }
 
@@ -179,6 +200,8 @@ async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
         inner: store.clone(),
         down: Arc::default(),
         failed: Arc::default(),
+        lose_answers: Arc::default(),
+        lose_finish_answers: Arc::default(),
     };
     let down = flaky.down.clone();
     let s = Scheduler::builder()
@@ -262,5 +285,122 @@ async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
     }
     assert_eq!(by_op.values().sum::<u64>(), errors, "{by_op:?}");
     assert!(by_op["due"] > 0 && by_op["finish_runs"] > 0, "{by_op:?}");
+    h.shutdown().await;
+}
+
+/// A node on a store that loses the answers of its first `starts` start calls and
+/// `finishes` finish calls, running job `tick` every 10 s (`retry`: its policy)
+/// with `handler`; returns the store underneath after 25 s, and the node.
+async fn lost_answers<H, Fut>(
+    starts: usize,
+    finishes: usize,
+    retry: Option<RetryPolicy>,
+    handler: H,
+) -> (MemoryStore, FlakyStore, jobwheel::SchedulerHandle)
+where
+    H: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = std::result::Result<(), JobError>> + Send + 'static,
+{
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let flaky = FlakyStore {
+        inner: store.clone(),
+        down: Arc::default(),
+        failed: Arc::default(),
+        lose_answers: Arc::new(AtomicUsize::new(starts)),
+        lose_finish_answers: Arc::new(AtomicUsize::new(finishes)),
+    };
+    let s = Scheduler::builder()
+        .store(flaky.clone())
+        .locks(locks)
+        .handler("tick", handler)
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let mut job = Job::builder(
+        "tick",
+        "tick",
+        Schedule::every(Duration::from_secs(10)).unwrap(),
+    );
+    if let Some(r) = retry {
+        job = job.retry(r);
+    }
+    h.scheduler().upsert(job.build().unwrap()).await.unwrap();
+    advance(Duration::from_secs(25)).await;
+    (store, flaky, h)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_start_recorded_but_answered_with_an_error_is_recorded_lost_and_retried() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let retry = RetryPolicy::new(2, Duration::from_secs(1), Duration::from_secs(1)).unwrap();
+    let (store, flaky, h) = lost_answers(1, 0, Some(retry), {
+        let seen = seen.clone();
+        move |ctx: JobContext| {
+            seen.lock().unwrap().push((ctx.fire_at, ctx.attempt));
+            async { Ok::<(), JobError>(()) }
+        }
+    })
+    .await;
+    assert_eq!(
+        flaky.lose_answers.load(Ordering::SeqCst),
+        0,
+        "the answer was lost"
+    );
+    let runs = runs_of(&store, "tick").await;
+    // The first fire's start was recorded though its node heard an error: the node
+    // finds that run, records it lost, and the retry runs the fire.
+    let first = runs[0].fire_at;
+    assert_eq!(runs[0].status, RunStatus::Lost, "{runs:?}");
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("answer was lost")),
+        "{:?}",
+        runs[0].error
+    );
+    assert_eq!(
+        (runs[1].fire_at, runs[1].attempt, runs[1].status),
+        (first, 2, RunStatus::Succeeded),
+        "{runs:?}"
+    );
+    assert!(
+        runs.iter().all(|r| r.status != RunStatus::Running),
+        "no run is left running: {runs:?}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen[0],
+        (first, 2),
+        "the lost start never executed: {seen:?}"
+    );
+    assert!(
+        seen.iter().any(|(f, _)| *f > first),
+        "the job keeps firing: {seen:?}"
+    );
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_finish_recorded_but_answered_with_an_error_counts_as_finished_not_fenced() {
+    let (store, flaky, h) = lost_answers(0, 1, None, |_ctx: JobContext| async {
+        Ok::<(), JobError>(())
+    })
+    .await;
+    assert_eq!(flaky.lose_finish_answers.load(Ordering::SeqCst), 0);
+    let runs = runs_of(&store, "tick").await;
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert!(
+        runs.iter().all(|r| r.status == RunStatus::Succeeded),
+        "{runs:?}"
+    );
+    let m = h.scheduler().metrics();
+    assert_eq!(
+        m.finish_refused, 0,
+        "the node's own write is no fence: {m:?}"
+    );
+    assert_eq!(m.finished, 3, "{m:?}");
+    assert_eq!(m.backend_errors, 1, "{m:?}");
     h.shutdown().await;
 }
