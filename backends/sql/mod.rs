@@ -325,7 +325,11 @@ pub(crate) async fn now_in<D: Dialect>(d: &D, tx: &mut D::Tx, op: &'static str) 
     decode::first_int(D::NAME, &rows, "now")
 }
 
-/// Runs a transaction again when it lost a deadlock or a lock wait, up to 5 times.
+/// Runs a transaction again when it failed with a temporary error (a lost deadlock
+/// or lock wait, a connection lost), up to 5 times. A connection lost at the commit
+/// may have committed: what runs here is safe to repeat (starts are idempotent; a
+/// repeated finish is refused `NotRunning`, and the engine reads the run to tell
+/// its own write from a newer holder's).
 pub(crate) async fn retrying<T, F, Fut>(f: F) -> Result<T>
 where
     F: Fn() -> Fut,

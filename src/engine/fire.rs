@@ -592,7 +592,6 @@ pub(crate) async fn finish(
     };
     let mut backoff = super::backoff::Backoff::default();
     let mut refused_for_good = 0;
-    let mut failed = false;
     loop {
         match core.batch().finish.call(req.clone()).await {
             Ok(out @ FinishOutcome::Finished { .. }) => {
@@ -610,10 +609,12 @@ pub(crate) async fn finish(
                 debug!("lost run already recorded by another node");
                 return Some(out);
             }
-            Ok(FinishOutcome::Refused(FinishRefusal::NotRunning)) if failed => {
-                // An earlier call failed after it may have been written (a
-                // connection cut after the commit): if the run carries this
-                // finish's token and status, that call recorded it.
+            Ok(FinishOutcome::Refused(FinishRefusal::NotRunning)) if !takeover => {
+                // The run has ended. A newer lease holder may have recorded it
+                // lost; or an earlier try of this finish was written though its
+                // answer was lost (a connection cut after the commit, here or in
+                // the store's own retry): then the run carries this finish's token
+                // and status.
                 if let Some(ended_at) = recorded_finish(core, &req).await {
                     bump(&core.counters.finished);
                     run.instruments.finished(req.status.as_str());
@@ -646,7 +647,6 @@ pub(crate) async fn finish(
             }
             Err(e) => {
                 core.backend_error("finish_runs");
-                failed = true;
                 if !e.is_temporary() {
                     refused_for_good += 1;
                 }
