@@ -425,6 +425,7 @@ fn schedule(s: &Schedule) -> String {
         Schedule::Cron(c) => format!("cron {} {}", c.expr().as_str(), c.zone().name()),
         Schedule::Interval { every, .. } => format!("every {}", humantime(*every)),
         Schedule::Once { at } => format!("once {at}"),
+        Schedule::Never => "never (fires when triggered)".to_string(),
     }
 }
 

@@ -144,6 +144,7 @@ JW.schedule = (s) => {
   if (s.kind === 'cron') return s.expr + ' (' + s.zone + ')';
   if (s.kind === 'interval') return 'every ' + s.every;
   if (s.kind === 'once') return 'once at ' + s.at;
+  if (s.kind === 'never') return 'never (fires when triggered)';
   return JSON.stringify(s);
 };
 

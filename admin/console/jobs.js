@@ -146,6 +146,7 @@ pages.job = async ([id]) => {
         h('dl', { class: 'kv' },
           h('dt', {}, 'Id'), h('dd', { class: 'mono', id: 'job-id' }, v.job.id),
           h('dt', {}, 'State'), h('dd', {}, badge(v.job.enabled ? 'enabled' : 'paused')),
+          h('dt', {}, 'Schedule'), h('dd', { class: 'mono', id: 'job-schedule' }, JW.schedule(v.job.schedule)),
           h('dt', {}, 'Next fire'), h('dd', {}, time(v.next_fire_at), ' ', h('span', { class: 'muted' }, v.next_trigger)),
           v.next_payload != null ? [h('dt', {}, 'Next payload'), h('dd', { class: 'mono', id: 'job-next-payload' }, JSON.stringify(v.next_payload))] : null,
           h('dt', {}, 'Attempt'), h('dd', {}, v.attempt),
@@ -153,7 +154,8 @@ pages.job = async ([id]) => {
           h('dt', {}, 'Version'), h('dd', {}, v.version),
           h('dt', {}, 'Updated'), h('dd', {}, time(v.updated_at)))),
       h('div', { class: 'panel' }, h('h2', {}, 'Next fires (the job\'s zone)'),
-        h('ol', { id: 'job-fires' }, fires.fires.map((f) => h('li', { class: 'mono' }, f.local))))),
+        h('ol', { id: 'job-fires' }, fires.fires.map((f) => h('li', { class: 'mono' }, f.local))),
+        v.job.schedule.kind === 'never' ? h('p', { class: 'muted' }, 'None of its own: it runs when triggered.') : null)),
     h('div', { class: 'panel' }, h('h2', {}, 'Definition'), h('pre', { id: 'job-definition' }, JSON.stringify(v.job, null, 2))),
     JW.can('operator') ? triggerWithPayload(v) : null,
     h('div', { class: 'panel' }, h('h2', {}, 'Recent runs'), JW.runsTable(runs.items)));
@@ -205,7 +207,7 @@ pages.jobForm = async ([id]) => {
       job.remote ? job.remote.group : (ex.groups[0] && !editing ? ex.groups[0] : '')),
     routing: choice('routing', d.routings.map((x) => [x, x + (x === d.routing ? ' (default)' : '')]), remote.routing),
     block: choice('block', d.blocks.map((x) => [x, x + (x === d.block ? ' (default)' : '')]), remote.block),
-    kind: choice('kind', [['cron', 'cron'], ['interval', 'interval'], ['once', 'once']], s.kind),
+    kind: choice('kind', [['cron', 'cron'], ['interval', 'interval'], ['once', 'once'], ['never', 'never: only when triggered']], s.kind),
     expr: input('expr', s.expr, { class: 'mono', placeholder: 'sec min hour day month weekday [year]' }),
     zone: input('zone', s.zone || 'UTC', { placeholder: 'Asia/Shanghai' }),
     every: input('every', s.every || '5m', { placeholder: '5m' }),
@@ -264,6 +266,7 @@ pages.jobForm = async ([id]) => {
     cron: [h('label', {}, 'Cron'), f.expr, h('label', {}, 'Zone'), f.zone, h('span'), preview],
     interval: [h('label', {}, 'Every'), f.every],
     once: [h('label', {}, 'At'), f.at],
+    never: [h('span'), h('div', { class: 'hint' }, 'No fire of its own: it runs when triggered (Run now, the API, the command line).')],
   };
   const scheduleBox = h('div', { style: 'display:contents' });
   const show = () => scheduleBox.replaceChildren(...rows[f.kind.value]);
@@ -288,6 +291,7 @@ pages.jobForm = async ([id]) => {
       const def = { id: f.id.value.trim(), handler: f.handler.value.trim(), payload, enabled: f.enabled.checked };
       def.schedule = f.kind.value === 'cron' ? { kind: 'cron', expr: f.expr.value.trim(), zone: f.zone.value.trim() }
         : f.kind.value === 'interval' ? { kind: 'interval', every: f.every.value.trim() }
+        : f.kind.value === 'never' ? { kind: 'never' }
         : { kind: 'once', at: f.at.value.trim() };
       if (f.group.value) def.remote = { group: f.group.value, routing: f.routing.value, block: f.block.value };
       if (f.timeout.value.trim()) def.timeout = f.timeout.value.trim();

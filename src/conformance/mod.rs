@@ -46,7 +46,9 @@ pub use edges::{
 pub use executors::executor_instances_by_heartbeat;
 pub use locks::*;
 pub use outbox::{alarm_outbox_claimed_once, alarm_outbox_purges_done_events};
-pub use overrides::{first_fire_carries_its_context, trigger_payload_override};
+pub use overrides::{
+    first_fire_carries_its_context, never_fires_until_triggered, trigger_payload_override,
+};
 pub use rows::{
     RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
     rows_from_newer_versions_are_read, unreadable_rows_are_skipped,
@@ -100,6 +102,7 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     create_never_rearms(store).await;
     upsert_many_matches_upsert(store).await;
     trigger_payload_override(store).await;
+    never_fires_until_triggered(store).await;
     first_fire_carries_its_context(store).await;
 }
 

@@ -252,3 +252,38 @@ pub async fn first_fire_carries_its_context(store: &dyn JobStore) {
     assert_eq!(context_of(many.clone()).await, Some(FireContext::default()));
     cleanup(store, &[id, many]).await;
 }
+
+/// A job with [`Schedule::Never`](crate::Schedule::Never) reads back as such, is
+/// never due by itself, is due once when triggered, and idle again after that fire.
+pub async fn never_fires_until_triggered(store: &dyn JobStore) {
+    let id = unique("never");
+    let t0 = long_ago(store).await;
+    let manual = job(&id)
+        .to_builder()
+        .schedule(crate::Schedule::never())
+        .build()
+        .unwrap();
+    store.upsert(&manual, None).await.unwrap();
+    let rec = record(store, &id).await;
+    assert_eq!(rec.job.schedule(), &crate::Schedule::Never, "reads back");
+    assert_eq!(rec.next_fire_at(), None, "no fire of its own");
+    let far = store.now().await.unwrap() + DAY * 365;
+    assert!(
+        due_fire(store, &id, far).await.is_none(),
+        "never due by itself"
+    );
+
+    store.trigger(&jid(&id), t0, None).await.unwrap();
+    assert!(
+        due_fire(store, &id, t0).await.is_some(),
+        "due once triggered"
+    );
+    let mut req = start_req(&id, t0, 1, 1);
+    req.trigger = TriggerKind::Manual;
+    let run = started(store, req).await;
+    finish_one(store, finish_req(run, &id, 1, RunStatus::Succeeded, None)).await;
+    let rec = record(store, &id).await;
+    assert_eq!(rec.next_fire_at(), None, "idle after the triggered fire");
+    assert!(due_fire(store, &id, far).await.is_none());
+    cleanup(store, &[id]).await;
+}

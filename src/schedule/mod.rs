@@ -125,6 +125,10 @@ pub enum Schedule {
         /// The instant.
         at: Timestamp,
     },
+    /// Never by itself: the job fires only when it is triggered (by an operator,
+    /// through the API, the command line or `Scheduler::trigger`). XXL-JOB calls it
+    /// schedule type NONE.
+    Never,
 }
 
 impl Schedule {
@@ -155,6 +159,11 @@ impl Schedule {
         Schedule::Once { at }
     }
 
+    /// No fire of its own: the job runs only when triggered.
+    pub fn never() -> Self {
+        Schedule::Never
+    }
+
     /// Checks the schedule's ranges: an interval of at most
     /// [`MAX_SPAN`](crate::limits::MAX_SPAN), instants within
     /// [`Timestamp::MIN`]..=[`Timestamp::MAX`]. Errors: [`Error::Invalid`] naming
@@ -167,6 +176,7 @@ impl Schedule {
                 crate::limits::instant("schedule.anchor", *anchor)
             }
             Schedule::Once { at } => crate::limits::instant("schedule.at", *at),
+            Schedule::Never => Ok(()),
         }
     }
 
@@ -184,6 +194,7 @@ impl Schedule {
                     .map(Timestamp::from_millis)
             }
             Schedule::Once { at } => (*at > t).then_some(*at),
+            Schedule::Never => None,
         }
     }
 
@@ -193,6 +204,7 @@ impl Schedule {
     pub fn first_fire(&self, now: Timestamp) -> Option<Timestamp> {
         match self {
             Schedule::Once { at } => Some(*at),
+            Schedule::Never => None,
             _ => self.next_after(Timestamp::from_millis(now.as_millis().saturating_sub(1))),
         }
     }
@@ -213,6 +225,7 @@ impl Schedule {
                 u64::try_from((k(through) - k(after)).max(0)).map_or(cap, |n| n.min(cap))
             }
             Schedule::Once { at } => u64::from(*at > after && *at <= through).min(cap),
+            Schedule::Never => 0,
             Schedule::Cron(c) => {
                 let mut n = 0;
                 let mut t = after;
@@ -296,6 +309,7 @@ enum ScheduleRepr {
     Once {
         at: Timestamp,
     },
+    Never,
 }
 
 fn utc_name() -> String {
@@ -309,6 +323,7 @@ impl TryFrom<ScheduleRepr> for Schedule {
             ScheduleRepr::Cron { expr, zone } => Schedule::cron(&expr, &zone),
             ScheduleRepr::Interval { every, anchor } => Schedule::interval(every, anchor),
             ScheduleRepr::Once { at } => Ok(Schedule::once(at)),
+            ScheduleRepr::Never => Ok(Schedule::Never),
         }
     }
 }
@@ -322,6 +337,7 @@ impl From<Schedule> for ScheduleRepr {
             },
             Schedule::Interval { every, anchor } => ScheduleRepr::Interval { every, anchor },
             Schedule::Once { at } => ScheduleRepr::Once { at },
+            Schedule::Never => ScheduleRepr::Never,
         }
     }
 }

@@ -146,6 +146,18 @@ try {
     { events: ['final_failure', 'failure', 'lost'], misfire_min_fires: 3, recipients: ['ops@example.com', 'oncall@example.com'] },
   ], 'every field of the form is stored');
 
+  step = 'a job that fires only when triggered';
+  await go('#/jobs/new');
+  await page.fill('#job-form input[name=id]', 'manual.only');
+  await page.fill('#job-form input[name=handler]', 'echo');
+  await page.selectOption('#job-form select[name=kind]', 'never');
+  check((await page.textContent('#job-form')).includes('it runs when triggered'), 'the form says when it runs');
+  await page.click('#job-form button[type=submit]');
+  await page.waitForSelector('#job-definition');
+  eq(JSON.parse(await page.textContent('#job-definition')).schedule, { kind: 'never' }, 'stored with no fire of its own');
+  eq(await page.textContent('#job-schedule'), 'never (fires when triggered)', 'the job page says when it fires');
+  eq(await page.locator('#job-fires li').count(), 0, 'no upcoming fire is listed');
+
   step = 'a job id with <script> is refused';
   const csrf = await page.evaluate(() => window.JW.session.csrf);
   const bad = await api('POST', '/jobs', { id: '<script>x</script>', handler: 'echo', schedule: { kind: 'once', at: '2030-01-01T00:00:00Z' } }, csrf);

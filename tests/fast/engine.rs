@@ -508,3 +508,47 @@ async fn errors_say_what_kind_of_thing_went_wrong() {
         Error::AlreadyStarted { .. }
     ));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_that_never_fires_by_itself_runs_once_per_trigger() {
+    let (store, log, h) = recording_scheduler("2026-01-01T00:00:00Z").await;
+    let s = h.scheduler();
+    s.upsert(
+        Job::builder("manual", "h", Schedule::never())
+            .build()
+            .unwrap(),
+    )
+    .await
+    .unwrap();
+    advance(Duration::from_secs(6 * 3600)).await;
+    assert!(log.of("manual").is_empty(), "no fire of its own in 6 h");
+    let rec = store
+        .get(&jobwheel::JobId::new("manual").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.next_fire_at(), None);
+
+    s.trigger_now("manual").await.unwrap();
+    advance(10 * S).await;
+    s.trigger_now("manual").await.unwrap();
+    advance(10 * S).await;
+    // Paused and resumed, it stays without a fire of its own.
+    s.pause("manual").await.unwrap();
+    s.resume("manual").await.unwrap();
+    advance(Duration::from_secs(3600)).await;
+    let seen = log.of("manual");
+    assert_eq!(seen.len(), 2, "once per trigger: {seen:?}");
+    assert!(
+        seen.iter()
+            .all(|x| x.trigger == TriggerKind::Manual && x.attempt == 1),
+        "{seen:?}"
+    );
+    let rec = store
+        .get(&jobwheel::JobId::new("manual").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.next_fire_at(), None, "idle after its triggers");
+    h.shutdown().await;
+}

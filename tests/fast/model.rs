@@ -195,6 +195,14 @@ fn job_serde_round_trip_covers_every_field() {
     assert!(minimal.enabled() && minimal.timeout().is_none());
     assert_eq!(minimal.alarm(), &AlarmPolicy::default());
 
+    let manual: Job =
+        serde_json::from_str(r#"{"id":"j","handler":"h","schedule":{"kind":"never"}}"#).unwrap();
+    assert_eq!(manual.schedule(), &Schedule::never());
+    assert_eq!(
+        serde_json::to_value(manual.schedule()).unwrap(),
+        serde_json::json!({"kind": "never"})
+    );
+    assert_eq!(Schedule::never().first_fire(Timestamp::EPOCH), None);
     let bad = serde_json::from_str::<Job>(
         r#"{"id":"no spaces","handler":"h","schedule":{"kind":"once","at":0}}"#,
     );
