@@ -20,12 +20,16 @@ use tokio::sync::Semaphore;
 ///
 /// For simulations and tests on tokio's paused clock; a store without a model (the
 /// default) answers at once. Sleeping needs a tokio runtime with its timer enabled.
+///
+/// [`losing_answers`](Self::losing_answers) adds the failure a network store has
+/// and a memory one does not: a write applied whose answer never arrives.
 #[derive(Clone, Debug)]
 pub struct StoreLatency {
     per_call: Duration,
     per_item: Duration,
     connections: usize,
     pool: Arc<Semaphore>,
+    lost_per_mille: u32,
 }
 
 impl StoreLatency {
@@ -38,7 +42,21 @@ impl StoreLatency {
             per_item,
             connections,
             pool: Arc::new(Semaphore::new(connections)),
+            lost_per_mille: 0,
         }
+    }
+
+    /// The same model, where `per_mille` of the `start_runs` and `finish_runs` calls
+    /// (at most 1000, chosen at random) are written and then answered with a
+    /// temporary error, as when a connection is cut after the commit.
+    pub fn losing_answers(mut self, per_mille: u32) -> Self {
+        self.lost_per_mille = per_mille.min(1000);
+        self
+    }
+
+    /// The calls in a thousand whose answer is lost.
+    pub fn lost_per_mille(&self) -> u32 {
+        self.lost_per_mille
     }
 
     /// The fixed cost of one call.
@@ -66,6 +84,16 @@ impl StoreLatency {
         // The semaphore is never closed, so acquiring cannot fail.
         let _permit = self.pool.acquire().await;
         tokio::time::sleep(self.call_time(items)).await;
+    }
+}
+
+/// Whether the answer of a write `latency` models is lost (`Err` naming `op`).
+pub(crate) fn answer(latency: &Option<StoreLatency>, op: &'static str) -> crate::Result<()> {
+    match latency {
+        Some(l) if l.lost_per_mille > 0 && fastrand::u32(0..1000) < l.lost_per_mille => Err(
+            crate::Error::backend("memory", op, true, "the answer was lost (simulated)"),
+        ),
+        _ => Ok(()),
     }
 }
 

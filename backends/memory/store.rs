@@ -1,6 +1,6 @@
 //! [`MemoryStore`]: the state behind one mutex, and its [`Jobs`] part.
 
-use super::latency::{StoreLatency, delay};
+use super::latency::{StoreLatency, answer, delay};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
@@ -417,16 +417,22 @@ impl Jobs for MemoryStore {
         let now = self.clock.now();
         let mut inner = self.inner();
         let mut fresh = Vec::new();
-        Ok(runs
+        let out = runs
             .iter()
             .map(|r| inner.start(r, now, &mut fresh))
-            .collect())
+            .collect();
+        drop(inner);
+        answer(&self.latency, "start_runs")?;
+        Ok(out)
     }
 
     async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
         delay(&self.latency, runs.len()).await;
         let now = self.clock.now();
         let mut inner = self.inner();
-        Ok(runs.iter().map(|f| inner.finish(f, now)).collect())
+        let out = runs.iter().map(|f| inner.finish(f, now)).collect();
+        drop(inner);
+        answer(&self.latency, "finish_runs")?;
+        Ok(out)
     }
 }

@@ -87,6 +87,12 @@ pub(super) async fn shutdown(core: &Arc<Core>) -> ShutdownReport {
         || tokio::time::timeout(Duration::from_secs(10), core.life.fires.wait())
             .await
             .is_ok();
+    // Starts whose answer was lost are settled while the batchers still write;
+    // what the store cannot answer now is taken over by another node once this
+    // one has deregistered (its runs are then orphans).
+    if let Err(e) = super::maintenance::settle_doubts(core).await {
+        warn!(node = %core.node_id, error = %e, "shutdown: could not settle starts whose answer was lost");
+    }
     core.life.bg_stop.cancel();
     core.life.background.close();
     core.life.background.wait().await;

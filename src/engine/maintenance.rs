@@ -160,7 +160,7 @@ async fn maintain(
     let orphans = core.store.orphaned_runs(core.config.claim_batch).await?;
     futures::future::join_all(orphans.into_iter().map(|run| {
         let why = format!("node {} died while running", run.node);
-        recover_lost(core, run, why)
+        recover_lost(core, run, why, false)
     }))
     .await
     .into_iter()
@@ -191,7 +191,7 @@ async fn maintain(
 /// Settles the starts whose call failed ([`Doubt`](super::node::Doubt)): a run the
 /// store recorded for one is recorded lost; one the store did not record is
 /// forgotten. A doubt the store cannot answer now stays for the next pass.
-async fn settle_doubts(core: &Arc<Core>) -> Result<()> {
+pub(super) async fn settle_doubts(core: &Arc<Core>) -> Result<()> {
     let doubts = std::mem::take(&mut *lock(&core.doubts));
     let mut left = doubts.iter();
     for d in left.by_ref() {
@@ -225,6 +225,7 @@ async fn settle(core: &Arc<Core>, d: &super::node::Doubt) -> Result<()> {
         core,
         run,
         "the store recorded the start but its answer was lost (the store call failed)".into(),
+        true,
     )
     .await
 }
@@ -233,7 +234,9 @@ async fn settle(core: &Arc<Core>, d: &super::node::Doubt) -> Result<()> {
 /// was lost — and records it `lost` (a failed attempt, with `why` as its error)
 /// under a newer lease, which fences the old holder out. Another node may record it
 /// first; that is counted apart (`lost_already_recorded`), not as a recovery.
-async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<()> {
+/// `unseen`: no node saw the run start (a lost answer), so the fires its misfire
+/// span covers are counted here, as a start counts them.
+async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String, unseen: bool) -> Result<()> {
     let req = LockRequest {
         key: run.job_id.to_string(),
         ttl: core.config.lease_ttl,
@@ -267,6 +270,12 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<(
         fire::release(core, lease).await;
         return Ok(());
     };
+    if let (true, Some(c)) = (unseen, run.covers) {
+        core.counters.misfired(rec.job.misfire(), c.fires);
+        core.instruments()
+            .for_job(&rec.job)
+            .misfired(rec.job.misfire(), c.fires);
+    }
     // The job still describes the fire the run belonged to unless it changed since.
     let same_fire = rec.next_fire_at() == Some(run.fire_at);
     let fire = DueFire {

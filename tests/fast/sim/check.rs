@@ -157,6 +157,7 @@ pub fn check(w: &Workload, played: &Played, limit: usize) -> Vec<String> {
             life,
             spans: &spans,
             runs: &runs,
+            lost_answers: w.lost_per_mille > 0,
         };
         check_job(base, w.lag_bound(), &job, &exec_of, &busy, &mut bad);
         if bad.len() >= limit {
@@ -198,6 +199,9 @@ struct Job<'a> {
     life: &'a Life,
     spans: &'a [Span],
     runs: &'a [&'a RunRecord],
+    /// Whether the store lost answers ([`Workload::lost_per_mille`]): only then may
+    /// a first attempt's record be a start written without its node knowing.
+    lost_answers: bool,
 }
 
 fn check_job(
@@ -390,6 +394,17 @@ fn check_lag(
     let start = match exec_of.get(&(id, r.fire_at, 1)) {
         Some(e) => e.start,
         None if r.status == RunStatus::Misfired => r.started_at,
+        // A start the store wrote while its node heard an error: no handler ran, the
+        // node that settled it recorded it lost and the fire's retry ran it. Its
+        // record was written when the node started it.
+        None if job.lost_answers
+            && r.status == RunStatus::Lost
+            && r.error
+                .as_deref()
+                .is_some_and(|e| e.contains("answer was lost")) =>
+        {
+            r.started_at
+        }
         None => {
             bad.push(format!("{id}: record {:?} ran no handler", r.id));
             return;

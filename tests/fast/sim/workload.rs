@@ -99,6 +99,9 @@ pub struct Workload {
     pub lives: Vec<Life>,
     /// How slowly the store and the locks answer (`None`: at once).
     pub latency: Option<Latency>,
+    /// Starts and finishes in a thousand the store writes but answers with an
+    /// error (0 in generated workloads; the lost-answer simulation sets it).
+    pub lost_per_mille: u32,
 }
 
 /// The store's delay model of a workload: each call costs `per_call` plus `per_item`
@@ -328,6 +331,7 @@ impl Workload {
             ops,
             lives,
             latency: latency(seed),
+            lost_per_mille: 0,
         }
     }
 }
