@@ -30,6 +30,8 @@ pub struct StoreLatency {
     connections: usize,
     pool: Arc<Semaphore>,
     lost_per_mille: u32,
+    /// Draws which answers are lost; seeded, so a simulation can be replayed.
+    lost_rng: Arc<std::sync::Mutex<fastrand::Rng>>,
 }
 
 impl StoreLatency {
@@ -43,14 +45,16 @@ impl StoreLatency {
             connections,
             pool: Arc::new(Semaphore::new(connections)),
             lost_per_mille: 0,
+            lost_rng: Arc::new(std::sync::Mutex::new(fastrand::Rng::with_seed(0))),
         }
     }
 
     /// The same model, where `per_mille` of the `start_runs` and `finish_runs` calls
-    /// (at most 1000, chosen at random) are written and then answered with a
-    /// temporary error, as when a connection is cut after the commit.
-    pub fn losing_answers(mut self, per_mille: u32) -> Self {
+    /// (at most 1000, drawn from a generator seeded with `seed`) are written and then
+    /// answered with a temporary error, as when a connection is cut after the commit.
+    pub fn losing_answers(mut self, per_mille: u32, seed: u64) -> Self {
         self.lost_per_mille = per_mille.min(1000);
+        self.lost_rng = Arc::new(std::sync::Mutex::new(fastrand::Rng::with_seed(seed)));
         self
     }
 
@@ -90,9 +94,17 @@ impl StoreLatency {
 /// Whether the answer of a write `latency` models is lost (`Err` naming `op`).
 pub(crate) fn answer(latency: &Option<StoreLatency>, op: &'static str) -> crate::Result<()> {
     match latency {
-        Some(l) if l.lost_per_mille > 0 && fastrand::u32(0..1000) < l.lost_per_mille => Err(
-            crate::Error::backend("memory", op, true, "the answer was lost (simulated)"),
-        ),
+        Some(l)
+            if l.lost_per_mille > 0
+                && l.lost_rng.lock().unwrap().u32(0..1000) < l.lost_per_mille =>
+        {
+            Err(crate::Error::backend(
+                "memory",
+                op,
+                true,
+                "the answer was lost (simulated)",
+            ))
+        }
         _ => Ok(()),
     }
 }

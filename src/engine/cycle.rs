@@ -87,11 +87,19 @@ pub(super) async fn shutdown(core: &Arc<Core>) -> ShutdownReport {
         || tokio::time::timeout(Duration::from_secs(10), core.life.fires.wait())
             .await
             .is_ok();
-    // Starts whose answer was lost are settled while the batchers still write;
-    // what the store cannot answer now is taken over by another node once this
-    // one has deregistered (its runs are then orphans).
-    if let Err(e) = super::maintenance::settle_doubts(core).await {
-        warn!(node = %core.node_id, error = %e, "shutdown: could not settle starts whose answer was lost");
+    // Starts whose answer was lost are settled while the batchers still write (a
+    // few tries, 2 s at most: another node may hold a job's lease for a moment);
+    // what is left is taken over by another node once this one has deregistered
+    // (its runs are then orphans).
+    for _ in 0..10 {
+        if let Err(e) = super::maintenance::settle_doubts(core).await {
+            warn!(node = %core.node_id, error = %e, "shutdown: could not settle starts whose answer was lost");
+            break;
+        }
+        if lock(&core.doubts).is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     core.life.bg_stop.cancel();
     core.life.background.close();

@@ -164,7 +164,7 @@ async fn maintain(
     }))
     .await
     .into_iter()
-    .collect::<Result<Vec<()>>>()?;
+    .collect::<Result<Vec<bool>>>()?;
     settle_doubts(core).await?;
     if last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
         let now = core.store.now().await?;
@@ -188,23 +188,48 @@ async fn maintain(
     Ok(())
 }
 
-/// Settles the starts whose call failed ([`Doubt`](super::node::Doubt)): a run the
-/// store recorded for one is recorded lost; one the store did not record is
-/// forgotten. A doubt the store cannot answer now stays for the next pass.
-pub(super) async fn settle_doubts(core: &Arc<Core>) -> Result<()> {
-    let doubts = std::mem::take(&mut *lock(&core.doubts));
-    let mut left = doubts.iter();
-    for d in left.by_ref() {
-        if let Err(e) = settle(core, d).await {
-            let mut keep: Vec<_> = std::iter::once(d).chain(left).cloned().collect();
-            lock(&core.doubts).append(&mut keep);
-            return Err(e);
-        }
-    }
-    Ok(())
+/// A start whose call failed after it may have reached the store (a connection cut
+/// after the commit): if the store recorded it, the run is the node's but nobody
+/// executes it, and it blocks its job. The node has given its lease back, so no
+/// other start carries its token: a running run of the job with that token, fire and
+/// attempt is this start's, and is recorded lost (and retried by its policy).
+#[derive(Clone, Debug)]
+pub(crate) struct Doubt {
+    pub(crate) job_id: crate::job::JobId,
+    pub(crate) fire_at: crate::time::Timestamp,
+    pub(crate) token: u64,
+    pub(crate) attempt: u32,
 }
 
-async fn settle(core: &Arc<Core>, d: &super::node::Doubt) -> Result<()> {
+/// Settles the starts whose call failed ([`Doubt`]): a run the store recorded for
+/// one is recorded lost; one the store did not record is forgotten. A doubt the
+/// store cannot answer now, or whose job's lease another node holds, stays for the
+/// next pass.
+pub(super) async fn settle_doubts(core: &Arc<Core>) -> Result<()> {
+    let doubts = std::mem::take(&mut *lock(&core.doubts));
+    let mut keep = Vec::new();
+    let mut failed = None;
+    for d in doubts {
+        if failed.is_some() {
+            keep.push(d);
+            continue;
+        }
+        match settle(core, &d).await {
+            Ok(true) => {}
+            Ok(false) => keep.push(d),
+            Err(e) => {
+                keep.push(d);
+                failed = Some(e);
+            }
+        }
+    }
+    lock(&core.doubts).append(&mut keep);
+    failed.map_or(Ok(()), Err)
+}
+
+/// Whether `d` is settled: no run of its start, or that run recorded lost (here or
+/// by another node).
+async fn settle(core: &Arc<Core>, d: &Doubt) -> Result<bool> {
     let running = core
         .store
         .runs(
@@ -218,7 +243,7 @@ async fn settle(core: &Arc<Core>, d: &super::node::Doubt) -> Result<()> {
         .into_iter()
         .find(|r| r.token == d.token && r.fire_at == d.fire_at && r.attempt == d.attempt)
     else {
-        return Ok(());
+        return Ok(true);
     };
     warn!(job = %run.job_id, run = %run.id, "a start whose answer was lost was recorded: recording it lost");
     recover_lost(
@@ -235,8 +260,9 @@ async fn settle(core: &Arc<Core>, d: &super::node::Doubt) -> Result<()> {
 /// under a newer lease, which fences the old holder out. Another node may record it
 /// first; that is counted apart (`lost_already_recorded`), not as a recovery.
 /// `unseen`: no node saw the run start (a lost answer), so the fires its misfire
-/// span covers are counted here, as a start counts them.
-async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String, unseen: bool) -> Result<()> {
+/// span covers are counted here, as a start counts them. `Ok(false)`: another node
+/// holds the job's lease, so nothing was done yet.
+async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String, unseen: bool) -> Result<bool> {
     let req = LockRequest {
         key: run.job_id.to_string(),
         ttl: core.config.lease_ttl,
@@ -248,7 +274,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String, unseen: boo
         .pop()
         .flatten()
     else {
-        return Ok(());
+        return Ok(false);
     };
     let error = Some(why);
     let Some(rec) = core.store.get(&run.job_id).await? else {
@@ -268,7 +294,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String, unseen: boo
         let out = core.store.finish_runs(&[close]).await?;
         count_recovery(core, out.first());
         fire::release(core, lease).await;
-        return Ok(());
+        return Ok(true);
     };
     if let (true, Some(c)) = (unseen, run.covers) {
         core.counters.misfired(rec.job.misfire(), c.fires);
@@ -324,11 +350,11 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String, unseen: boo
         lease,
         started_at: run.started_at,
     };
-    let out = fire::finish(core, &recorded, p, None, true).await;
+    let out = super::finish::finish(core, &recorded, p, None, true).await;
     count_recovery(core, out.as_ref());
     fire::release(core, recorded.lease).await;
     core.rescan();
-    Ok(())
+    Ok(true)
 }
 
 fn count_recovery(core: &Core, out: Option<&FinishOutcome>) {

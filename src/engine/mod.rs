@@ -27,6 +27,7 @@ mod backoff;
 mod batch;
 mod config;
 mod cycle;
+mod finish;
 mod fire;
 pub mod instruments;
 mod lines;

@@ -84,21 +84,8 @@ pub(crate) struct Core {
     /// Local runs' log lines on their way to the store.
     pub(crate) lines: Arc<super::lines::Lines>,
     /// Starts whose call failed, so the store may have recorded them or not; the
-    /// maintenance loop settles them ([`Doubt`]).
-    pub(crate) doubts: std::sync::Mutex<Vec<Doubt>>,
-}
-
-/// A start whose call failed after it may have reached the store (a connection cut
-/// after the commit): if the store recorded it, the run is the node's but nobody
-/// executes it, and it blocks its job. The node has given its lease back, so no
-/// other start carries its token: a running run of the job with that token, fire and
-/// attempt is this start's, and is recorded lost (and retried by its policy).
-#[derive(Clone, Debug)]
-pub(crate) struct Doubt {
-    pub(crate) job_id: crate::job::JobId,
-    pub(crate) fire_at: crate::time::Timestamp,
-    pub(crate) token: u64,
-    pub(crate) attempt: u32,
+    /// maintenance loop settles them ([`Doubt`](super::maintenance::Doubt)).
+    pub(crate) doubts: std::sync::Mutex<Vec<super::maintenance::Doubt>>,
 }
 
 impl Core {

@@ -105,7 +105,7 @@ pub async fn run(w: &Workload) -> Played {
     if let Some(l) = w.latency {
         // One pool for the store and the locks, as one database serves both.
         let model = StoreLatency::new(l.per_call, l.per_item, l.connections)
-            .losing_answers(w.lost_per_mille);
+            .losing_answers(w.lost_per_mille, w.seed);
         store = store.with_latency(model.clone());
         locks = locks.with_latency(model);
     }

@@ -1,0 +1,135 @@
+//! Writing a run's result: the fenced `finish_runs` with the run record, the next
+//! fire and the alarm events, retried until the store writes or refuses it, and
+//! telling this node's own earlier write (an answer lost) from a newer holder's.
+
+use super::fire::Run;
+use super::{Core, bump, plan};
+use crate::error::Error;
+use crate::record::*;
+use std::time::Duration;
+use tokio::time::sleep;
+use tracing::{debug, info, warn};
+
+/// When `req`'s run is recorded ended with `req`'s token and status: its end
+/// instant (`None` when it is not, or the store cannot say now).
+async fn recorded_finish(core: &Core, req: &FinishRun) -> Option<crate::time::Timestamp> {
+    let q = crate::store::RunQuery::new()
+        .job(req.job_id.clone())
+        .before(RunId(req.run_id.0 + 1))
+        .limit(1);
+    let runs = core.store.runs(&q).await.ok()?;
+    runs.into_iter()
+        .find(|r| r.id == req.run_id && r.token == req.token && r.status == req.status)
+        .and_then(|r| r.ended_at)
+}
+
+/// Writes a run's finish, retrying store failures until it is written or refused.
+/// `takeover`: recording another node's lost run under a newer lease.
+pub(crate) async fn finish(
+    core: &Core,
+    run: &Run,
+    p: plan::FinishPlan,
+    took: Option<Duration>,
+    takeover: bool,
+) -> Option<FinishOutcome> {
+    let by = plan::Recorder {
+        node: &core.node_id,
+        run_id: run.run_id,
+        duration: took,
+        now: core.clock.now(),
+    };
+    let alarms = core
+        .guarded("composing a run's alarm events", || {
+            plan::events(&run.fire.job, &run.fire, &run.attempt, &by, &p)
+        })
+        .unwrap_or_default();
+    let mut req = FinishRun {
+        run_id: run.run_id,
+        job_id: run.fire.job_id.clone(),
+        token: run.lease.token,
+        takeover,
+        status: p.status,
+        error: p.error,
+        will_retry: p.will_retry,
+        version: run.fire.version,
+        next: p.next,
+        alarms,
+    };
+    let mut backoff = super::backoff::Backoff::default();
+    let mut refused_for_good = 0;
+    loop {
+        match core.batch().finish.call(req.clone()).await {
+            Ok(out @ FinishOutcome::Finished { .. }) => {
+                bump(&core.counters.finished);
+                run.instruments.finished(req.status.as_str());
+                if !req.alarms.is_empty() {
+                    core.alarm.wake.notify_one();
+                }
+                debug!(status = req.status.as_str(), "finished");
+                return Some(out);
+            }
+            Ok(out @ FinishOutcome::Refused(FinishRefusal::NotRunning)) if takeover => {
+                // Another node recorded the same lost run first: not a fence (the
+                // recovery counts it apart).
+                debug!("lost run already recorded by another node");
+                return Some(out);
+            }
+            Ok(FinishOutcome::Refused(FinishRefusal::NotRunning)) if !takeover => {
+                // The run has ended. A newer lease holder may have recorded it
+                // lost; or an earlier try of this finish was written though its
+                // answer was lost (a connection cut after the commit, here or in
+                // the store's own retry): then the run carries this finish's token
+                // and status.
+                if let Some(ended_at) = recorded_finish(core, &req).await {
+                    bump(&core.counters.finished);
+                    run.instruments.finished(req.status.as_str());
+                    info!("the result was recorded by a call whose answer was lost");
+                    return Some(FinishOutcome::Finished {
+                        ended_at,
+                        // Not known: the lease goes back and the poller finds the
+                        // next fire.
+                        rescheduled: false,
+                    });
+                }
+                bump(&core.counters.finish_refused);
+                warn!(
+                    token = run.lease.token,
+                    "result refused: the run was recorded by another node"
+                );
+                return Some(FinishOutcome::Refused(FinishRefusal::NotRunning));
+            }
+            Ok(out @ FinishOutcome::Refused(why)) => {
+                bump(&core.counters.finish_refused);
+                warn!(
+                    ?why,
+                    token = run.lease.token,
+                    "result refused: a newer lease holder fenced this node out"
+                );
+                return Some(out);
+            }
+            Err(e) if matches!(*e, Error::Stopped) => {
+                return None;
+            }
+            Err(e) => {
+                core.backend_error("finish_runs");
+                if !e.is_temporary() {
+                    refused_for_good += 1;
+                }
+                if refused_for_good == 3 && (req.error.is_some() || !req.alarms.is_empty()) {
+                    // The store keeps refusing what this finish says (text it cannot
+                    // hold, say): record the outcome without the free text rather
+                    // than leave the run running for good.
+                    warn!(error = %e, original = ?req.error, "the store refuses this run's result; recording it without its message and alarms");
+                    req.error = Some(format!(
+                        "the store refused this run's message ({e}); it is in node {}'s log",
+                        core.node_id
+                    ));
+                    req.alarms.clear();
+                }
+                let d = backoff.next_delay();
+                warn!(error = %e, retry_in = ?d, "finish failed; retrying");
+                sleep(d).await;
+            }
+        }
+    }
+}
