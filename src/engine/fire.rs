@@ -328,6 +328,7 @@ async fn start_run(
             warn!(error = %e, "start failed; the fire stays due");
             lock(&core.doubts).push(super::maintenance::Doubt {
                 job_id: fire.job_id.clone(),
+                job: fire.job.clone(),
                 fire_at: fire.fire.at,
                 token: lease.token,
                 attempt: attempt.attempt,

@@ -160,7 +160,7 @@ async fn maintain(
     let orphans = core.store.orphaned_runs(core.config.claim_batch).await?;
     futures::future::join_all(orphans.into_iter().map(|run| {
         let why = format!("node {} died while running", run.node);
-        recover_lost(core, run, why, false)
+        recover_lost(core, run, why)
     }))
     .await
     .into_iter()
@@ -196,6 +196,9 @@ async fn maintain(
 #[derive(Clone, Debug)]
 pub(crate) struct Doubt {
     pub(crate) job_id: crate::job::JobId,
+    /// The job as the node started it (its misfire policy and labels count the
+    /// fires a recorded start covered).
+    pub(crate) job: Arc<crate::job::Job>,
     pub(crate) fire_at: crate::time::Timestamp,
     pub(crate) token: u64,
     pub(crate) attempt: u32,
@@ -246,23 +249,26 @@ async fn settle(core: &Arc<Core>, d: &Doubt) -> Result<bool> {
         return Ok(true);
     };
     warn!(job = %run.job_id, run = %run.id, "a start whose answer was lost was recorded: recording it lost");
-    recover_lost(
-        core,
-        run,
-        "the store recorded the start but its answer was lost (the store call failed)".into(),
-        true,
-    )
-    .await
+    let covers = run.covers;
+    let why = "the store recorded the start but its answer was lost (the store call failed)";
+    let settled = recover_lost(core, run, why.into()).await?;
+    // No node saw the start, so the fires its misfire span covers are counted here,
+    // as a start counts them, with the job as the node knew it.
+    if let (true, Some(c)) = (settled, covers) {
+        core.counters.misfired(d.job.misfire(), c.fires);
+        core.instruments()
+            .for_job(&d.job)
+            .misfired(d.job.misfire(), c.fires);
+    }
+    Ok(settled)
 }
 
 /// Takes over a run nobody executes — a dead node's, or one whose start's answer
 /// was lost — and records it `lost` (a failed attempt, with `why` as its error)
 /// under a newer lease, which fences the old holder out. Another node may record it
 /// first; that is counted apart (`lost_already_recorded`), not as a recovery.
-/// `unseen`: no node saw the run start (a lost answer), so the fires its misfire
-/// span covers are counted here, as a start counts them. `Ok(false)`: another node
-/// holds the job's lease, so nothing was done yet.
-async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String, unseen: bool) -> Result<bool> {
+/// `Ok(false)`: another node holds the job's lease, so nothing was done yet.
+async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<bool> {
     let req = LockRequest {
         key: run.job_id.to_string(),
         ttl: core.config.lease_ttl,
@@ -296,12 +302,6 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String, unseen: boo
         fire::release(core, lease).await;
         return Ok(true);
     };
-    if let (true, Some(c)) = (unseen, run.covers) {
-        core.counters.misfired(rec.job.misfire(), c.fires);
-        core.instruments()
-            .for_job(&rec.job)
-            .misfired(rec.job.misfire(), c.fires);
-    }
     // The job still describes the fire the run belonged to unless it changed since.
     let same_fire = rec.next_fire_at() == Some(run.fire_at);
     let fire = DueFire {

@@ -6,14 +6,16 @@
 //! the nodes' store and lock calls). For every seed the checker asserts:
 //! (a) every fire ran or is accounted for by its misfire policy in the run log
 //! (unless every slot stayed busy from when it could start until the job stopped),
-//! (b) no fire ran twice, (c) lag stays under the documented bound whenever a slot
+//! (b) no fire ran twice (no run record executed twice, and no attempt of a fire), (c) lag stays under the documented bound whenever a slot
 //! was free (two poll intervals and 50 ms, plus eight store round trips with a
 //! delay model), (d) no fire ran early, (e) a fire given back unexecuted (`returned`)
 //! executed nothing before it was given back.
 //! `simulation_with_lost_answers` plays the seeds with a delay model again with a
 //! store that writes 2 % of the starts and finishes but loses their answers, under
 //! the same checks (a start written without its node knowing may account for its
-//! fire with a `lost` record, and its retry runs the fire).
+//! fire with a `lost` record, and its retry runs the fire; (b) is checked by run
+//! record there, since that retry keeps its fire's instant and may share it and its
+//! attempt number with a failure's retry, which is a fire at its retry instant).
 //!
 //! `JOBWHEEL_SIM_SEEDS=n` runs n seeds per test (default 8, four tests); a failure
 //! prints its seed, and `JOBWHEEL_SIM_SEED=s` replays that seed alone;

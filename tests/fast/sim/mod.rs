@@ -20,6 +20,8 @@ use workload::{Op, Workload};
 /// One handler execution, as the handler saw it.
 #[derive(Debug, Clone)]
 pub struct Exec {
+    /// The run record it executed.
+    pub run: jobwheel::RunId,
     pub job: String,
     pub fire_at: Timestamp,
     pub attempt: u32,
@@ -121,6 +123,7 @@ pub async fn run(w: &Workload) -> Played {
             let index = {
                 let mut e = execs.lock().unwrap();
                 e.push(Exec {
+                    run: ctx.run_id,
                     job: ctx.job.id().to_string(),
                     fire_at: ctx.fire_at,
                     attempt: ctx.attempt,
