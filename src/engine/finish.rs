@@ -1,14 +1,36 @@
-//! Writing a run's result: the fenced `finish_runs` with the run record, the next
-//! fire and the alarm events, retried until the store writes or refuses it, and
-//! telling this node's own earlier write (an answer lost) from a newer holder's.
+//! How a started run ends: the fenced `finish_runs` with the run record, the next
+//! fire and the alarm events, retried until the store writes or refuses it (telling
+//! this node's own earlier write, an answer lost, from a newer holder's), and its
+//! lease given back.
 
-use super::fire::Run;
+use super::plan::Attempt;
 use super::{Core, bump, plan};
 use crate::error::Error;
+use crate::lock::Lease;
 use crate::record::*;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::sleep;
 use tracing::{debug, info, warn};
+
+/// A started attempt at a fire: the run a node records, under the lease it holds.
+pub(crate) struct Run {
+    pub(crate) fire: DueFire,
+    pub(crate) attempt: Attempt,
+    pub(crate) run_id: RunId,
+    pub(crate) lease: Lease,
+    /// When the store recorded its start (store clock).
+    pub(crate) started_at: crate::time::Timestamp,
+    /// The instruments of its job's label set.
+    pub(crate) instruments: Arc<super::instruments::RunInstruments>,
+}
+
+/// Gives a lease back; a failure is only logged (the lease expires by itself).
+pub(crate) async fn release(core: &Core, lease: Lease) {
+    if let Err(e) = core.batch().release.call(lease).await {
+        debug!(error = %e, "release failed; the lease will expire");
+    }
+}
 
 /// When `req`'s run is recorded ended with `req`'s token and status: its end
 /// instant (`None` when it is not, or the store cannot say now).

@@ -2,7 +2,7 @@
 //! slot, start (misfire policy), execute, finish (retry policy), then keep the lease
 //! for the job's next fire or give it back.
 
-use super::finish::finish;
+use super::finish::{Run, finish, release};
 use super::plan::{self, Attempt, StartPlan};
 use super::slots::{SlotGrant, SlotRequest};
 use super::{Core, RunningEntry, bump, lock};
@@ -64,12 +64,6 @@ pub(super) async fn fire_task(core: Arc<Core>, claim: Claim, slot: Option<SlotRe
         core.instruments().armed(armed.len());
     }
     core.wake_if_starved();
-}
-
-pub(crate) async fn release(core: &Core, lease: Lease) {
-    if let Err(e) = core.batch().release.call(lease).await {
-        debug!(error = %e, "release failed; the lease will expire");
-    }
 }
 
 /// Sleeps until `deadline`, never waking before it. tokio's timer rounds every
@@ -247,18 +241,6 @@ async fn give_back(core: &Core, run: Run, waited: Duration) -> Option<Claim> {
     core.poll.rescan_before(&run.fire.key());
     release(core, run.lease).await;
     None
-}
-
-/// A started attempt at a fire: the run a node records, under the lease it holds.
-pub(crate) struct Run {
-    pub(crate) fire: DueFire,
-    pub(crate) attempt: Attempt,
-    pub(crate) run_id: RunId,
-    pub(crate) lease: Lease,
-    /// When the store recorded its start (store clock).
-    pub(crate) started_at: crate::time::Timestamp,
-    /// The instruments of its job's label set.
-    pub(crate) instruments: Arc<super::instruments::RunInstruments>,
 }
 
 /// A fire the misfire policy skips: recorded `misfired`, not executed.

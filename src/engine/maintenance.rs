@@ -2,7 +2,6 @@
 //! None of them is on the path of a fire (alarm delivery is in `alarms.rs`).
 
 use super::backoff::Backoff;
-use super::fire;
 use super::plan;
 use super::{Core, bump, lock};
 use crate::error::Result;
@@ -299,7 +298,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<b
         };
         let out = core.store.finish_runs(&[close]).await?;
         count_recovery(core, out.first());
-        fire::release(core, lease).await;
+        super::finish::release(core, lease).await;
         return Ok(true);
     };
     // The job still describes the fire the run belonged to unless it changed since.
@@ -342,7 +341,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<b
         fastrand::f64(),
     );
     warn!(job = %run.job_id, run = %run.id, node = %run.node, "recording a lost run");
-    let recorded = fire::Run {
+    let recorded = super::finish::Run {
         instruments: core.instruments().for_job(&fire.job),
         fire,
         attempt,
@@ -352,7 +351,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<b
     };
     let out = super::finish::finish(core, &recorded, p, None, true).await;
     count_recovery(core, out.as_ref());
-    fire::release(core, recorded.lease).await;
+    super::finish::release(core, recorded.lease).await;
     core.rescan();
     Ok(true)
 }

@@ -302,7 +302,7 @@ async fn claim(
             inserted
         };
         if !inserted {
-            fire::release(core, lease).await;
+            super::finish::release(core, lease).await;
             continue;
         }
         bump(&core.counters.claimed);
