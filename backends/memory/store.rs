@@ -110,8 +110,11 @@ impl Inner {
     /// never the repeat of (items of one job in one batch: the first decides).
     fn start(&mut self, r: &StartRun, now: Timestamp, fresh: &mut Vec<RunId>) -> StartOutcome {
         let state = self.jobs.get(&r.job_id).map(JobState::from);
+        // Only a job whose last token is the request's can be running the request's
+        // run (so the batch's own runs are searched only then).
         let running = state
             .as_ref()
+            .filter(|j| j.last_token == r.token)
             .and_then(|j| j.running)
             .filter(|id| !fresh.contains(id))
             .and_then(|id| self.runs.get(&id));
