@@ -160,6 +160,7 @@ fn memory_claim_path(c: &mut Criterion) {
                             version: s.version,
                             next: Some(FireState::scheduled(at)),
                             alarms: Vec::new(),
+                            releases: Vec::new(),
                         }),
                         StartOutcome::Refused(_) => None,
                     })

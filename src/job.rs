@@ -4,6 +4,7 @@
 //! same checks), so every `Job` value is valid: its id, schedule, payload size,
 //! durations and policies have all been checked.
 
+use crate::dependency::ChildLink;
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::placement::RemoteTarget;
@@ -124,6 +125,7 @@ pub struct Job {
     alarm: AlarmPolicy,
     enabled: bool,
     remote: Option<RemoteTarget>,
+    children: Vec<ChildLink>,
 }
 
 impl Job {
@@ -146,6 +148,7 @@ impl Job {
                 alarm: AlarmPolicy::default(),
                 enabled: true,
                 remote: None,
+                children: Vec::new(),
             },
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
         }
@@ -205,6 +208,11 @@ impl Job {
     pub fn enabled(&self) -> bool {
         self.enabled
     }
+    /// The jobs each of its fires triggers when it ends as their link asks (see
+    /// [`dependency`](crate::dependency)).
+    pub fn children(&self) -> &[ChildLink] {
+        &self.children
+    }
 
     /// The same job, enabled or paused.
     pub fn with_enabled(&self, enabled: bool) -> Job {
@@ -229,6 +237,7 @@ impl Job {
             alarm: self.alarm.clone(),
             enabled: self.enabled,
             remote: self.remote.clone(),
+            children: self.children.clone(),
         }
     }
 
@@ -317,6 +326,19 @@ impl JobBuilder {
         self.repr.enabled = enabled;
         self
     }
+    /// Sets the jobs each fire triggers when it ends as their link asks
+    /// (checked by [`build`](Self::build): at most 32, none twice, not the job).
+    pub fn children(mut self, children: Vec<ChildLink>) -> Self {
+        self.repr.children = children;
+        self
+    }
+
+    /// Adds a child triggered when a fire of this job succeeds.
+    pub fn child(mut self, job: JobId) -> Self {
+        self.repr.children.push(ChildLink::on_success(job));
+        self
+    }
+
     /// Runs the job on a remote executor group: the job's handler name is the
     /// handler an instance of that group serves.
     pub fn remote(mut self, target: RemoteTarget) -> Self {
@@ -378,6 +400,9 @@ struct JobRepr {
     enabled: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     remote: Option<RemoteTarget>,
+    /// Jobs to trigger when a fire of this one ends (see `dependency`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    children: Vec<ChildLink>,
 }
 
 fn yes() -> bool {
@@ -504,6 +529,7 @@ impl Job {
         }
         r.schedule.check()?;
         r.misfire.validate()?;
+        crate::dependency::check_children(&id, &r.children)?;
         Ok(Job {
             id,
             handler: handler.to_string(),
@@ -516,6 +542,7 @@ impl Job {
             alarm: r.alarm,
             enabled: r.enabled,
             remote: r.remote,
+            children: r.children,
         })
     }
 }
@@ -534,6 +561,7 @@ impl From<Job> for JobRepr {
             alarm: j.alarm,
             enabled: j.enabled,
             remote: j.remote,
+            children: j.children,
         }
     }
 }

@@ -79,6 +79,7 @@ mod capture;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod connect;
+pub mod dependency;
 pub mod engine;
 pub mod error;
 pub mod executor;

@@ -43,6 +43,16 @@ pub(super) struct Inner {
     pub(super) next_audit: i64,
     /// Runtime accounts and tokens by kind and name.
     pub(super) credentials: BTreeMap<(CredentialKind, String), CredentialRecord>,
+    /// Releases queued per job, oldest first.
+    releases: BTreeMap<JobId, Vec<Queued>>,
+}
+
+/// A queued release: its key, its context as stored, when it was written.
+#[derive(Debug)]
+struct Queued {
+    from: crate::dependency::UpstreamRun,
+    context: String,
+    released_at: Timestamp,
 }
 
 impl Inner {
@@ -162,6 +172,44 @@ impl Inner {
         }
     }
 
+    /// Queues `r` unless its job is missing or its key is queued.
+    fn queue(&mut self, r: &crate::dependency::Release, now: Timestamp) {
+        if !self.jobs.contains_key(&r.job) {
+            return;
+        }
+        let q = self.releases.entry(r.job.clone()).or_default();
+        if !q
+            .iter()
+            .any(|o| o.from.job == r.from.job && o.from.fire_at == r.from.fire_at)
+        {
+            q.push(Queued {
+                from: r.from.clone(),
+                context: r.context.clone(),
+                released_at: now,
+            });
+        }
+    }
+
+    /// Lets `id` take its oldest queued release when the rule allows; whether it did.
+    fn take_release(&mut self, id: &JobId, now: Timestamp) -> bool {
+        let Some(rec) = self.jobs.get(id) else {
+            return false;
+        };
+        if self.releases.get(id).is_none_or(|q| q.is_empty())
+            || !rules::takes_release(Some(&JobState::from(rec)), rec.next_trigger(), now)
+        {
+            return false;
+        }
+        let q = self.releases.get_mut(id).expect("checked");
+        let taken = q.remove(0);
+        if q.is_empty() {
+            self.releases.remove(id);
+        }
+        let context = FireContext::from_stored(Some(&taken.context)).unwrap_or_default();
+        self.with_job(id, |j| j.next = Some(rules::released_fire(context, now)));
+        true
+    }
+
     fn finish(&mut self, f: &FinishRun, now: Timestamp) -> FinishOutcome {
         let run = self.runs.get(&f.run_id).map(RunState::from);
         let job = self.jobs.get(&f.job_id).map(JobState::from);
@@ -186,6 +234,13 @@ impl Inner {
             run.will_retry = f.will_retry;
         }
         self.enqueue(&f.alarms, now);
+        for r in &f.releases {
+            self.queue(r, now);
+        }
+        for r in &f.releases {
+            self.take_release(&r.job, now);
+        }
+        self.take_release(&f.job_id, now);
         FinishOutcome::Finished {
             ended_at: now,
             rescheduled,
@@ -268,6 +323,7 @@ impl MemoryStore {
             JobChange::Remove { id } => match inner.jobs.remove(id) {
                 Some(rec) => {
                     inner.unindex(&rec);
+                    inner.releases.remove(id);
                     Applied::Removed(true)
                 }
                 None => Applied::Removed(false),
@@ -437,5 +493,48 @@ impl Jobs for MemoryStore {
         drop(inner);
         answer(&self.latency, "finish_runs")?;
         Ok(out)
+    }
+
+    async fn releases(
+        &self,
+        job: Option<&JobId>,
+        limit: usize,
+    ) -> Result<Vec<crate::dependency::QueuedRelease>> {
+        let inner = self.inner();
+        let mut out: Vec<_> = inner
+            .releases
+            .iter()
+            .filter(|(id, _)| job.is_none_or(|j| j == *id))
+            .flat_map(|(id, q)| {
+                q.iter().map(|r| crate::dependency::QueuedRelease {
+                    job: id.clone(),
+                    from: r.from.clone(),
+                    released_at: r.released_at,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (a.released_at, &a.from.job, a.from.fire_at).cmp(&(
+                b.released_at,
+                &b.from.job,
+                b.from.fire_at,
+            ))
+        });
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn take_releases(&self, limit: usize) -> Result<u64> {
+        let now = self.clock.now();
+        let mut inner = self.inner();
+        let ids: Vec<JobId> = inner.releases.keys().cloned().collect();
+        let mut taken = 0;
+        for id in ids {
+            if taken >= limit as u64 {
+                break;
+            }
+            taken += u64::from(inner.take_release(&id, now));
+        }
+        Ok(taken)
     }
 }

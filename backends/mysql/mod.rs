@@ -69,6 +69,11 @@ const MIGRATIONS: &[Embedded] = &[
         "local runs' log lines",
         include_str!("migrations/0008_run_lines.sql"),
     ),
+    (
+        9,
+        "releases queued per job",
+        include_str!("migrations/0009_releases.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =

@@ -13,6 +13,15 @@ use sqlx::{AssertSqlSafe, Row};
 use std::collections::HashMap;
 
 impl PgDialect {
+    /// Lets the jobs `ids`, just finished, take a queued release.
+    async fn take_after_finish(&self, ids: &[&str]) -> Result<()> {
+        let op = "finish_runs";
+        let mut tx = self.begin(op).await?;
+        let now = crate::sql::now_in(self, &mut tx, op).await?;
+        crate::sql::releases::take_in(self, &mut tx, op, ids, now).await?;
+        self.commit(tx, op).await
+    }
+
     /// `upsert_many`'s new jobs in one statement: the batch as arrays (`UNNEST`),
     /// inserted unless their id is stored (`ON CONFLICT DO NOTHING`); answers the
     /// indexes inserted. One round trip and one parse for the whole batch, against a
@@ -203,7 +212,13 @@ impl PgDialect {
     /// write the runs, the jobs' next state (when unchanged since the start) and the
     /// alarm events. Refused items are explained by a second read.
     pub(super) async fn finish_batch(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
+        if runs.iter().any(|f| !f.releases.is_empty()) {
+            // Releases are queued and taken in the finish's transaction: the
+            // shared SQL store's finish, which decides in Rust over locked rows.
+            return crate::sql::batch::finish(self, runs).await;
+        }
         let (jobs, runs_t, alarms) = (self.t("jobs"), self.t("runs"), self.t("alarms"));
+        let queue = self.t("releases");
         let i64s = |f: fn(&FinishRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
         fn next(f: &FinishRun) -> Option<&FireState> {
             f.next.as_ref()
@@ -220,7 +235,7 @@ impl PgDialect {
                 alarm_events.push(crate::sql::decode::encode(super::NAME, e)?);
             }
         }
-        let rows: Vec<(i64, i64, Option<bool>)> = sqlx::query_as(AssertSqlSafe(format!(
+        let rows: Vec<(i64, i64, Option<bool>, String, bool)> = sqlx::query_as(AssertSqlSafe(format!(
             "WITH req AS (
                  SELECT * FROM UNNEST($1::int8[], $2::text[], $3::int8[], $4::bool[], $5::text[], $6::text[], $7::bool[],
                                       $8::int8[], $9::int8[], $10::text[], $11::int8[], $14::int8[], $15::text[])
@@ -259,7 +274,9 @@ impl PgDialect {
                  FROM UNNEST($12::int8[], $13::text[]) WITH ORDINALITY AS a(run_id, event, ord)
                  JOIN ok ON ok.run_id = a.run_id ORDER BY a.ord
              )
-             SELECT ur.id, ur.ended_at, ok.resched FROM ur JOIN ok ON ok.run_id = ur.id"
+             SELECT ur.id, ur.ended_at, ok.resched, ok.job_id,
+                    EXISTS (SELECT 1 FROM {queue} q WHERE q.job_id = ok.job_id) AS queued
+             FROM ur JOIN ok ON ok.run_id = ur.id"
         )))
         .bind(i64s(|f| f.run_id.0))
         .bind(runs.iter().map(|f| f.job_id.to_string()).collect::<Vec<_>>())
@@ -291,9 +308,17 @@ impl PgDialect {
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("finish_runs"))?;
+        let mut queued: Vec<&str> = rows.iter().filter(|r| r.4).map(|r| r.3.as_str()).collect();
+        if !queued.is_empty() {
+            // A finished job with releases queued takes one in a transaction of its
+            // own (a node that dies before it leaves it to the maintenance pass).
+            queued.sort_unstable();
+            queued.dedup();
+            self.take_after_finish(&queued).await?;
+        }
         let mut done: HashMap<i64, (i64, bool)> = rows
             .into_iter()
-            .map(|(id, at, r)| (id, (at, r.unwrap_or(false))))
+            .map(|(id, at, r, _, _)| (id, (at, r.unwrap_or(false))))
             .collect();
         let refused: Vec<&FinishRun> = runs
             .iter()

@@ -78,6 +78,11 @@ const MIGRATIONS: &[Embedded] = &[
         "fewer index entries per run",
         include_str!("migrations/0010_run_indexes.sql"),
     ),
+    (
+        11,
+        "releases queued per job",
+        include_str!("migrations/0011_releases.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).

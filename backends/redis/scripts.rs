@@ -26,6 +26,7 @@
 //! | `P alarms:ready`, `P alarms:sending` | sorted sets | claimable at (score), claim lapses at (score) |
 //! | `P audit:<id>`, `P audit` | hash, sorted set | audit entries (`at`, `actor`, `action`, `target`, `before`, `after`); all ids (score = id) |
 //! | `P cred:<kind>:<name>`, `P creds` | hash, sorted set | a runtime account or token (`body` JSON, `created_at`); members `<kind>:<name>` (score 0: listed in name order) |
+//! | `P rq:<id>`, `P rc:<id>`, `P rq` | sorted set, hash, sorted set | releases queued for a job: members `<upstream job>\|<upstream fire>` scored by when they were written; each member's fire context (JSON); the ids of jobs with a release queued (score 0) |
 //! | `P seq:run`, `P seq:alarm`, `P seq:audit`, `P schema` | strings | id sequences, schema version |
 
 /// Shared helpers, prepended to every script.
@@ -61,6 +62,38 @@ local function audit(nows)
   redis.call('HSET', P .. 'audit:' .. id, 'at', nows, 'actor', ARGV[2], 'action', ARGV[3],
     'target', ARGV[4], 'before', ARGV[5], 'after', ARGV[6])
   redis.call('ZADD', P .. 'audit', id, id)
+end
+-- Queues the release `member` (`<upstream job>|<fire>`) of job `id` with its fire
+-- context, unless the job is missing or the member is queued.
+local function queue_release(id, member, ctx, nows)
+  if redis.call('EXISTS', P .. 'job:' .. id) == 0 then return end
+  if redis.call('HSETNX', P .. 'rc:' .. id, member, ctx) == 1 then
+    redis.call('ZADD', P .. 'rq:' .. id, nows, member)
+    redis.call('ZADD', P .. 'rq', 0, id)
+  end
+end
+-- rules::takes_release: job `id` takes its oldest queued release at `now` when it is
+-- enabled, runs nothing, and has no next fire or a scheduled one after `now`.
+local function take_release(id, now)
+  local q = P .. 'rq:' .. id
+  local first = redis.call('ZRANGE', q, 0, 0)
+  if #first == 0 then return 0 end
+  local jk = P .. 'job:' .. id
+  local f = redis.call('HMGET', jk, 'enabled', 'running', 'next', 'trigger')
+  if f[1] ~= '1' or (f[2] and f[2] ~= '') then return 0 end
+  if f[3] and f[3] ~= '' and not (f[4] == 'schedule' and tonumber(f[3]) > now) then
+    return 0
+  end
+  local m = first[1]
+  local ck = P .. 'rc:' .. id
+  local ctx = redis.call('HGET', ck, m) or ''
+  redis.call('ZREM', q, m)
+  redis.call('HDEL', ck, m)
+  if redis.call('ZCARD', q) == 0 then redis.call('ZREM', P .. 'rq', id) end
+  redis.call('HSET', jk, 'next', fmt(now), 'trigger', 'upstream', 'attempt', '0', 'resume', '',
+    'nctx', ctx)
+  reindex(id)
+  return 1
 end
 local function enqueue(ev, nows)
   local aid = redis.call('INCR', P .. 'seq:alarm')
@@ -123,6 +156,8 @@ pub(super) const REMOVE: &str = r"
 local id = ARGV[7]
 redis.call('ZREM', P .. 'due', id)
 redis.call('ZREM', P .. 'jobs', id)
+redis.call('ZREM', P .. 'rq', id)
+redis.call('DEL', P .. 'rq:' .. id, P .. 'rc:' .. id)
 local n = redis.call('DEL', P .. 'job:' .. id)
 if n > 0 then audit(fmt(now_ms())) end
 return n
@@ -292,6 +327,7 @@ local now = now_ms()
 local nows = fmt(now)
 local out = {}
 local ended, unrunning, due_of, counts = {}, {}, {}, {}
+local releases, finished = {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
   local rid, jid, tok, takeover, st, has_err, err, retry, ver, nat, ntrig, natt, nres, nctx, na =
@@ -299,7 +335,9 @@ for _ = 1, tonumber(ARGV[2]) do
     ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11], ARGV[i + 12],
     ARGV[i + 13], tonumber(ARGV[i + 14])
   local alarms_at = i + 15
-  i = alarms_at + na
+  local nr = tonumber(ARGV[alarms_at + na])
+  local rel_at = alarms_at + na + 1
+  i = rel_at + 3 * nr
   local rk = P .. 'run:' .. rid
   local r = redis.call('HMGET', rk, 'status', 'token', 'fire', 'job', 'started')
   if not r[1] then
@@ -347,6 +385,10 @@ for _ = 1, tonumber(ARGV[2]) do
       c.running = (c.running or 0) - 1
       c[st] = (c[st] or 0) + 1
       for k = alarms_at, alarms_at + na - 1 do enqueue(ARGV[k], nows) end
+      for k = rel_at, rel_at + 3 * nr - 1, 3 do
+        releases[#releases + 1] = { ARGV[k], ARGV[k + 1], ARGV[k + 2] }
+      end
+      finished[#finished + 1] = jid
       out[#out + 1] = 'ok'; out[#out + 1] = resched; out[#out + 1] = nows
     end
   end
@@ -362,6 +404,40 @@ bulk('ZADD', P .. 'ended', ended)
 for day, c in pairs(counts) do
   for field, n in pairs(c) do
     if n ~= 0 then redis.call('HINCRBY', P .. 'stats:' .. day, field, n) end
+  end
+end
+for _, r in ipairs(releases) do queue_release(r[1], r[2], r[3], nows) end
+for _, r in ipairs(releases) do take_release(r[1], now) end
+for _, jid in ipairs(finished) do take_release(jid, now) end
+return out
+";
+
+/// ARGV: P, limit. Lets up to `limit` jobs with a release queued take their oldest
+/// (`take_release`); returns how many did.
+pub(super) const TAKE_RELEASES: &str = r"
+local now = now_ms()
+local limit = tonumber(ARGV[2])
+local ids = redis.call('ZRANGE', P .. 'rq', 0, -1)
+local taken = 0
+for _, id in ipairs(ids) do
+  if taken >= limit then break end
+  taken = taken + take_release(id, now)
+end
+return taken
+";
+
+/// ARGV: P, job id (empty: every job's). Returns per queued release: job id,
+/// released at, context.
+pub(super) const RELEASES: &str = r"
+local ids
+if ARGV[2] ~= '' then ids = { ARGV[2] } else ids = redis.call('ZRANGE', P .. 'rq', 0, -1) end
+local out = {}
+for _, id in ipairs(ids) do
+  local q = redis.call('ZRANGE', P .. 'rq:' .. id, 0, -1, 'WITHSCORES')
+  for k = 1, #q, 2 do
+    out[#out + 1] = id
+    out[#out + 1] = q[k + 1]
+    out[#out + 1] = redis.call('HGET', P .. 'rc:' .. id, q[k]) or ''
   end
 end
 return out

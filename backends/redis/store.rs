@@ -29,6 +29,8 @@ pub(super) struct Scripts {
     due: Script,
     start: Script,
     finish: Script,
+    take_releases: Script,
+    releases: Script,
     pub(super) purge: Script,
     pub(super) append_lines: Script,
     pub(super) heartbeat: Script,
@@ -59,6 +61,8 @@ impl Scripts {
             due: s(scripts::DUE),
             start: s(scripts::START),
             finish: s(scripts::FINISH),
+            take_releases: s(scripts::TAKE_RELEASES),
+            releases: s(scripts::RELEASES),
             purge: s(scripts::PURGE),
             append_lines: s(scripts::APPEND_LINES),
             heartbeat: s(scripts::HEARTBEAT),
@@ -630,6 +634,12 @@ impl Jobs for RedisStore {
             for a in &f.alarms {
                 call.arg(encode(a)?);
             }
+            call.arg(f.releases.len());
+            for r in &f.releases {
+                call.arg(r.job.as_str())
+                    .arg(format!("{}|{}", r.from.job, r.from.fire_at.as_millis()))
+                    .arg(r.context.as_str());
+            }
         }
         let out: Vec<String> = self.invoke(call, "finish_runs").await?;
         let w = "decode finish";
@@ -650,5 +660,49 @@ impl Jobs for RedisStore {
                 })
             })
             .collect()
+    }
+
+    async fn releases(
+        &self,
+        job: Option<&JobId>,
+        limit: usize,
+    ) -> Result<Vec<crate::dependency::QueuedRelease>> {
+        let mut call = self.call(&self.scripts.releases);
+        call.arg(job.map_or("", JobId::as_str));
+        let out: Vec<String> = self.invoke(call, "releases").await?;
+        let w = "decode releases";
+        let mut got = Vec::new();
+        let n = out.len() / 3;
+        for [id, at, ctx] in triples(out, n, w)? {
+            let (Ok(job), Some(from)) = (
+                JobId::new(&id),
+                FireContext::from_stored(Some(&ctx))
+                    .ok()
+                    .and_then(|c| c.upstream.into_iter().next()),
+            ) else {
+                continue;
+            };
+            got.push(crate::dependency::QueuedRelease {
+                job,
+                from,
+                released_at: Timestamp::from_millis(parse_int(&at, w)?),
+            });
+        }
+        got.sort_by(|a, b| {
+            (a.released_at, &a.from.job, a.from.fire_at).cmp(&(
+                b.released_at,
+                &b.from.job,
+                b.from.fire_at,
+            ))
+        });
+        got.truncate(limit);
+        Ok(got)
+    }
+
+    async fn take_releases(&self, limit: usize) -> Result<u64> {
+        let mut call = self.call(&self.scripts.take_releases);
+        call.arg(limit);
+        let n: i64 = self.invoke(call, "take_releases").await?;
+        Ok(n.max(0) as u64)
     }
 }

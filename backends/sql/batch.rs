@@ -70,7 +70,7 @@ async fn run_states<D: Dialect>(
             running: row.text("status").map_err(e)? == RunStatus::Running.as_str(),
             token: row.int("token").map_err(e)? as u64,
             fire_at: Timestamp::from_millis(row.int("fire_at").map_err(e)?),
-            attempt: u32::try_from(row.int("attempt").map_err(e)?).unwrap_or(0),
+            attempt: u32::try_from(row.int32("attempt").map_err(e)?).unwrap_or(0),
         };
         out.insert(
             row.int("id").map_err(e)?,
@@ -316,6 +316,17 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
     }
     let events: Vec<AlarmEvent> = done.iter().flat_map(|f| f.alarms.iter().cloned()).collect();
     insert_alarms(d, &mut tx, &events, now).await?;
+    let releases: Vec<&crate::dependency::Release> =
+        done.iter().flat_map(|f| f.releases.iter()).collect();
+    super::releases::queue_in(d, &mut tx, op, &releases, now).await?;
+    // The finished jobs and the released ones take a queued release if they can.
+    let mut ids: Vec<&str> = done.iter().map(|f| f.job_id.as_str()).collect();
+    ids.extend(releases.iter().map(|r| r.job.as_str()));
+    ids.sort_unstable();
+    ids.dedup();
+    let queued = super::releases::queued_in(d, &mut tx, op, &ids).await?;
+    let queued: Vec<&str> = queued.iter().map(String::as_str).collect();
+    super::releases::take_in(d, &mut tx, op, &queued, now).await?;
     d.commit(tx, op).await?;
     Ok(out)
 }

@@ -92,6 +92,12 @@ impl<D: Dialect> SqlStore<D> {
             Sql::new(format!("DELETE FROM {} WHERE id = ?", self.d.t("jobs"))).bind(id.as_str());
         let mut tx = self.d.begin(op).await?;
         let existed = self.d.exec_in(&mut tx, op, q).await? > 0;
+        let drop_queue = Sql::new(format!(
+            "DELETE FROM {} WHERE job_id = ?",
+            self.d.t("releases")
+        ))
+        .bind(id.as_str());
+        self.d.exec_in(&mut tx, op, drop_queue).await?;
         if existed {
             self.audit_in(&mut tx, op, audit).await?;
         }
@@ -466,6 +472,18 @@ impl<D: Dialect> Jobs for SqlStore<D> {
             return Ok(Vec::new());
         }
         self.d.finish_runs(runs).await
+    }
+
+    async fn releases(
+        &self,
+        job: Option<&JobId>,
+        limit: usize,
+    ) -> Result<Vec<crate::dependency::QueuedRelease>> {
+        self.queued_releases(job, limit).await
+    }
+
+    async fn take_releases(&self, limit: usize) -> Result<u64> {
+        self.take_queued(limit).await
     }
 }
 

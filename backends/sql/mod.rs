@@ -11,7 +11,7 @@
 //! numbers them (`$1` …) rewrites them when it executes.
 
 mod audit;
-mod batch;
+pub(crate) mod batch;
 pub(crate) mod connect;
 mod credentials;
 pub(crate) mod decode;
@@ -21,6 +21,7 @@ pub(crate) mod locks;
 mod log;
 pub(crate) mod migrate;
 mod outbox;
+pub(crate) mod releases;
 
 use crate::error::{Error, Result};
 use crate::record::{DueKey, FinishOutcome, FinishRun, StartOutcome, StartRun};

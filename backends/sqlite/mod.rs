@@ -70,6 +70,11 @@ const MIGRATIONS: &[Embedded] = &[
         "local runs' log lines",
         include_str!("migrations/0008_run_lines.sql"),
     ),
+    (
+        9,
+        "releases queued per job",
+        include_str!("migrations/0009_releases.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";

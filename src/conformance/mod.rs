@@ -29,6 +29,7 @@ mod executors;
 mod locks;
 mod outbox;
 mod overrides;
+mod releases;
 mod rows;
 mod rules;
 mod spans;
@@ -49,6 +50,7 @@ pub use outbox::{alarm_outbox_claimed_once, alarm_outbox_purges_done_events};
 pub use overrides::{
     first_fire_carries_its_context, never_fires_until_triggered, trigger_payload_override,
 };
+pub use releases::releases_are_queued_once_and_taken_in_order;
 pub use rows::{
     RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
     rows_from_newer_versions_are_read, unreadable_rows_are_skipped,
@@ -104,6 +106,7 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     trigger_payload_override(store).await;
     never_fires_until_triggered(store).await;
     first_fire_carries_its_context(store).await;
+    releases_are_queued_once_and_taken_in_order(store).await;
 }
 
 /// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention,

@@ -84,6 +84,7 @@ pub(super) fn finish_req(
         version: 1,
         next: next.map(FireState::scheduled),
         alarms: Vec::new(),
+        releases: Vec::new(),
     }
 }
 

@@ -76,6 +76,17 @@ pub(crate) async fn finish(
         version: run.fire.version,
         next: p.next,
         alarms,
+        releases: crate::dependency::releases_of(
+            &run.fire.job,
+            &crate::dependency::UpstreamRun {
+                job: run.fire.job_id.clone(),
+                // The fire's own instant, the same for all its attempts.
+                fire_at: run.attempt.base,
+                run: run.run_id,
+                status: p.status,
+            },
+            p.will_retry,
+        ),
     };
     let mut backoff = super::backoff::Backoff::default();
     let mut refused_for_good = 0;

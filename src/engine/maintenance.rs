@@ -17,6 +17,8 @@ use tracing::{debug, info, warn};
 /// later grant's token (the lock server's clock in µs) is past its last one even if
 /// that clock steps back by up to a day.
 const IDLE_LEASES: Duration = Duration::from_secs(86_400);
+/// Most jobs one maintenance pass lets take a queued release.
+const TAKE_PER_PASS: usize = 500;
 
 pub(super) async fn heartbeat_once(core: &Core) -> Result<()> {
     let info = NodeInfo {
@@ -165,6 +167,12 @@ async fn maintain(
     .into_iter()
     .collect::<Result<Vec<bool>>>()?;
     settle_doubts(core).await?;
+    // Jobs that became able to take a queued release through a change (a resume,
+    // an upsert) rather than a finish.
+    let taken = core.store.take_releases(TAKE_PER_PASS).await?;
+    if taken > 0 {
+        debug!(taken, "queued releases taken");
+    }
     if last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
         let now = core.store.now().await?;
         if let Some(keep) = core.config.run_retention {
@@ -295,6 +303,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<b
             version: 0,
             next: None,
             alarms: Vec::new(),
+            releases: Vec::new(),
         };
         let out = core.store.finish_runs(&[close]).await?;
         count_recovery(core, out.first());

@@ -29,6 +29,10 @@ pub struct FireContext {
     /// that span's child, and its retries are traces of their own linked to it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The upstream runs that released this fire (trigger
+    /// [`Upstream`](super::TriggerKind::Upstream)); empty for any other fire.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub upstream: Vec<crate::dependency::UpstreamRun>,
 }
 
 impl FireContext {
@@ -37,6 +41,15 @@ impl FireContext {
         FireContext {
             payload,
             trace: None,
+            upstream: Vec::new(),
+        }
+    }
+
+    /// The context of a fire released by the upstream run `from`.
+    pub fn released_by(from: crate::dependency::UpstreamRun) -> FireContext {
+        FireContext {
+            upstream: vec![from],
+            ..FireContext::default()
         }
     }
 

@@ -41,6 +41,8 @@ pub enum TriggerKind {
     Manual,
     /// A late fire run under the misfire policy.
     Misfire,
+    /// A fire released by an upstream job's fire (the job is its child).
+    Upstream,
 }
 
 impl TriggerKind {
@@ -51,14 +53,21 @@ impl TriggerKind {
             TriggerKind::Retry => "retry",
             TriggerKind::Manual => "manual",
             TriggerKind::Misfire => "misfire",
+            TriggerKind::Upstream => "upstream",
         }
     }
 
     /// Inverse of [`as_str`](Self::as_str).
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::Schedule, Self::Retry, Self::Manual, Self::Misfire]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        [
+            Self::Schedule,
+            Self::Retry,
+            Self::Manual,
+            Self::Misfire,
+            Self::Upstream,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
     }
 }
 
@@ -217,6 +226,10 @@ pub struct FinishRun {
     pub next: Option<FireState>,
     /// Alarm events to put in the outbox in the same atomic step.
     pub alarms: Vec<AlarmEvent>,
+    /// Children released by this run's end, queued in the same atomic step (a
+    /// release whose key is already queued is ignored); see
+    /// [`dependency`](crate::dependency).
+    pub releases: Vec<crate::dependency::Release>,
 }
 
 /// Why a finish was refused.

@@ -271,9 +271,28 @@ pub trait Jobs: Send + Sync + 'static {
     /// Then, in one atomic step: the run gets its status, `ended_at`, error and
     /// `will_retry`; the job's running run is cleared and `last_token` set to the
     /// item's token; when the rules say so, `item.next` is written into the job;
-    /// `item.alarms` enter the outbox as `Pending`. A run of a removed job is still
-    /// recorded.
+    /// `item.alarms` enter the outbox as `Pending`; each of `item.releases` whose job
+    /// exists is queued unless a release with its key (job, upstream job, upstream
+    /// fire) is. Then each released job, and the item's own job, takes its oldest
+    /// queued release when [`rules::takes_release`](super::rules::takes_release)
+    /// allows. A run of a removed job is still recorded.
     async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>>;
+
+    /// Releases queued for `job` (every job's when `None`), oldest first (by
+    /// `released_at`, then upstream job and fire), at most `limit`. A release whose
+    /// stored context cannot be decoded is left out.
+    async fn releases(
+        &self,
+        job: Option<&JobId>,
+        limit: usize,
+    ) -> Result<Vec<crate::dependency::QueuedRelease>>;
+
+    /// Lets up to `limit` jobs that have releases queued take their oldest, each
+    /// under [`rules::takes_release`](super::rules::takes_release) in one atomic
+    /// step; returns how many were taken. The engine calls it on every maintenance
+    /// pass, for the jobs that became able to take a release through a change (a
+    /// resume, an upsert) rather than a finish.
+    async fn take_releases(&self, limit: usize) -> Result<u64>;
 }
 
 macro_rules! forward {
@@ -290,6 +309,8 @@ macro_rules! forward {
             async fn due(&self, q: &DueQuery) -> Result<Page<DueFire>> { (**self).due(q).await }
             async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> { (**self).start_runs(runs).await }
             async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> { (**self).finish_runs(runs).await }
+            async fn releases(&self, job: Option<&JobId>, limit: usize) -> Result<Vec<crate::dependency::QueuedRelease>> { (**self).releases(job, limit).await }
+            async fn take_releases(&self, limit: usize) -> Result<u64> { (**self).take_releases(limit).await }
         }
     )*};
 }

@@ -126,6 +126,16 @@ macro_rules! delegate_store {
             ) -> $crate::Result<Vec<$crate::store::FinishOutcome>> {
                 self.$field.finish_runs(runs).await
             }
+            async fn releases(
+                &self,
+                job: Option<&$crate::JobId>,
+                limit: usize,
+            ) -> $crate::Result<Vec<$crate::dependency::QueuedRelease>> {
+                self.$field.releases(job, limit).await
+            }
+            async fn take_releases(&self, limit: usize) -> $crate::Result<u64> {
+                self.$field.take_releases(limit).await
+            }
         }
         #[async_trait::async_trait]
         impl $crate::store::RunLog for $ty {

@@ -10,7 +10,8 @@
 
 use crate::job::JobId;
 use crate::record::{
-    FinishRefusal, FinishRun, JobRecord, RunId, RunRecord, RunStatus, StartRefusal, StartRun,
+    FinishRefusal, FinishRun, FireContext, FireState, JobRecord, RunId, RunRecord, RunStatus,
+    StartRefusal, StartRun, TriggerKind,
 };
 use crate::time::Timestamp;
 
@@ -162,10 +163,38 @@ pub fn finish(
     Ok(job.is_some_and(|j| j.version == req.version && j.next_fire_at == Some(run.fire_at)))
 }
 
+/// Whether a job takes the oldest release queued for it (see
+/// [`dependency`](crate::dependency)) at the store's instant `now`, given its state
+/// (`None`: no such job) and why its next fire happens.
+///
+/// It does when it exists, is enabled, runs nothing, and has either no next fire or
+/// a *scheduled* one later than `now`. A due fire, a retry, a manual fire or a
+/// release already taken goes first, and a paused job takes nothing: the release
+/// stays queued and is taken by a later write that leaves the job able to (its
+/// finish, a resume, an upsert, a pass of [`Jobs::take_releases`]).
+///
+/// Taking one writes [`released_fire`] as the job's next fire and removes the
+/// release from the queue, in one atomic step; the job's version is unchanged.
+///
+/// [`Jobs::take_releases`]: super::Jobs::take_releases
+pub fn takes_release(job: Option<&JobState>, next_trigger: TriggerKind, now: Timestamp) -> bool {
+    job.is_some_and(|j| {
+        j.enabled
+            && j.running.is_none()
+            && j.next_fire_at
+                .is_none_or(|at| next_trigger == TriggerKind::Schedule && at > now)
+    })
+}
+
+/// The next fire a taken release becomes: due at `now`, trigger `Upstream`, a fresh
+/// attempt, carrying the release's context (which names the upstream run).
+pub fn released_fire(context: FireContext, now: Timestamp) -> FireState {
+    FireState::fresh(now, TriggerKind::Upstream, context)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::TriggerKind;
 
     fn t(ms: i64) -> Timestamp {
         Timestamp::from_millis(ms)
@@ -207,7 +236,46 @@ mod tests {
             version,
             next: None,
             alarms: Vec::new(),
+            releases: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_release_is_taken_by_an_idle_job_without_an_earlier_fire() {
+        let now = t(100);
+        let idle = JobState {
+            next_fire_at: None,
+            ..job()
+        };
+        assert!(takes_release(Some(&idle), TriggerKind::Schedule, now));
+        assert!(!takes_release(None, TriggerKind::Schedule, now));
+        let later = JobState {
+            next_fire_at: Some(t(101)),
+            ..job()
+        };
+        assert!(takes_release(Some(&later), TriggerKind::Schedule, now));
+        for (tr, at) in [
+            (TriggerKind::Schedule, 100),
+            (TriggerKind::Retry, 500),
+            (TriggerKind::Manual, 500),
+            (TriggerKind::Upstream, 500),
+        ] {
+            let j = JobState {
+                next_fire_at: Some(t(at)),
+                ..job()
+            };
+            assert!(!takes_release(Some(&j), tr, now), "{tr:?} at {at}");
+        }
+        let busy = JobState {
+            running: Some(RunId(1)),
+            ..idle.clone()
+        };
+        let paused = JobState {
+            enabled: false,
+            ..idle
+        };
+        assert!(!takes_release(Some(&busy), TriggerKind::Schedule, now));
+        assert!(!takes_release(Some(&paused), TriggerKind::Schedule, now));
     }
 
     #[test]

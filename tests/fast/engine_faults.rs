@@ -81,6 +81,17 @@ impl Jobs for FlakyStore {
         lose_answer(&self.lose_finish_answers, "finish_runs")?;
         Ok(out)
     }
+    async fn releases(
+        &self,
+        job: Option<&jobwheel::JobId>,
+        limit: usize,
+    ) -> Result<Vec<jobwheel::dependency::QueuedRelease>> {
+        self.inner.releases(job, limit).await
+    }
+    async fn take_releases(&self, limit: usize) -> Result<u64> {
+        self.check("take_releases")?;
+        self.inner.take_releases(limit).await
+    }
 }
 
 #[async_trait]

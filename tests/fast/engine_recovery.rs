@@ -162,6 +162,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
         version: 1,
         next: None,
         alarms: vec![],
+        releases: vec![],
     };
     assert!(
         matches!(

@@ -14,6 +14,7 @@ mod cron_model;
 mod cron_props;
 mod engine;
 mod engine_cluster;
+mod engine_dependencies;
 mod engine_fairness;
 mod engine_faults;
 mod engine_misfire;

@@ -182,6 +182,7 @@ impl Rig {
             version: 1,
             next: None,
             alarms: vec![event],
+            releases: vec![],
         };
         s.finish_runs(&[finish]).await.unwrap();
     }

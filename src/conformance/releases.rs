@@ -1,0 +1,237 @@
+//! Child jobs released by a parent's finish: queued once per key, written only with
+//! the finish, taken in order under [`rules::takes_release`](crate::store::rules::takes_release).
+
+use super::store::{
+    cleanup, finish_one, finish_req, jid, job, long_ago, record, start_req, started,
+};
+use super::unique;
+use crate::dependency::{Release, UpstreamRun};
+use crate::record::*;
+use crate::schedule::Schedule;
+use crate::store::JobStore;
+use crate::time::Timestamp;
+use std::time::Duration;
+
+const MIN: Duration = Duration::from_secs(60);
+
+/// The parent's `k`-th fire: started at `t0 + k min` under token `k + 1` and
+/// finished (succeeded, next at `t0 + (k + 1) min`) with releases of `children`.
+/// Returns the finish's outcome and the upstream run it names.
+async fn parent_fire(
+    store: &dyn JobStore,
+    parent: &str,
+    t0: Timestamp,
+    k: u32,
+    children: &[&str],
+) -> (FinishOutcome, UpstreamRun) {
+    let fire = t0 + MIN * k;
+    let run = started(store, start_req(parent, fire, 1, u64::from(k) + 1)).await;
+    let from = UpstreamRun {
+        job: jid(parent),
+        fire_at: fire,
+        run,
+        status: RunStatus::Succeeded,
+    };
+    let mut req = finish_req(
+        run,
+        parent,
+        u64::from(k) + 1,
+        RunStatus::Succeeded,
+        Some(t0 + MIN * (k + 1)),
+    );
+    req.releases = children
+        .iter()
+        .map(|c| Release::new(jid(c), from.clone()))
+        .collect();
+    (finish_one(store, req).await, from)
+}
+
+/// Asserts that `id`'s next fire is the release of `from`, due at the store's
+/// instant of the write that made it (between `before` and `after`).
+async fn assert_released(
+    store: &dyn JobStore,
+    id: &str,
+    from: &UpstreamRun,
+    before: Timestamp,
+    what: &str,
+) -> FireState {
+    let after = store.now().await.unwrap();
+    let next = record(store, id)
+        .await
+        .next
+        .unwrap_or_else(|| panic!("{what}: {id} has the released fire as its next"));
+    assert_eq!(next.trigger, TriggerKind::Upstream, "{what}: trigger");
+    assert_eq!(next.attempt, 0, "{what}: a fresh attempt");
+    assert_eq!(
+        next.context.upstream,
+        vec![from.clone()],
+        "{what}: names the run"
+    );
+    assert!(
+        next.at >= before && next.at <= after,
+        "{what}: due at the store's instant of the write ({} not in {before}..{after})",
+        next.at
+    );
+    next
+}
+
+/// A finish's releases are written with it: a child that can take one at once
+/// (idle, no fire or a later scheduled one) is made due with trigger `Upstream` and
+/// the upstream run in its context; a busy child queues it, once per key, and takes
+/// the oldest at its own finish; a paused child keeps it queued until it is resumed
+/// and [`take_releases`](crate::store::Jobs::take_releases) runs; a release for a
+/// missing job is not queued; removing a job drops its queue; a refused finish
+/// writes no release.
+pub async fn releases_are_queued_once_and_taken_in_order(store: &dyn JobStore) {
+    let p = unique("parent");
+    let (c, d, gone) = (unique("child-never"), unique("child-sched"), unique("gone"));
+    let t0 = long_ago(store).await;
+    store.upsert(&job(&p), Some(t0)).await.unwrap();
+    let never = job(&c)
+        .to_builder()
+        .schedule(Schedule::never())
+        .build()
+        .unwrap();
+    store.upsert(&never, None).await.unwrap();
+    let far = store.now().await.unwrap() + Duration::from_secs(86_400 * 365);
+    store.upsert(&job(&d), Some(far)).await.unwrap();
+
+    // 1. Both children are idle: each takes its release at once.
+    let before = store.now().await.unwrap();
+    let (out, from0) = parent_fire(store, &p, t0, 0, &[&c, &d, &gone]).await;
+    assert!(matches!(out, FinishOutcome::Finished { .. }), "{out:?}");
+    let fire_c = assert_released(store, &c, &from0, before, "never-child").await;
+    assert_released(
+        store,
+        &d,
+        &from0,
+        before,
+        "a later scheduled fire gives way",
+    )
+    .await;
+    assert!(
+        store
+            .releases(Some(&jid(&gone)), 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "no queue for a job that does not exist"
+    );
+    assert!(store.get(&jid(&gone)).await.unwrap().is_none());
+    assert!(
+        store.releases(Some(&jid(&c)), 10).await.unwrap().is_empty(),
+        "a taken release leaves the queue"
+    );
+
+    // 2. The child runs its released fire; releases meanwhile are queued, each key
+    // once (a repeated release of the same upstream fire is ignored).
+    let mut req = start_req(&c, fire_c.at, 1, 1);
+    req.trigger = TriggerKind::Upstream;
+    req.context = fire_c.context.clone();
+    let run_c = started(store, req).await;
+    let ran = super::store::run_of(store, &c, run_c).await;
+    assert_eq!(
+        ran.context.upstream,
+        vec![from0.clone()],
+        "the run names it"
+    );
+    assert_eq!(ran.trigger, TriggerKind::Upstream);
+    let (_, from1) = parent_fire(store, &p, t0, 1, &[&c]).await;
+    let (_, from2) = parent_fire(store, &p, t0, 2, &[&c]).await;
+    let queued = store.releases(Some(&jid(&c)), 10).await.unwrap();
+    assert_eq!(
+        queued.iter().map(|q| q.from.clone()).collect::<Vec<_>>(),
+        vec![from1.clone(), from2.clone()],
+        "queued in order while the child runs"
+    );
+    assert!(queued.iter().all(|q| q.job == jid(&c)));
+    assert_eq!(
+        record(store, &c).await.next,
+        Some(fire_c.clone()),
+        "nothing taken while running (the running fire stays the job's next)"
+    );
+    // The same upstream fire released again (a repeated finish of another run
+    // naming the same fire) is not queued twice.
+    let run = started(store, start_req(&p, t0 + MIN * 3, 1, 4)).await;
+    let mut again = finish_req(run, &p, 4, RunStatus::Succeeded, Some(t0 + MIN * 4));
+    again.releases = vec![Release::new(jid(&c), from1.clone())];
+    finish_one(store, again).await;
+    assert_eq!(
+        store.releases(Some(&jid(&c)), 10).await.unwrap().len(),
+        2,
+        "one per key"
+    );
+
+    // A refused finish writes no release.
+    let mut refused = finish_req(run, &p, 4, RunStatus::Succeeded, None);
+    refused.releases = vec![Release::new(
+        jid(&c),
+        UpstreamRun {
+            fire_at: t0 + MIN * 99,
+            ..from1.clone()
+        },
+    )];
+    assert!(matches!(
+        finish_one(store, refused).await,
+        FinishOutcome::Refused(_)
+    ));
+    assert_eq!(store.releases(Some(&jid(&c)), 10).await.unwrap().len(), 2);
+
+    // 3. The child's finish takes the oldest.
+    let before = store.now().await.unwrap();
+    finish_one(store, finish_req(run_c, &c, 1, RunStatus::Succeeded, None)).await;
+    let fire_c = assert_released(store, &c, &from1, before, "the child's finish").await;
+    let left = store.releases(Some(&jid(&c)), 10).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].from, from2);
+    // A pending released fire goes first: a pass takes nothing.
+    assert_eq!(store.take_releases(100).await.unwrap(), 0);
+
+    // 4. Paused: the child keeps the queue; once resumed, a pass takes one.
+    let mut req = start_req(&c, fire_c.at, 1, 2);
+    req.trigger = TriggerKind::Upstream;
+    let run_c = started(store, req).await;
+    store.set_enabled(&jid(&c), false, None).await.unwrap();
+    finish_one(store, {
+        let mut f = finish_req(run_c, &c, 2, RunStatus::Succeeded, None);
+        f.version = 1;
+        f
+    })
+    .await;
+    assert_eq!(
+        store.releases(Some(&jid(&c)), 10).await.unwrap().len(),
+        1,
+        "a paused job takes nothing"
+    );
+    store.set_enabled(&jid(&c), true, None).await.unwrap();
+    let before = store.now().await.unwrap();
+    assert!(
+        store.take_releases(100).await.unwrap() >= 1,
+        "the pass takes it"
+    );
+    assert_released(store, &c, &from2, before, "after the resume").await;
+    assert!(store.releases(Some(&jid(&c)), 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .releases(None, 1000)
+            .await
+            .unwrap()
+            .iter()
+            .all(|q| q.job != jid(&c)),
+        "every job's list agrees"
+    );
+
+    // 5. Removing a job drops its queue.
+    let (_, _) = parent_fire(store, &p, t0, 4, &[&c]).await;
+    assert_eq!(store.releases(Some(&jid(&c)), 10).await.unwrap().len(), 1);
+    store.remove(&jid(&c)).await.unwrap();
+    assert!(store.releases(Some(&jid(&c)), 10).await.unwrap().is_empty());
+    store.upsert(&never, None).await.unwrap();
+    assert_eq!(
+        record(store, &c).await.next,
+        None,
+        "a job created again starts with no queue"
+    );
+    assert_eq!(store.take_releases(100).await.unwrap(), 0);
+    cleanup(store, &[p, c, d]).await;
+}

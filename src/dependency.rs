@@ -1,0 +1,217 @@
+//! Job dependencies: a job's **children**, each triggered once per fire of the job
+//! that ends as the link asks, in the same atomic step that records the finish.
+//!
+//! A parent lists its children ([`Job::children`](crate::Job::children)); when a
+//! fire of the parent ends for good (it succeeded, or failed with no retry left),
+//! the engine puts one [`Release`] per matching child into the run's finish, and the
+//! store writes them with the finish or not at all. A release is keyed by (child,
+//! parent, the parent fire's instant): a second release with the same key is
+//! ignored. The store queues releases per child and turns the oldest into the
+//! child's next fire (trigger [`Upstream`](crate::TriggerKind::Upstream)) when the
+//! child can take it — see [`rules::takes_release`](crate::store::rules::takes_release)
+//! — so every release runs the child once, even when several arrive while it runs.
+//! The run records which upstream run released it ([`FireContext::upstream`]).
+//!
+//! [`FireContext::upstream`]: crate::FireContext::upstream
+
+use crate::error::{Error, Result};
+use crate::job::JobId;
+use crate::record::{RunId, RunStatus};
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// Most children one job may list.
+pub const MAX_CHILDREN: usize = 32;
+
+/// One child of a job: the job to trigger and which ends of a parent's fire
+/// trigger it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ChildLink {
+    /// The child job. It need not exist when the parent is stored; a fire of the
+    /// parent that ends while it does not exist releases nothing for it, and removing
+    /// a job drops the releases queued for it.
+    pub job: JobId,
+    /// Which ends trigger it (default: success).
+    #[serde(default)]
+    pub on: ChildOn,
+}
+
+impl ChildLink {
+    /// A link that triggers `job` when a fire of the parent succeeds.
+    pub fn on_success(job: JobId) -> Self {
+        ChildLink {
+            job,
+            on: ChildOn::Success,
+        }
+    }
+}
+
+/// Which ends of a parent's fire trigger a child.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ChildOn {
+    /// The fire succeeded (at any attempt).
+    #[default]
+    Success,
+    /// The fire failed for good: its last attempt failed, timed out, was cancelled
+    /// or lost, and no retry follows. A run an operator killed counts.
+    Failure,
+    /// Either end.
+    Always,
+}
+
+impl ChildOn {
+    /// Whether a fire whose run ended with `status` (and `will_retry`) triggers a
+    /// child linked with this condition. A run that will be retried, a `misfired`
+    /// record and a run given back unexecuted are not a fire's end and trigger
+    /// nothing.
+    pub fn matches(self, status: RunStatus, will_retry: bool) -> bool {
+        if will_retry || matches!(status, RunStatus::Misfired | RunStatus::Returned) {
+            return false;
+        }
+        let ok = status == RunStatus::Succeeded;
+        let failed = status.is_failure();
+        match self {
+            ChildOn::Success => ok,
+            ChildOn::Failure => failed,
+            ChildOn::Always => ok || failed,
+        }
+    }
+}
+
+/// Checks a job's children: at most [`MAX_CHILDREN`], none twice, not the job
+/// itself. Errors: [`Error::Invalid`] naming `job.children`.
+pub fn check_children(id: &JobId, children: &[ChildLink]) -> Result<()> {
+    if children.len() > MAX_CHILDREN {
+        return Err(Error::invalid(
+            "job.children",
+            format!("{} children", children.len()),
+            format!("at most {MAX_CHILDREN} children per job"),
+        ));
+    }
+    for (i, c) in children.iter().enumerate() {
+        if &c.job == id {
+            return Err(Error::invalid(
+                "job.children",
+                c.job.as_str(),
+                "a job cannot be its own child",
+            ));
+        }
+        if children[..i].iter().any(|o| o.job == c.job) {
+            return Err(Error::invalid(
+                "job.children",
+                c.job.as_str(),
+                "listed twice",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The upstream run that released a fire, as the released run's context carries it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct UpstreamRun {
+    /// The upstream (parent) job.
+    pub job: JobId,
+    /// The instant of the parent's fire (the same for every attempt at it).
+    pub fire_at: Timestamp,
+    /// The parent's run that ended the fire.
+    pub run: RunId,
+    /// How it ended.
+    pub status: RunStatus,
+}
+
+/// A release a finish writes: `job` is to run once for the upstream fire `from`.
+///
+/// The store keys it by (`job`, `from.job`, `from.fire_at`), keeps it until the
+/// job takes it, and then makes the job due with trigger `Upstream` and `context`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// The job released (the child).
+    pub job: JobId,
+    /// The upstream fire that released it.
+    pub from: UpstreamRun,
+    /// What the released fire carries (its `upstream` names `from`), as the store
+    /// keeps a fire's context ([`FireContext::to_stored`](crate::FireContext::to_stored)).
+    pub context: String,
+}
+
+impl Release {
+    /// The release of `child` by `from`.
+    pub fn new(child: JobId, from: UpstreamRun) -> Self {
+        let context = crate::record::FireContext::released_by(from.clone())
+            .to_stored()
+            .unwrap_or_default();
+        Release {
+            job: child,
+            from,
+            context,
+        }
+    }
+}
+
+/// The releases a run of `parent` that ended `from.status` (with `will_retry`)
+/// writes: one per child whose link matches, in the order the parent lists them.
+pub fn releases_of(parent: &crate::Job, from: &UpstreamRun, will_retry: bool) -> Vec<Release> {
+    parent
+        .children()
+        .iter()
+        .filter(|c| c.on.matches(from.status, will_retry))
+        .map(|c| Release::new(c.job.clone(), from.clone()))
+        .collect()
+}
+
+/// A release waiting in a job's queue, as a store lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct QueuedRelease {
+    /// The released job.
+    pub job: JobId,
+    /// The upstream fire that released it.
+    pub from: UpstreamRun,
+    /// When the release was written (store clock).
+    pub released_at: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> JobId {
+        JobId::new(s).unwrap()
+    }
+
+    #[test]
+    fn only_a_fires_end_releases() {
+        use RunStatus::*;
+        assert!(ChildOn::Success.matches(Succeeded, false));
+        assert!(!ChildOn::Success.matches(Failed, false));
+        assert!(!ChildOn::Failure.matches(Failed, true), "a retry follows");
+        assert!(ChildOn::Failure.matches(Lost, false));
+        assert!(ChildOn::Always.matches(TimedOut, false));
+        for s in [Misfired, Returned, Running] {
+            assert!(!ChildOn::Always.matches(s, false), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn children_are_checked() {
+        let a = id("a");
+        assert!(check_children(&a, &[ChildLink::on_success(id("b"))]).is_ok());
+        let e = check_children(&a, &[ChildLink::on_success(id("a"))]).unwrap_err();
+        assert!(e.to_string().contains("job.children"), "{e}");
+        let twice = [
+            ChildLink::on_success(id("b")),
+            ChildLink::on_success(id("b")),
+        ];
+        assert!(check_children(&a, &twice).is_err());
+        let many: Vec<_> = (0..=MAX_CHILDREN)
+            .map(|i| ChildLink::on_success(id(&format!("c{i}"))))
+            .collect();
+        assert!(check_children(&a, &many).is_err());
+    }
+}

@@ -1,0 +1,206 @@
+//! Child jobs on the memory backend and a paused tokio clock: each fire of a parent
+//! that ends as a link asks runs the child exactly once, after the parent, even when
+//! the child is slower than the parent's period; retries release nothing until the
+//! fire's end.
+
+use crate::support;
+
+use jobwheel::dependency::{ChildLink, ChildOn};
+use jobwheel::store::Jobs;
+use jobwheel::{
+    Job, JobContext, JobError, JobId, RetryPolicy, RunStatus, Schedule, Scheduler, TriggerKind,
+};
+use std::collections::BTreeSet;
+use std::time::Duration;
+use support::*;
+
+const S: Duration = Duration::from_secs(1);
+
+fn id(s: &str) -> JobId {
+    JobId::new(s).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_parent_fire_runs_each_child_once_after_it() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let slow_log = log.clone();
+    let slow_clock = clock.clone();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", recording(&log, &clock))
+        // Slower than the parent's period: releases queue up behind its runs.
+        .handler("slow", move |ctx: JobContext| {
+            slow_log.record(&ctx, &*slow_clock);
+            async {
+                tokio::time::sleep(Duration::from_secs(150)).await;
+                Ok::<(), JobError>(())
+            }
+        })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let sched = h.scheduler();
+    let every = |secs| Schedule::every(Duration::from_secs(secs)).unwrap();
+    sched
+        .upsert(
+            Job::builder("b", "slow", Schedule::never())
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    sched
+        .upsert(Job::builder("c", "h", every(3 * 3600)).build().unwrap())
+        .await
+        .unwrap();
+    sched
+        .upsert(Job::builder("f", "h", Schedule::never()).build().unwrap())
+        .await
+        .unwrap();
+    sched
+        .upsert(
+            Job::builder("a", "h", every(60))
+                .children(vec![
+                    ChildLink::on_success(id("b")),
+                    ChildLink::on_success(id("c")),
+                    ChildLink {
+                        job: id("f"),
+                        on: ChildOn::Failure,
+                    },
+                    ChildLink::on_success(id("missing")),
+                ])
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    advance(Duration::from_secs(10 * 60 + 30)).await;
+    sched.pause("a").await.unwrap();
+    // The slow child works off its queue: eleven releases of 150 s each.
+    advance(Duration::from_secs(30 * 60)).await;
+    h.shutdown().await;
+
+    let parent = runs_of(&store, "a").await;
+    assert_eq!(parent.len(), 11, "fires at 0, 1, … 10 min: {parent:?}");
+    assert!(parent.iter().all(|r| r.status == RunStatus::Succeeded));
+    for child in ["b", "c"] {
+        let (runs, own): (Vec<_>, Vec<_>) = runs_of(&store, child)
+            .await
+            .into_iter()
+            .partition(|r| r.trigger == TriggerKind::Upstream);
+        // c keeps its own schedule (every 3 h, the first fire at once); b has none.
+        let own: Vec<_> = own.iter().map(|r| (r.trigger, r.fire_at)).collect();
+        let want_own = if child == "c" {
+            vec![(TriggerKind::Schedule, at("2026-01-01T00:00:00Z"))]
+        } else {
+            vec![]
+        };
+        assert_eq!(own, want_own, "{child}: fires of its own");
+        assert!(
+            runs.iter().all(|r| r.status == RunStatus::Succeeded),
+            "{child}: {runs:?}"
+        );
+        // Exactly once per parent fire, naming the parent run that released it,
+        // started after that run ended.
+        let released: Vec<_> = runs.iter().map(|r| r.context.upstream.clone()).collect();
+        assert!(
+            released.iter().all(|u| u.len() == 1),
+            "{child}: {released:?}"
+        );
+        let fires: BTreeSet<_> = released.iter().map(|u| u[0].fire_at).collect();
+        assert_eq!(
+            fires.len(),
+            runs.len(),
+            "{child}: a parent fire ran it twice"
+        );
+        let want: BTreeSet<_> = parent.iter().map(|r| r.fire_at).collect();
+        assert_eq!(fires, want, "{child}: one run per parent fire");
+        for r in &runs {
+            let up = &r.context.upstream[0];
+            let p = parent
+                .iter()
+                .find(|p| p.id == up.run)
+                .expect("names a parent run");
+            assert_eq!(p.fire_at, up.fire_at);
+            assert!(
+                r.started_at >= p.ended_at.unwrap(),
+                "{child} ran before its parent ended"
+            );
+        }
+    }
+    assert!(
+        runs_of(&store, "f").await.is_empty(),
+        "no failure: f never runs"
+    );
+    let b = runs_of(&store, "b").await;
+    let started: Vec<_> = b.iter().map(|r| r.started_at).collect();
+    assert!(
+        started
+            .windows(2)
+            .all(|w| w[1].duration_since(w[0]) >= 150 * S),
+        "the slow child ran its queue one after another: {started:?}"
+    );
+    assert!(
+        store.releases(None, 100).await.unwrap().is_empty(),
+        "queue drained"
+    );
+    assert!(store.get(&id("missing")).await.unwrap().is_none());
+    // c's schedule goes on: its next fire is its own, 3 h after the first.
+    let c = store.get(&id("c")).await.unwrap().unwrap();
+    assert_eq!(c.next_trigger(), TriggerKind::Schedule);
+    assert_eq!(c.next_fire_at(), Some(at("2026-01-01T03:00:00Z")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fire_releases_its_children_once_at_its_end_not_per_attempt() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", recording(&log, &clock))
+        .handler("boom", failing(&log, &clock))
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let sched = h.scheduler();
+    for child in ["ok", "bad", "any"] {
+        sched
+            .upsert(Job::builder(child, "h", Schedule::never()).build().unwrap())
+            .await
+            .unwrap();
+    }
+    let link = |job: &str, on| ChildLink { job: id(job), on };
+    sched
+        .upsert(
+            Job::builder("p", "boom", Schedule::never())
+                .retry(RetryPolicy::new(3, S, S).unwrap())
+                .children(vec![
+                    link("ok", ChildOn::Success),
+                    link("bad", ChildOn::Failure),
+                    link("any", ChildOn::Always),
+                ])
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    sched.trigger_now("p").await.unwrap();
+    advance(60 * S).await;
+    h.shutdown().await;
+    let p = runs_of(&store, "p").await;
+    assert_eq!(p.len(), 3, "three attempts: {p:?}");
+    assert!(runs_of(&store, "ok").await.is_empty(), "the fire failed");
+    for child in ["bad", "any"] {
+        let runs = runs_of(&store, child).await;
+        assert_eq!(runs.len(), 1, "{child}: once for the fire, not per attempt");
+        let up = &runs[0].context.upstream[0];
+        assert_eq!(up.run, p[2].id, "released by the last attempt");
+        assert_eq!(up.status, RunStatus::Failed);
+        assert_eq!(up.fire_at, p[0].fire_at, "keyed by the fire, not the retry");
+    }
+}
