@@ -16,11 +16,16 @@ const INDEX: &str = include_str!("console/index.html");
 const JS: &str = "text/javascript; charset=utf-8";
 
 /// The assets: path, content type, body.
-const ASSETS: [(&str, &str, &str); 9] = [
+const ASSETS: [(&str, &str, &str); 10] = [
     ("/assets/core.js", JS, include_str!("console/core.js")),
     ("/assets/pages.js", JS, include_str!("console/pages.js")),
     ("/assets/jobs.js", JS, include_str!("console/jobs.js")),
     ("/assets/runs.js", JS, include_str!("console/runs.js")),
+    (
+        "/assets/dependencies.js",
+        JS,
+        include_str!("console/dependencies.js"),
+    ),
     ("/assets/app.js", JS, include_str!("console/app.js")),
     (
         "/assets/chart.umd.min.js",

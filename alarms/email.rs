@@ -111,6 +111,10 @@ impl DefaultTemplate {
         if let Some(c) = e.covers_local() {
             rows.push(("Missed fires", c));
         }
+        if !e.blocked.is_empty() {
+            let ids: Vec<String> = e.blocked.iter().map(ToString::to_string).collect();
+            rows.push(("Blocked children", ids.join(", ")));
+        }
         if e.suppressed > 0 {
             rows.push((
                 "Suppressed",

@@ -177,6 +177,7 @@ impl RemoteGroup {
             wait_ms: inner.config.result_wait.as_millis() as u64,
             shard: d.shard,
             traceparent: ctx.trace.clone(),
+            upstream: ctx.upstream.clone(),
         };
         let shard = d.shard.map(|s| s.index);
         let poll_timeout = inner.config.result_wait + inner.config.request_timeout;

@@ -155,6 +155,10 @@ pub struct RunRequest {
     /// the handler's spans join the run's trace. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// For a fire released by upstream jobs: the upstream runs that released it
+    /// (their job, fire instant, run id and status). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream: Vec<crate::dependency::UpstreamRun>,
 }
 
 fn is_zero(n: &u64) -> bool {

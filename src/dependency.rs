@@ -23,6 +23,10 @@ use serde::{Deserialize, Serialize};
 /// Most children one job may list.
 pub const MAX_CHILDREN: usize = 32;
 
+/// Most jobs the cycle check of an upsert reads through children before it refuses
+/// the job as too large to check.
+pub const MAX_GRAPH_READS: usize = 10_000;
+
 /// One child of a job: the job to trigger and which ends of a parent's fire
 /// trigger it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -64,6 +68,15 @@ pub enum ChildOn {
 }
 
 impl ChildOn {
+    /// Stable lower-case name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChildOn::Success => "success",
+            ChildOn::Failure => "failure",
+            ChildOn::Always => "always",
+        }
+    }
+
     /// Whether a fire whose run ended with `status` (and `will_retry`) triggers a
     /// child linked with this condition. A run that will be retried, a `misfired`
     /// record and a run given back unexecuted are not a fire's end and trigger
@@ -123,7 +136,22 @@ pub struct UpstreamRun {
     pub run: RunId,
     /// How it ended.
     pub status: RunStatus,
+    /// How many releases lead to this fire: 1 when the upstream fire was not itself
+    /// released, one more than the upstream's otherwise. A fire at
+    /// [`MAX_DEPTH`] releases nothing (a cycle that two concurrent upserts closed
+    /// stops there).
+    #[serde(default = "first_step")]
+    pub depth: u32,
 }
+
+fn first_step() -> u32 {
+    1
+}
+
+/// The longest chain of releases: a fire released at this depth releases no child
+/// (the engine logs an error), so a cycle the upsert check could not see (two
+/// upserts that each closed half of it at once) runs at most this many times.
+pub const MAX_DEPTH: u32 = 64;
 
 /// A release a finish writes: `job` is to run once for the upstream fire `from`.
 ///
@@ -156,7 +184,12 @@ impl Release {
 
 /// The releases a run of `parent` that ended `from.status` (with `will_retry`)
 /// writes: one per child whose link matches, in the order the parent lists them.
+///
+/// None when `from.depth` is past [`MAX_DEPTH`].
 pub fn releases_of(parent: &crate::Job, from: &UpstreamRun, will_retry: bool) -> Vec<Release> {
+    if from.depth > MAX_DEPTH {
+        return Vec::new();
+    }
     parent
         .children()
         .iter()

@@ -45,6 +45,10 @@ pub struct JobContext {
     /// own calls to keep them in the run's trace. On a scheduler node it is what an
     /// executor instance's span for the run is made a child of.
     pub trace: Option<String>,
+    /// For a fire released by upstream jobs (trigger
+    /// [`Upstream`](crate::TriggerKind::Upstream)): the upstream runs that released
+    /// it, with their fires' instants and how they ended; empty otherwise.
+    pub upstream: Vec<crate::dependency::UpstreamRun>,
 }
 
 impl JobContext {

@@ -230,17 +230,22 @@ pub enum AlarmKind {
     Recovery,
     /// An operator killed a run (not in the default policy).
     Killed,
+    /// A fire failed for good and so did not release the children that run on its
+    /// success ([`AlarmEvent::blocked`](crate::AlarmEvent::blocked) names them):
+    /// they do not run for that fire.
+    Blocked,
 }
 
 impl AlarmKind {
     /// Every kind.
-    pub const ALL: [AlarmKind; 6] = [
+    pub const ALL: [AlarmKind; 7] = [
         AlarmKind::FinalFailure,
         AlarmKind::Failure,
         AlarmKind::Lost,
         AlarmKind::Misfire,
         AlarmKind::Recovery,
         AlarmKind::Killed,
+        AlarmKind::Blocked,
     ];
 
     /// Stable lower-case name, as stored.
@@ -252,6 +257,7 @@ impl AlarmKind {
             AlarmKind::Misfire => "misfire",
             AlarmKind::Recovery => "recovery",
             AlarmKind::Killed => "killed",
+            AlarmKind::Blocked => "blocked",
         }
     }
 }
@@ -261,8 +267,9 @@ impl AlarmKind {
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct AlarmPolicy {
-    /// Kinds that raise an alarm. Default: final failure, lost run, and misfires of
-    /// at least [`misfire_min_fires`](Self::misfire_min_fires) fires.
+    /// Kinds that raise an alarm. Default: final failure, lost run, misfires of at
+    /// least [`misfire_min_fires`](Self::misfire_min_fires) fires, and children
+    /// blocked by a final failure.
     pub events: Vec<AlarmKind>,
     /// A misfire raises an alarm (when [`AlarmKind::Misfire`] is listed) only when it
     /// stands for at least this many scheduled fires. Default 2: a misfire that
@@ -278,7 +285,12 @@ pub struct AlarmPolicy {
 impl Default for AlarmPolicy {
     fn default() -> Self {
         AlarmPolicy {
-            events: vec![AlarmKind::FinalFailure, AlarmKind::Lost, AlarmKind::Misfire],
+            events: vec![
+                AlarmKind::FinalFailure,
+                AlarmKind::Lost,
+                AlarmKind::Misfire,
+                AlarmKind::Blocked,
+            ],
             misfire_min_fires: 2,
             recipients: Vec::new(),
         }

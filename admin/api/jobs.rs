@@ -307,6 +307,17 @@ pub(super) async fn fires(
     Ok(json(StatusCode::OK, &Fires { after: now, fires }))
 }
 
+/// `GET /api/v1/jobs/{id}/dependencies`: its children, parents and queued
+/// releases.
+pub(super) async fn dependencies(
+    State(s): St,
+    Reader(p): Reader,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
+    let deps = s.ops.dependencies(&p.actor(), &job_id(&id)?).await?;
+    Ok(json(StatusCode::OK, &deps))
+}
+
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PreviewQuery {

@@ -312,6 +312,18 @@ fn operations() -> Vec<Operation> {
             )
         },
         Operation {
+            path_params: ID_JOB,
+            ..op(
+                ("get", "/api/v1/jobs/{id}/dependencies"),
+                "jobDependencies",
+                "jobs",
+                "viewer",
+                "The job's children, the jobs whose children it is, and the releases queued for it",
+                Some(schema::<crate::ops::Dependencies>),
+                READ_ONE,
+            )
+        },
+        Operation {
             query: Some(schema::<jobs::PreviewQuery>),
             ..op(
                 ("get", "/api/v1/cron/preview"),

@@ -3,7 +3,8 @@
 //! of the store: the server checks the token's role and audits each change as
 //! `token:<name>`.
 
-use super::store::{AlarmsArgs, AlarmsCommand, ExecutorsArgs, JobsCommand, RunsArgs, RunsCommand};
+use super::jobs::JobsCommand;
+use super::store::{AlarmsArgs, AlarmsCommand, ExecutorsArgs, RunsArgs, RunsCommand};
 use super::{Failure, Outcome, print_json, table};
 use serde_json::Value;
 
@@ -149,6 +150,18 @@ pub(crate) async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome
         JobsCommand::Get { id } => one(api
             .call("GET", &format!("/jobs/{}", enc(&id)), None)
             .await?),
+        JobsCommand::Deps { id } => {
+            let v = api
+                .call("GET", &format!("/jobs/{}/dependencies", enc(&id)), None)
+                .await?;
+            if json {
+                return print_json(&v);
+            }
+            let d: crate::ops::Dependencies = serde_json::from_value(v)
+                .map_err(|e| Failure::Failed(format!("unexpected answer: {e}")))?;
+            super::jobs::print_dependencies(&d);
+            Ok(())
+        }
         JobsCommand::Pause { id } => one(api
             .call("POST", &format!("/jobs/{}/pause", enc(&id)), None)
             .await?),
@@ -158,7 +171,7 @@ pub(crate) async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome
         JobsCommand::Trigger { id, payload } => {
             let body = match payload.as_deref() {
                 Some(p) => {
-                    let payload = super::store::parse_payload(p)?;
+                    let payload = super::jobs::parse_payload(p)?;
                     Some(serde_json::json!({ "payload": payload }).to_string())
                 }
                 None => None,
@@ -179,7 +192,7 @@ pub(crate) async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome
             }
         }
         JobsCommand::Add { file } => {
-            let def = super::store::read_definition(&file)?;
+            let def = super::jobs::read_definition(&file)?;
             one(api.call("POST", "/jobs", Some(def)).await?)
         }
         JobsCommand::Copy { id, to } => {
@@ -189,7 +202,7 @@ pub(crate) async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome
                 .await?)
         }
         JobsCommand::Edit { id, file } => {
-            let def = super::store::read_definition(&file)?;
+            let def = super::jobs::read_definition(&file)?;
             one(api
                 .call("PUT", &format!("/jobs/{}", enc(&id)), Some(def))
                 .await?)

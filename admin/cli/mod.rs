@@ -24,6 +24,7 @@
 mod access;
 mod api;
 mod cron;
+mod jobs;
 mod serve;
 mod store;
 mod table;
@@ -71,7 +72,7 @@ enum Command {
     Doctor,
     /// Jobs: list, show, add, edit, copy, pause, resume, trigger, remove.
     #[command(subcommand)]
-    Jobs(store::JobsCommand),
+    Jobs(jobs::JobsCommand),
     /// The run log, newest first; `runs kill ID` stops a running run.
     Runs(store::RunsArgs),
     /// Scheduler nodes and their heartbeats.
@@ -194,7 +195,7 @@ async fn run(cli: Cli) -> Outcome {
                 | Command::NewToken => unreachable!("handled above"),
                 Command::Migrate => store::migrated(&store, json).await,
                 Command::Doctor => store::doctor(&store, json).await,
-                Command::Jobs(c) => store::jobs(&ops, c, json).await,
+                Command::Jobs(c) => jobs::jobs(&ops, c, json).await,
                 Command::Runs(a) => store::runs(&ops, &a, json).await,
                 Command::Nodes => store::nodes(&store, json).await,
                 Command::Executors(a) => store::executors(&store, &a, json).await,

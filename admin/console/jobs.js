@@ -139,6 +139,7 @@ pages.job = async ([id]) => {
     api('GET', '/jobs/' + enc(id) + '/fires?next=5').then(ok),
     api('GET', '/runs?limit=20&job=' + enc(id)).then(ok),
   ]);
+  const deps = await JW.dependencyPanel(id);
   return h('div', {},
     h('div', { class: 'actions', style: 'margin-bottom:1rem' }, jobActions(v, () => JW.render())),
     h('div', { class: 'grid2' },
@@ -156,6 +157,7 @@ pages.job = async ([id]) => {
       h('div', { class: 'panel' }, h('h2', {}, 'Next fires (the job\'s zone)'),
         h('ol', { id: 'job-fires' }, fires.fires.map((f) => h('li', { class: 'mono' }, f.local))),
         v.job.schedule.kind === 'never' ? h('p', { class: 'muted' }, 'None of its own: it runs when triggered.') : null)),
+    deps,
     h('div', { class: 'panel' }, h('h2', {}, 'Definition'), h('pre', { id: 'job-definition' }, JSON.stringify(v.job, null, 2))),
     JW.can('operator') ? triggerWithPayload(v) : null,
     h('div', { class: 'panel' }, h('h2', {}, 'Recent runs'), JW.runsTable(runs.items)));
@@ -226,6 +228,7 @@ pages.jobForm = async ([id]) => {
     minFires: input('alarm.misfire_min_fires', a.misfire_min_fires, { type: 'number', min: 1 }),
     recipients: input('alarm.recipients', (a.recipients || []).join(', '), { placeholder: 'ops@example.com, …' }),
     enabled: h('input', { type: 'checkbox', name: 'enabled', checked: job.enabled !== false }),
+    children: input('children', JW.childrenText(job.children), { class: 'mono', placeholder: 'report, archive on failure' }),
   };
   // The handlers the chosen group's live instances serve, offered as the handler is typed.
   const suggestions = h('datalist', { id: 'handler-suggestions' });
@@ -295,6 +298,8 @@ pages.jobForm = async ([id]) => {
         : { kind: 'once', at: f.at.value.trim() };
       if (f.group.value) def.remote = { group: f.group.value, routing: f.routing.value, block: f.block.value };
       if (f.timeout.value.trim()) def.timeout = f.timeout.value.trim();
+      const children = JW.parseChildren(f.children.value);
+      if (children.length) def.children = children;
       def.retry = { max_attempts: number(f.attempts, 'retry.max_attempts'), base: f.base.value.trim(), max_delay: f.maxDelay.value.trim(), jitter: number(f.jitter, 'retry.jitter') };
       def.misfire = f.misfire.value === 'catch_up' ? { policy: 'catch_up', max: number(f.catchUp, 'misfire.max') } : { policy: f.misfire.value };
       if (f.threshold.value.trim()) def.misfire_threshold = f.threshold.value.trim();
@@ -323,6 +328,8 @@ pages.jobForm = async ([id]) => {
       h('h3', {}, 'When'),
       h('label', {}, 'Schedule'), f.kind,
       scheduleBox,
+      h('h3', {}, 'Then'),
+      row('Children', f.children, 'Jobs to run once for each fire of this one that ends as asked: "report" (on success), "cleanup on failure", "audit on always". Each fire releases each child once, in the same step as its result; a child with a schedule keeps it.'),
       h('h3', {}, 'Retries'),
       row('Attempts per fire', f.attempts, 'Default ' + dr.max_attempts + '. 1: no retry; a failed fire waits for the next one.'),
       row('First delay', f.base, 'Default ' + dr.base + '; doubles after each failed attempt.'),

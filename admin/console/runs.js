@@ -91,6 +91,7 @@ pages.run = async ([id]) => {
         h('dt', {}, 'Node'), h('dd', { class: 'mono' }, r.node),
         h('dt', {}, 'Group'), h('dd', {}, group || 'local'),
         h('dt', {}, 'Will retry'), h('dd', {}, r.will_retry ? 'yes' : 'no'))),
+    JW.releasedBy(r),
     r.payload != null ? h('div', { class: 'panel' }, h('h2', {}, 'Payload (given by the trigger)'), h('pre', { id: 'run-payload' }, JSON.stringify(r.payload, null, 2))) : null,
     r.error ? h('div', { class: 'panel' }, h('h2', {}, 'Error'), h('pre', { id: 'run-error' }, r.error)) : null,
     h('div', { class: 'panel' }, h('h2', {}, 'Log'), note, log));

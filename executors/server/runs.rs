@@ -266,6 +266,7 @@ impl Runs {
                     .map(|ms| Instant::now() + Duration::from_millis(ms)),
                 shard: req.shard,
                 trace: crate::trace::of(&span),
+                upstream: req.upstream.clone(),
             };
             let exec = Execution {
                 ctx,

@@ -28,6 +28,7 @@ pub(super) fn alarm(job: &str, i: u32) -> AlarmEvent {
         occurred_at: Timestamp::from_millis(i64::from(i)),
         suppressed: 0,
         covers: None,
+        blocked: Vec::new(),
     }
 }
 

@@ -31,6 +31,7 @@ async fn parent_fire(
         fire_at: fire,
         run,
         status: RunStatus::Succeeded,
+        depth: 1,
     };
     let mut req = finish_req(
         run,

@@ -63,6 +63,7 @@ pub(super) fn failure_event(id: &str, run: RunId, t0: Timestamp) -> AlarmEvent {
         occurred_at: t0,
         suppressed: 0,
         covers: None,
+        blocked: Vec::new(),
     }
 }
 

@@ -109,8 +109,9 @@ impl Scheduler {
     /// one, and nothing is stored when any is refused or when an id appears twice.
     /// This is the bulk path for enqueueing: it is not audited.
     ///
-    /// Errors: as `upsert`, and [`Error::Invalid`](crate::Error::Invalid) naming `jobs`
-    /// for a repeated id.
+    /// Errors: as `upsert` (children that close a cycle, through the batch or the
+    /// stored jobs, included), and [`Error::Invalid`](crate::Error::Invalid) naming
+    /// `jobs` for a repeated id.
     pub async fn upsert_many(&self, jobs: Vec<Job>) -> Result<Vec<UpsertOutcome>> {
         let now = self.core.store.now().await?;
         let mut seen = std::collections::HashSet::with_capacity(jobs.len());
@@ -127,6 +128,11 @@ impl Scheduler {
             job.check_payload(self.core.config.max_payload_bytes)?;
             let next = crate::ops::first_fire(&job, now)?;
             batch.push((job, next));
+        }
+        let pending: std::collections::HashMap<_, _> =
+            batch.iter().map(|(j, _)| (j.id().clone(), j)).collect();
+        for (job, _) in batch.iter().filter(|(j, _)| !j.children().is_empty()) {
+            crate::ops::refuse_cycles(&*self.core.store, job, &pending).await?;
         }
         let out = self.core.store.upsert_many(&batch).await?;
         self.core.rescan();

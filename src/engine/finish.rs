@@ -32,6 +32,36 @@ pub(crate) async fn release(core: &Core, lease: Lease) {
     }
 }
 
+/// The releases of `run`'s children when it ends `status` (see
+/// [`dependency`](crate::dependency)); none, with an error logged, past the
+/// longest chain of releases.
+fn releases(run: &Run, status: RunStatus, will_retry: bool) -> Vec<crate::dependency::Release> {
+    if run.fire.job.children().is_empty() {
+        return Vec::new();
+    }
+    let from = crate::dependency::UpstreamRun {
+        job: run.fire.job_id.clone(),
+        // The fire's own instant, the same for all its attempts.
+        fire_at: run.attempt.base,
+        run: run.run_id,
+        status,
+        depth: run
+            .attempt
+            .context
+            .upstream
+            .first()
+            .map_or(1, |u| u.depth.saturating_add(1)),
+    };
+    if from.depth > crate::dependency::MAX_DEPTH {
+        tracing::error!(
+            depth = from.depth,
+            "a chain of {} releases reached this job: its children are not released (is there a cycle?)",
+            crate::dependency::MAX_DEPTH
+        );
+    }
+    crate::dependency::releases_of(&run.fire.job, &from, will_retry)
+}
+
 /// When `req`'s run is recorded ended with `req`'s token and status: its end
 /// instant (`None` when it is not, or the store cannot say now).
 async fn recorded_finish(core: &Core, req: &FinishRun) -> Option<crate::time::Timestamp> {
@@ -76,17 +106,7 @@ pub(crate) async fn finish(
         version: run.fire.version,
         next: p.next,
         alarms,
-        releases: crate::dependency::releases_of(
-            &run.fire.job,
-            &crate::dependency::UpstreamRun {
-                job: run.fire.job_id.clone(),
-                // The fire's own instant, the same for all its attempts.
-                fire_at: run.attempt.base,
-                run: run.run_id,
-                status: p.status,
-            },
-            p.will_retry,
-        ),
+        releases: releases(run, p.status, p.will_retry),
     };
     let mut backoff = super::backoff::Backoff::default();
     let mut refused_for_good = 0;

@@ -423,6 +423,7 @@ async fn execute(
         deadline: job.timeout().map(|t| Instant::now() + t),
         shard: None,
         trace,
+        upstream: run.attempt.context.upstream.clone(),
     };
     let exec = Execution {
         ctx,

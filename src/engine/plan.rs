@@ -219,6 +219,16 @@ impl Ended {
     }
 }
 
+/// The children of `job` a fire that ended `status` for good does not release
+/// because they run only on other ends (a success, for a failure).
+pub(crate) fn blocked_children(job: &Job, status: RunStatus) -> Vec<crate::job::JobId> {
+    job.children()
+        .iter()
+        .filter(|c| !c.on.matches(status, false))
+        .map(|c| c.job.clone())
+        .collect()
+}
+
 /// Whether a misfire record of `a` raises an alarm under the job's policy.
 fn misfire_alarm(job: &Job, a: &Attempt) -> Option<AlarmKind> {
     let fires = a.covers.map(|c| c.fires)?;
@@ -337,6 +347,9 @@ pub(crate) fn plan_finish(
         if policy.wants(AlarmKind::FinalFailure) {
             alarms.push(AlarmKind::FinalFailure);
         }
+        if policy.wants(AlarmKind::Blocked) && !blocked_children(job, status).is_empty() {
+            alarms.push(AlarmKind::Blocked);
+        }
         FinishPlan {
             status,
             error,
@@ -391,6 +404,11 @@ pub(crate) fn events(
             occurred_at: by.now,
             suppressed: 0,
             covers: (*kind == AlarmKind::Misfire).then_some(a.covers).flatten(),
+            blocked: if *kind == AlarmKind::Blocked {
+                blocked_children(job, plan.status)
+            } else {
+                Vec::new()
+            },
         })
         .collect()
 }

@@ -110,6 +110,7 @@ impl Ops {
     ) -> Result<UpsertOutcome> {
         Self::may_place(actor, &job)?;
         let next = self.checked(&job).await?;
+        refuse_cycles(&*self.store, &job, &std::collections::HashMap::new()).await?;
         let id = job.id().clone();
         // Made inside an OpenTelemetry trace: the first fire's run joins it.
         let context = FireContext {
@@ -147,8 +148,10 @@ impl Ops {
 
     /// Creates or replaces `job` (idempotent for an unchanged definition).
     ///
-    /// Errors: [`Error::Invalid`] naming `job.payload` over the payload limit, or
-    /// `job.schedule` for a cron expression that never fires again; the validator's
+    /// Errors: [`Error::Invalid`] naming `job.payload` over the payload limit,
+    /// `job.schedule` for a cron expression that never fires again, or
+    /// `job.children` for children that lead back to the job (the value names the
+    /// cycle, `a → b → a`; see [`dependency`](crate::dependency)); the validator's
     /// error ([`Error::UnknownHandler`] on a scheduler without the job's handler);
     /// [`Error::Forbidden`] for a job of a group the actor may not place;
     /// [`Error::NotFound`] when the id belongs to a job the actor does not see.
@@ -341,4 +344,72 @@ impl Ops {
         };
         self.act(actor, &before, change, after, "job.trigger").await
     }
+}
+
+/// Refuses `job` when its children, followed through the jobs' children (those of
+/// `batch`, stored with it, else the stored ones), lead back to it:
+/// [`Error::Invalid`] naming `job.children`, its value the cycle (`a → b → a`).
+/// Reads each job reachable from it once; more than
+/// [`MAX_GRAPH_READS`](crate::dependency::MAX_GRAPH_READS) is refused as too large
+/// to check.
+pub(crate) async fn refuse_cycles(
+    store: &dyn crate::store::JobStore,
+    job: &Job,
+    batch: &std::collections::HashMap<JobId, &Job>,
+) -> Result<()> {
+    let me = job.id();
+    // How each reached job was reached (its parent), to name the cycle.
+    let mut via: std::collections::HashMap<JobId, JobId> = std::collections::HashMap::new();
+    let mut todo: Vec<JobId> = Vec::new();
+    for c in job.children() {
+        via.entry(c.job.clone()).or_insert_with(|| me.clone());
+        todo.push(c.job.clone());
+    }
+    let mut reads = 0;
+    while let Some(id) = todo.pop() {
+        if &id == me {
+            let mut path = vec![me.to_string()];
+            let mut at = via[me].clone();
+            while &at != me {
+                path.push(at.to_string());
+                at = via[&at].clone();
+            }
+            path.push(me.to_string());
+            path.reverse();
+            return Err(Error::invalid(
+                "job.children",
+                path.join(" → "),
+                "the children lead back to the job: a cycle would release it forever",
+            ));
+        }
+        reads += 1;
+        if reads > crate::dependency::MAX_GRAPH_READS {
+            return Err(Error::invalid(
+                "job.children",
+                me.as_str(),
+                format!(
+                    "more than {} jobs are reachable through children; the graph is too large to check for cycles",
+                    crate::dependency::MAX_GRAPH_READS
+                ),
+            ));
+        }
+        let stored;
+        let children = match batch.get(&id) {
+            Some(j) => j.children(),
+            None => {
+                stored = store.get(&id).await?;
+                match &stored {
+                    Some(rec) => rec.job.children(),
+                    None => continue,
+                }
+            }
+        };
+        for c in children {
+            if !via.contains_key(&c.job) || &c.job == me {
+                via.insert(c.job.clone(), id.clone());
+                todo.push(c.job.clone());
+            }
+        }
+    }
+    Ok(())
 }

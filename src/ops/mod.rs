@@ -21,13 +21,16 @@
 //!   through a server's API runs at once on that server's node.
 
 mod actor;
+mod dependencies;
 mod doctor;
 mod jobs;
 mod runs;
 mod sight;
 
 pub use actor::Actor;
+pub use dependencies::{Dependencies, MAX_QUEUED_SHOWN, ParentLink};
 pub use doctor::Doctor;
+pub(crate) use jobs::refuse_cycles;
 pub use jobs::{JobSnapshot, first_fire};
 pub use runs::RunKiller;
 pub use sight::Sight;

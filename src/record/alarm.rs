@@ -53,6 +53,9 @@ pub struct AlarmEvent {
     /// For a misfire event, the scheduled fires the misfire stood for.
     #[serde(default)]
     pub covers: Option<super::FireSpan>,
+    /// For a `blocked` event, the children the fire did not release.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<JobId>,
 }
 
 impl AlarmEvent {

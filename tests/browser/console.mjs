@@ -143,7 +143,7 @@ try {
   eq([made.remote, made.timeout, made.retry, made.misfire, made.misfire_threshold, made.alarm], [
     { group: 'billing', routing: 'failover', block: 'discard_later' }, '1m',
     { max_attempts: 2, base: '5s', max_delay: '1m', jitter: 0.1 }, { policy: 'catch_up', max: 3 }, '30s',
-    { events: ['final_failure', 'failure', 'lost'], misfire_min_fires: 3, recipients: ['ops@example.com', 'oncall@example.com'] },
+    { events: ['final_failure', 'failure', 'lost', 'blocked'], misfire_min_fires: 3, recipients: ['ops@example.com', 'oncall@example.com'] },
   ], 'every field of the form is stored');
 
   step = 'a job that fires only when triggered';
@@ -181,6 +181,30 @@ try {
   await act('trigger', '/trigger');
   await until('#/runs?job=report.yearly&trigger=manual', 'tbody .badge.succeeded', 'the triggered run');
   check((await page.textContent('tbody')).includes('manual'), 'the run is manual');
+
+  step = 'a parent and its child: the form, both pages, the released run';
+  eq((await api('POST', '/jobs', { id: 'pipeline.load', handler: 'echo', schedule: { kind: 'never' }, remote: { group: 'billing' } }, csrf)).status, 201, 'the child');
+  await go('#/jobs/new');
+  await page.fill('#job-form input[name=id]', 'pipeline.extract');
+  await page.fill('#job-form input[name=handler]', 'echo');
+  await page.selectOption('#job-form select[name=kind]', 'never');
+  await page.fill('#job-form input[name=children]', 'pipeline.load, pipeline.cleanup on failure');
+  await page.click('#job-form button[type=submit]');
+  await page.waitForSelector('#job-dependencies');
+  eq(JSON.parse(await page.textContent('#job-definition')).children,
+    [{ job: 'pipeline.load', on: 'success' }, { job: 'pipeline.cleanup', on: 'failure' }], 'stored from the form');
+  check((await page.textContent('#job-downstream')).includes('pipeline.load'), 'the parent shows its child');
+  await go('#/jobs/pipeline.load');
+  check((await page.textContent('#job-upstream')).includes('pipeline.extract'), 'the child shows its parent');
+  const cycle = await api('PUT', '/jobs/pipeline.load', { id: 'pipeline.load', handler: 'echo', schedule: { kind: 'never' }, remote: { group: 'billing' }, children: [{ job: 'pipeline.extract' }] }, csrf);
+  eq([cycle.status, cycle.body.field, cycle.body.value], [400, 'job.children', 'pipeline.load → pipeline.extract → pipeline.load'], 'a cycle is refused, named');
+  await go('#/jobs/pipeline.extract');
+  await act('trigger', '/trigger');
+  await until('#/runs?job=pipeline.load', 'tbody .badge.succeeded', 'the child released by the parent');
+  const released = (await api('GET', '/runs?job=pipeline.load')).body.items[0];
+  eq(released.trigger, 'upstream', 'the child run was released');
+  await go('#/runs/' + released.id);
+  check((await page.textContent('#run-released-by')).includes('pipeline.extract'), 'the run page names the run that released it');
 
   step = 'trigger a long run with a payload, open it and its log, kill it';
   await go('#/jobs/long.chatty');

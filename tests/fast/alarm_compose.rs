@@ -74,6 +74,7 @@ fn event(job: &str, kind: AlarmKind) -> AlarmEvent {
         occurred_at: support::at("2026-01-01T00:00:00Z"),
         suppressed: 0,
         covers: None,
+        blocked: Vec::new(),
     }
 }
 

@@ -477,6 +477,7 @@ async fn slow_jobs_move_to_the_slow_lane_and_leave_fast_slots_free() {
         deadline: None,
         shard: None,
         trace: None,
+        upstream: Vec::new(),
     };
     let sleeper = |ms: u64| -> Arc<dyn jobwheel::JobHandler> {
         Arc::new(move |_c: JobContext| async move {

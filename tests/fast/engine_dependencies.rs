@@ -6,7 +6,7 @@
 use crate::support;
 
 use jobwheel::dependency::{ChildLink, ChildOn};
-use jobwheel::store::Jobs;
+use jobwheel::store::{AlarmOutbox, Jobs};
 use jobwheel::{
     Job, JobContext, JobError, JobId, RetryPolicy, RunStatus, Schedule, Scheduler, TriggerKind,
 };
@@ -33,6 +33,10 @@ async fn each_parent_fire_runs_each_child_once_after_it() {
         // Slower than the parent's period: releases queue up behind its runs.
         .handler("slow", move |ctx: JobContext| {
             slow_log.record(&ctx, &*slow_clock);
+            // The handler is told which upstream run released it (a panic here
+            // records the run failed, which the test would see).
+            assert_eq!(ctx.upstream.len(), 1, "{:?}", ctx.upstream);
+            assert_eq!(ctx.upstream[0].job, id("a"));
             async {
                 tokio::time::sleep(Duration::from_secs(150)).await;
                 Ok::<(), JobError>(())
@@ -203,4 +207,92 @@ async fn a_fire_releases_its_children_once_at_its_end_not_per_attempt() {
         assert_eq!(up.status, RunStatus::Failed);
         assert_eq!(up.fire_at, p[0].fire_at, "keyed by the fire, not the retry");
     }
+    // The final failure raised one `blocked` alarm naming the child it did not
+    // release (besides its final-failure alarm).
+    let alarms = store.alarms(&jobwheel::AlarmQuery::new(100)).await.unwrap();
+    let blocked: Vec<_> = alarms
+        .iter()
+        .filter(|a| a.event.kind == jobwheel::AlarmKind::Blocked)
+        .collect();
+    assert_eq!(blocked.len(), 1, "{alarms:?}");
+    assert_eq!(blocked[0].event.job_id, id("p"));
+    assert_eq!(blocked[0].event.blocked, vec![id("ok")]);
+    assert_eq!(blocked[0].event.run_id, Some(p[2].id));
+    assert!(
+        alarms
+            .iter()
+            .any(|a| a.event.kind == jobwheel::AlarmKind::FinalFailure),
+        "{alarms:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn children_that_lead_back_to_the_job_are_refused_naming_the_cycle() {
+    let (store, _log, h) = recording_scheduler("2026-01-01T00:00:00Z").await;
+    let s = h.scheduler();
+    let never = |name: &str, children: &[&str]| {
+        Job::builder(name, "h", Schedule::never())
+            .children(
+                children
+                    .iter()
+                    .map(|c| ChildLink::on_success(id(c)))
+                    .collect(),
+            )
+            .build()
+            .unwrap()
+    };
+    s.upsert(never("a", &["b"])).await.unwrap();
+    s.upsert(never("b", &["c", "x"])).await.unwrap();
+    let err = s.upsert(never("c", &["a"])).await.unwrap_err();
+    match &err {
+        jobwheel::Error::Invalid { field, value, .. } => {
+            assert_eq!(*field, "job.children");
+            assert_eq!(value, "c → a → b → c");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        store.get(&id("c")).await.unwrap().is_none(),
+        "nothing stored"
+    );
+    // A batch that closes a cycle within itself is refused whole.
+    let err = s
+        .upsert_many(vec![never("p", &["q"]), never("q", &["p"])])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("job.children"), "{err}");
+    assert!(store.get(&id("p")).await.unwrap().is_none());
+    // Without a cycle, the same jobs are stored.
+    s.upsert(never("c", &["x"])).await.unwrap();
+    h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cycle_written_past_the_check_stops_at_the_longest_chain() {
+    let (store, log, h) = recording_scheduler("2026-01-01T00:00:00Z").await;
+    // Written straight to the store (as two racing upserts could leave it).
+    for (me, child) in [("a", "b"), ("b", "a")] {
+        let job = Job::builder(me, "h", Schedule::never())
+            .child(id(child))
+            .build()
+            .unwrap();
+        store.upsert(&job, None).await.unwrap();
+    }
+    h.scheduler().trigger_now("a").await.unwrap();
+    advance(Duration::from_secs(600)).await;
+    h.shutdown().await;
+    let runs = log.all().len();
+    assert_eq!(
+        runs,
+        1 + jobwheel::dependency::MAX_DEPTH as usize,
+        "the trigger's run and one per release up to the longest chain"
+    );
+    let last = runs_of(&store, "a")
+        .await
+        .into_iter()
+        .chain(runs_of(&store, "b").await);
+    let depth = last
+        .map(|r| r.context.upstream.first().map_or(0, |u| u.depth))
+        .max();
+    assert_eq!(depth, Some(jobwheel::dependency::MAX_DEPTH));
 }

@@ -313,6 +313,7 @@ async fn dispatch(
         deadline: None,
         shard: None,
         trace: None,
+        upstream: Vec::new(),
     };
     jobwheel::JobHandler::run(group, ctx).await.unwrap();
     seen.0.lock().unwrap().last().unwrap().0.clone()

@@ -509,6 +509,45 @@ async fn the_verbs_work_through_a_server_with_a_token() {
     let resumed =
         parsed(&via_server(&base, admin, &["--json", "jobs", "resume", "report.daily"]).await);
     assert_eq!(resumed[0]["job"]["enabled"], true);
+    // A parent of report.daily, and the dependencies both ways.
+    let parent = dir.join("parent.json");
+    std::fs::write(
+        &parent,
+        r#"{"id": "report.parent", "handler": "report", "remote": {"group": "billing"},
+            "schedule": {"kind": "never"}, "children": [{"job": "report.daily"}]}"#,
+    )
+    .unwrap();
+    let p = parent.to_str().unwrap();
+    via_server(&base, admin, &["jobs", "add", "--file", p]).await;
+    let deps = parsed(&via_server(&base, admin, &["--json", "jobs", "deps", "report.daily"]).await);
+    assert_eq!(
+        deps["parents"],
+        serde_json::json!([{"job": "report.parent", "on": "success"}])
+    );
+    assert_eq!(deps["queued"], serde_json::json!([]));
+    let text = via_server(&base, admin, &["jobs", "deps", "report.parent"]).await;
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("downstream: report.daily (on success)"),
+        "{text}"
+    );
+    assert!(text.contains("upstream:   none"), "{text}");
+    // Closing a cycle through the command line is refused, naming it.
+    let cyclic = dir.join("cyclic.json");
+    std::fs::write(
+        &cyclic,
+        r#"{"id": "report.daily", "handler": "report", "remote": {"group": "billing"},
+            "schedule": {"kind": "never"}, "children": [{"job": "report.parent"}]}"#,
+    )
+    .unwrap();
+    let c = cyclic.to_str().unwrap();
+    let out = via_server(&base, admin, &["jobs", "edit", "report.daily", "--file", c]).await;
+    assert_ne!(code(&out), 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("job.children") && err.contains("report.daily → report.parent → report.daily"),
+        "{err}"
+    );
     let triggered =
         parsed(&via_server(&base, admin, &["--json", "jobs", "trigger", "report.daily"]).await);
     assert_eq!(triggered[0]["next_trigger"], "manual");
@@ -619,6 +658,7 @@ async fn the_verbs_work_through_a_server_with_a_token() {
             "job.create",
             "job.pause",
             "job.resume",
+            "job.create",
             "job.trigger",
             "job.trigger",
             "job.remove"

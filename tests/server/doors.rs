@@ -170,6 +170,7 @@ impl Rig {
             occurred_at: now,
             suppressed: 0,
             covers: None,
+            blocked: Vec::new(),
         };
         let finish = FinishRun {
             run_id: RunId(2),

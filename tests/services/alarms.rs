@@ -38,6 +38,7 @@ fn event() -> AlarmEvent {
         occurred_at: support::at("2026-12-07T08:30:01.250Z"),
         suppressed: 2,
         covers: None,
+        blocked: Vec::new(),
     }
 }
 

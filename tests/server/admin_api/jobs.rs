@@ -415,3 +415,90 @@ pub async fn create_read_act(c: &Ctx) {
         404
     );
 }
+
+/// A job's dependencies as each caller may see them: parents of groups the caller
+/// is not limited to are left out, a job of such a group is not found, and many
+/// requests at once answer alike.
+pub async fn dependencies_as_each_caller_sees_them(c: &Ctx) {
+    let Ctx { api, ada, olga, .. } = c;
+    let create = |id: &str, group: &str, children: serde_json::Value| {
+        serde_json::to_vec(&json!({
+            "id": id, "handler": "echo", "schedule": {"kind": "never"},
+            "remote": {"group": group}, "children": children,
+        }))
+        .unwrap()
+    };
+    for (id, group, children) in [
+        ("dep.child", "other", json!([])),
+        ("dep.billing", "billing", json!([{"job": "dep.child"}])),
+        (
+            "dep.other",
+            "other",
+            json!([{"job": "dep.child", "on": "always"}]),
+        ),
+    ] {
+        let a = api
+            .call(
+                ada,
+                "POST",
+                "/api/v1/jobs",
+                "/api/v1/jobs",
+                Some(create(id, group, children)),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{}", a.body);
+    }
+    let doc = "/api/v1/jobs/{id}/dependencies";
+    let path = |id: &str| format!("/api/v1/jobs/{id}/dependencies");
+    let all = api.call(ada, "GET", doc, &path("dep.child"), None).await;
+    assert_eq!(all.status, 200, "{}", all.body);
+    assert_eq!(
+        all.body["parents"],
+        json!([{"job": "dep.billing", "on": "success"}, {"job": "dep.other", "on": "always"}])
+    );
+    assert_eq!(all.body["parents_complete"], true);
+    let up = api.call(ada, "GET", doc, &path("dep.billing"), None).await;
+    assert_eq!(
+        up.body["children"],
+        json!([{"job": "dep.child", "on": "success"}])
+    );
+    // Olga operates group `other` only: billing's parent is not hers to see.
+    let mine = api.call(olga, "GET", doc, &path("dep.child"), None).await;
+    assert_eq!(mine.status, 200, "{}", mine.body);
+    assert_eq!(
+        mine.body["parents"],
+        json!([{"job": "dep.other", "on": "always"}])
+    );
+    assert_eq!(
+        api.call(olga, "GET", doc, &path("dep.billing"), None)
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        api.call(olga, "GET", doc, &path("dep.nope"), None)
+            .await
+            .status,
+        404
+    );
+    // Many at once, from both callers: each answer is the caller's.
+    let answers = futures::future::join_all((0..24).map(|i| {
+        let who = if i % 2 == 0 { ada } else { olga };
+        let p = path("dep.child");
+        async move { (i, api.call(who, "GET", doc, &p, None).await) }
+    }))
+    .await;
+    for (i, a) in answers {
+        let want = if i % 2 == 0 { &all.body } else { &mine.body };
+        assert_eq!((a.status, &a.body), (200, want), "request {i}");
+    }
+    for id in ["dep.billing", "dep.other", "dep.child"] {
+        let p = format!("/api/v1/jobs/{id}");
+        assert_eq!(
+            api.call(ada, "DELETE", "/api/v1/jobs/{id}", &p, None)
+                .await
+                .status,
+            200
+        );
+    }
+}

@@ -97,6 +97,7 @@ async fn suite(store_url: &str, prefix: Option<&str>) {
     let doc = sessions::without_credentials(&api).await;
     let c = sessions::log_in(api, &tokens, hook).await;
     jobs::create_read_act(&c).await;
+    jobs::dependencies_as_each_caller_sees_them(&c).await;
     runs::on_an_instance(&c).await;
     runs::a_local_runs_log(&c, store_url, prefix).await;
     access::accounts_and_tokens_at_runtime(&c).await;

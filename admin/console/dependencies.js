@@ -1,0 +1,44 @@
+// jobwheel console, dependencies: a job's children, the jobs whose children it is,
+// and the releases queued for it; and what a children field of the job form reads.
+'use strict';
+(() => {
+const { h, api, ok, time, link, enc } = JW;
+
+/** The panel of a job's dependencies (GET /jobs/{id}/dependencies). */
+JW.dependencyPanel = async (id) => {
+  const d = ok(await api('GET', '/jobs/' + enc(id) + '/dependencies'));
+  const jobLink = (j) => link('#/jobs/' + enc(j), j, { class: 'mono' });
+  const links = (items, none) => items.length
+    ? h('ul', {}, items.map((x) => h('li', {}, jobLink(x.job), ' ', h('span', { class: 'muted' }, 'on ' + x.on))))
+    : h('p', { class: 'muted' }, none);
+  return h('div', { class: 'panel', id: 'job-dependencies' }, h('h2', {}, 'Dependencies'),
+    h('div', { class: 'grid2' },
+      h('div', { id: 'job-upstream' }, h('h3', {}, 'Upstream (released by)'),
+        links(d.parents, 'No job lists it as a child.'),
+        d.parents_complete ? null : h('p', { class: 'muted' }, 'Only the first 10,000 jobs were searched.')),
+      h('div', { id: 'job-downstream' }, h('h3', {}, 'Downstream (children)'),
+        links(d.children, 'No children.'))),
+    h('h3', {}, 'Queued releases'),
+    d.queued.length
+      ? h('ol', { id: 'job-queued' }, d.queued.map((q) => h('li', {},
+        jobLink(q.from.job), ' fire ', time(q.from.fire_at), ' · run ', link('#/runs/' + q.from.run, String(q.from.run)),
+        ' ', h('span', { class: 'muted' }, q.from.status + ', released ' + JW.ago(q.released_at)))))
+      : h('p', { class: 'muted', id: 'job-queued' }, 'None: every release has run or is running.'));
+};
+
+/** The runs that released run `r`, as a panel (none for a run not released). */
+JW.releasedBy = (r) => (r.upstream && r.upstream.length
+  ? h('div', { class: 'panel', id: 'run-released-by' }, h('h2', {}, 'Released by'),
+    h('ul', {}, r.upstream.map((u) => h('li', {},
+      link('#/jobs/' + enc(u.job), u.job, { class: 'mono' }), ' fire ', time(u.fire_at), ' · ',
+      link('#/runs/' + u.run, 'run ' + u.run), ' ', JW.badge(u.status)))))
+  : null);
+
+/** A children field's text (`b, c on failure, d on always`) from links, and back. */
+JW.childrenText = (children) => (children || []).map((c) => c.job + (c.on && c.on !== 'success' ? ' on ' + c.on : '')).join(', ');
+JW.parseChildren = (text) => text.split(',').map((x) => x.trim()).filter(Boolean).map((x) => {
+  const m = /^(\S+)(?:\s+on\s+(success|failure|always))?$/.exec(x);
+  if (!m) throw Object.assign(new Error('not "job" or "job on success|failure|always": ' + JSON.stringify(x)), { field: 'children' });
+  return { job: m[1], on: m[2] || 'success' };
+});
+})();
