@@ -124,13 +124,42 @@ pub fn check_children(id: &JobId, children: &[ChildLink]) -> Result<()> {
     Ok(())
 }
 
+/// Checks a job's `after` list: at most [`MAX_CHILDREN`], none twice, not the job
+/// itself. Errors: [`Error::Invalid`] naming `job.after`.
+pub fn check_after(id: &JobId, after: &[JobId]) -> Result<()> {
+    if after.len() > MAX_CHILDREN {
+        return Err(Error::invalid(
+            "job.after",
+            format!("{} parents", after.len()),
+            format!("at most {MAX_CHILDREN} parents per job"),
+        ));
+    }
+    for (i, p) in after.iter().enumerate() {
+        if p == id {
+            return Err(Error::invalid(
+                "job.after",
+                p.as_str(),
+                "a job cannot wait for itself",
+            ));
+        }
+        if after[..i].contains(p) {
+            return Err(Error::invalid("job.after", p.as_str(), "listed twice"));
+        }
+    }
+    Ok(())
+}
+
 /// The upstream run that released a fire, as the released run's context carries it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct UpstreamRun {
     /// The upstream (parent) job.
     pub job: JobId,
-    /// The instant of the parent's fire (the same for every attempt at it).
+    /// The parent fire's logical instant: its own instant (the same for every
+    /// attempt at it), or, for a parent fire that was itself released, the
+    /// instant its upstream's carried — so every fire down a chain from one origin
+    /// fire carries the origin's instant, and a fan-in joins its parents' releases
+    /// by it.
     pub fire_at: Timestamp,
     /// The parent's run that ended the fire.
     pub run: RunId,
@@ -153,33 +182,40 @@ fn first_step() -> u32 {
 /// upserts that each closed half of it at once) runs at most this many times.
 pub const MAX_DEPTH: u32 = 64;
 
-/// A release a finish writes: `job` is to run once for the upstream fire `from`.
+/// A release a finish writes: `job` is to run for the upstream fire `from`.
 ///
-/// The store keys it by (`job`, `from.job`, `from.fire_at`), keeps it until the
-/// job takes it, and then makes the job due with trigger `Upstream` and `context`.
+/// The store keys it by (`job`, `from.job`, `from.fire_at`) and keeps it, with
+/// `from` as JSON, until the job takes it (alone, or with the releases of the other
+/// parents it waits for: [`rules::pick_release`](crate::store::rules::pick_release)),
+/// and then makes the job due with trigger `Upstream` and a context whose
+/// `upstream` lists the taken releases' runs ([`context_of`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Release {
     /// The job released (the child).
     pub job: JobId,
     /// The upstream fire that released it.
     pub from: UpstreamRun,
-    /// What the released fire carries (its `upstream` names `from`), as the store
-    /// keeps a fire's context ([`FireContext::to_stored`](crate::FireContext::to_stored)).
-    pub context: String,
+    /// `from` as JSON, as the store keeps it.
+    pub upstream: String,
 }
 
 impl Release {
     /// The release of `child` by `from`.
     pub fn new(child: JobId, from: UpstreamRun) -> Self {
-        let context = crate::record::FireContext::released_by(from.clone())
-            .to_stored()
-            .unwrap_or_default();
+        let upstream = serde_json::to_string(&from).unwrap_or_default();
         Release {
             job: child,
             from,
-            context,
+            upstream,
         }
     }
+}
+
+/// The stored context of a fire released by the upstream runs `upstream` (each as
+/// a store keeps it, JSON): `{"upstream":[…]}`, the runs in the order given.
+pub fn context_of<S: AsRef<str>>(upstream: &[S]) -> String {
+    let runs: Vec<&str> = upstream.iter().map(AsRef::as_ref).collect();
+    format!("{{\"upstream\":[{}]}}", runs.join(","))
 }
 
 /// The releases a run of `parent` that ended `from.status` (with `will_retry`)

@@ -126,6 +126,7 @@ pub struct Job {
     enabled: bool,
     remote: Option<RemoteTarget>,
     children: Vec<ChildLink>,
+    after: Vec<JobId>,
 }
 
 impl Job {
@@ -149,6 +150,7 @@ impl Job {
                 enabled: true,
                 remote: None,
                 children: Vec::new(),
+                after: Vec::new(),
             },
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
         }
@@ -213,6 +215,12 @@ impl Job {
     pub fn children(&self) -> &[ChildLink] {
         &self.children
     }
+    /// The parents whose releases it waits to have all of, for one instant, before
+    /// it runs once for them (fan-in; see [`dependency`](crate::dependency)); empty:
+    /// it runs once per release.
+    pub fn after(&self) -> &[JobId] {
+        &self.after
+    }
 
     /// The same job, enabled or paused.
     pub fn with_enabled(&self, enabled: bool) -> Job {
@@ -238,6 +246,7 @@ impl Job {
             enabled: self.enabled,
             remote: self.remote.clone(),
             children: self.children.clone(),
+            after: self.after.clone(),
         }
     }
 
@@ -333,6 +342,14 @@ impl JobBuilder {
         self
     }
 
+    /// Sets the parents whose releases for one instant the job waits to have all of
+    /// before it runs once for them (checked by [`build`](Self::build): at most 32,
+    /// none twice, not the job; each lists the job among its children).
+    pub fn after(mut self, parents: Vec<JobId>) -> Self {
+        self.repr.after = parents;
+        self
+    }
+
     /// Adds a child triggered when a fire of this job succeeds.
     pub fn child(mut self, job: JobId) -> Self {
         self.repr.children.push(ChildLink::on_success(job));
@@ -403,6 +420,9 @@ struct JobRepr {
     /// Jobs to trigger when a fire of this one ends (see `dependency`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     children: Vec<ChildLink>,
+    /// Parents whose releases for one instant it waits to have all of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    after: Vec<JobId>,
 }
 
 fn yes() -> bool {
@@ -530,6 +550,7 @@ impl Job {
         r.schedule.check()?;
         r.misfire.validate()?;
         crate::dependency::check_children(&id, &r.children)?;
+        crate::dependency::check_after(&id, &r.after)?;
         Ok(Job {
             id,
             handler: handler.to_string(),
@@ -543,6 +564,7 @@ impl Job {
             enabled: r.enabled,
             remote: r.remote,
             children: r.children,
+            after: r.after,
         })
     }
 }
@@ -562,6 +584,7 @@ impl From<Job> for JobRepr {
             enabled: j.enabled,
             remote: j.remote,
             children: j.children,
+            after: j.after,
         }
     }
 }

@@ -47,11 +47,12 @@ pub(super) struct Inner {
     releases: BTreeMap<JobId, Vec<Queued>>,
 }
 
-/// A queued release: its key, its context as stored, when it was written.
+/// A queued release: its upstream run (the key's source and instant), that run
+/// as stored (JSON), when it was written.
 #[derive(Debug)]
 struct Queued {
     from: crate::dependency::UpstreamRun,
-    context: String,
+    upstream: String,
     released_at: Timestamp,
 }
 
@@ -184,28 +185,48 @@ impl Inner {
         {
             q.push(Queued {
                 from: r.from.clone(),
-                context: r.context.clone(),
+                upstream: r.upstream.clone(),
                 released_at: now,
             });
         }
     }
 
-    /// Lets `id` take its oldest queued release when the rule allows; whether it did.
+    /// Lets `id` take the queued releases [`rules::pick_release`] picks when
+    /// [`rules::takes_release`] allows; whether it did.
     fn take_release(&mut self, id: &JobId, now: Timestamp) -> bool {
         let Some(rec) = self.jobs.get(id) else {
             return false;
         };
-        if self.releases.get(id).is_none_or(|q| q.is_empty())
-            || !rules::takes_release(Some(&JobState::from(rec)), rec.next_trigger(), now)
-        {
+        let Some(q) = self.releases.get(id) else {
+            return false;
+        };
+        if !rules::takes_release(Some(&JobState::from(rec)), rec.next_trigger(), now) {
             return false;
         }
-        let q = self.releases.get_mut(id).expect("checked");
-        let taken = q.remove(0);
+        let after: Vec<&str> = rec.job.after().iter().map(JobId::as_str).collect();
+        let keys: Vec<rules::QueuedKey<'_>> = q
+            .iter()
+            .map(|r| rules::QueuedKey {
+                source: r.from.job.as_str(),
+                fire_at: r.from.fire_at,
+                released_at: r.released_at,
+            })
+            .collect();
+        let Some(picked) = rules::pick_release(&after, &keys) else {
+            return false;
+        };
+        let upstream: Vec<String> = picked.iter().map(|&i| q[i].upstream.clone()).collect();
+        let q = self.releases.get_mut(id).expect("read above");
+        let mut i = 0;
+        q.retain(|_| {
+            i += 1;
+            !picked.contains(&(i - 1))
+        });
         if q.is_empty() {
             self.releases.remove(id);
         }
-        let context = FireContext::from_stored(Some(&taken.context)).unwrap_or_default();
+        let context = crate::dependency::context_of(&upstream);
+        let context = FireContext::from_stored(Some(&context)).unwrap_or_default();
         self.with_job(id, |j| j.next = Some(rules::released_fire(context, now)));
         true
     }

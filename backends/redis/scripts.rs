@@ -26,11 +26,11 @@
 //! | `P alarms:ready`, `P alarms:sending` | sorted sets | claimable at (score), claim lapses at (score) |
 //! | `P audit:<id>`, `P audit` | hash, sorted set | audit entries (`at`, `actor`, `action`, `target`, `before`, `after`); all ids (score = id) |
 //! | `P cred:<kind>:<name>`, `P creds` | hash, sorted set | a runtime account or token (`body` JSON, `created_at`); members `<kind>:<name>` (score 0: listed in name order) |
-//! | `P rq:<id>`, `P rc:<id>`, `P rq` | sorted set, hash, sorted set | releases queued for a job: members `<upstream job>\|<upstream fire>` scored by when they were written; each member's fire context (JSON); the ids of jobs with a release queued (score 0) |
+//! | `P rq:<id>`, `P rc:<id>`, `P rq` | sorted set, hash, sorted set | releases queued for a job: members `<upstream job>\|<upstream fire>` scored by when they were written; each member's upstream run (JSON); the ids of jobs with a release queued (score 0) |
 //! | `P seq:run`, `P seq:alarm`, `P seq:audit`, `P schema` | strings | id sequences, schema version |
 
 /// Shared helpers, prepended to every script.
-const PRELUDE: &str = r"
+const PRELUDE: &str = r#"
 local P = ARGV[1]
 local function now_ms()
   local t = redis.call('TIME')
@@ -63,35 +63,77 @@ local function audit(nows)
     'target', ARGV[4], 'before', ARGV[5], 'after', ARGV[6])
   redis.call('ZADD', P .. 'audit', id, id)
 end
--- Queues the release `member` (`<upstream job>|<fire>`) of job `id` with its fire
--- context, unless the job is missing or the member is queued.
-local function queue_release(id, member, ctx, nows)
+-- Queues the release `member` (`<upstream job>|<fire>`) of job `id` with its
+-- upstream run (JSON), unless the job is missing or the member is queued.
+local function queue_release(id, member, run, nows)
   if redis.call('EXISTS', P .. 'job:' .. id) == 0 then return end
-  if redis.call('HSETNX', P .. 'rc:' .. id, member, ctx) == 1 then
+  if redis.call('HSETNX', P .. 'rc:' .. id, member, run) == 1 then
     redis.call('ZADD', P .. 'rq:' .. id, nows, member)
     redis.call('ZADD', P .. 'rq', 0, id)
   end
 end
--- rules::takes_release: job `id` takes its oldest queued release at `now` when it is
--- enabled, runs nothing, and has no next fire or a scheduled one after `now`.
+-- rules::takes_release: job `id` may take a release at `now` when it is enabled, runs
+-- nothing, and has no next fire or a scheduled one after `now`; rules::pick_release:
+-- a release by a parent it does not wait for (`after` in its definition) is taken
+-- alone, those by the parents it waits for as one group per instant once whole; the
+-- candidate complete first wins (ties by instant, lone before group, source).
 local function take_release(id, now)
   local q = P .. 'rq:' .. id
-  local first = redis.call('ZRANGE', q, 0, 0)
-  if #first == 0 then return 0 end
+  local rows = redis.call('ZRANGE', q, 0, -1, 'WITHSCORES')
+  if #rows == 0 then return 0 end
   local jk = P .. 'job:' .. id
-  local f = redis.call('HMGET', jk, 'enabled', 'running', 'next', 'trigger')
+  local f = redis.call('HMGET', jk, 'enabled', 'running', 'next', 'trigger', 'def')
   if f[1] ~= '1' or (f[2] and f[2] ~= '') then return 0 end
   if f[3] and f[3] ~= '' and not (f[4] == 'schedule' and tonumber(f[3]) > now) then
     return 0
   end
-  local m = first[1]
+  local after, waits = {}, {}
+  local ok, def = pcall(cjson.decode, f[5] or '')
+  if ok and type(def) == 'table' and type(def.after) == 'table' then after = def.after end
+  for _, a in ipairs(after) do waits[a] = true end
+  local best_key, best
+  local function consider(key, members)
+    local better = best_key == nil
+    if not better then
+      for k = 1, 4 do
+        if key[k] ~= best_key[k] then better = key[k] < best_key[k]; break end
+      end
+    end
+    if better then best_key, best = key, members end
+  end
+  local groups = {}
+  for k = 1, #rows, 2 do
+    local m, rel = rows[k], tonumber(rows[k + 1])
+    local bar = string.find(m, '|', 1, true)
+    local src, fire = string.sub(m, 1, bar - 1), tonumber(string.sub(m, bar + 1))
+    if waits[src] then
+      groups[fire] = groups[fire] or {}
+      groups[fire][src] = { m, rel }
+    else
+      consider({ rel, fire, 0, src }, { m })
+    end
+  end
+  for fire, g in pairs(groups) do
+    local members, done, whole = {}, 0, true
+    for _, a in ipairs(after) do
+      local r = g[a]
+      if not r then whole = false; break end
+      members[#members + 1] = r[1]
+      if r[2] > done then done = r[2] end
+    end
+    if whole then consider({ done, fire, 1, '' }, members) end
+  end
+  if not best then return 0 end
   local ck = P .. 'rc:' .. id
-  local ctx = redis.call('HGET', ck, m) or ''
-  redis.call('ZREM', q, m)
-  redis.call('HDEL', ck, m)
+  local runs = {}
+  for _, m in ipairs(best) do
+    runs[#runs + 1] = redis.call('HGET', ck, m) or ''
+    redis.call('ZREM', q, m)
+    redis.call('HDEL', ck, m)
+  end
   if redis.call('ZCARD', q) == 0 then redis.call('ZREM', P .. 'rq', id) end
   redis.call('HSET', jk, 'next', fmt(now), 'trigger', 'upstream', 'attempt', '0', 'resume', '',
-    'nctx', ctx)
+    'nctx', '{"upstream":[' .. table.concat(runs, ',') .. ']}')
   reindex(id)
   return 1
 end
@@ -103,7 +145,7 @@ local function enqueue(ev, nows)
   redis.call('ZADD', P .. 'alarms:ready', nows, aid)
   return aid
 end
-";
+"#;
 
 /// The full source of a script: the prelude and its body.
 pub(super) fn source(body: &str) -> String {
@@ -427,7 +469,7 @@ return taken
 ";
 
 /// ARGV: P, job id (empty: every job's). Returns per queued release: job id,
-/// released at, context.
+/// released at, upstream run (JSON).
 pub(super) const RELEASES: &str = r"
 local ids
 if ARGV[2] ~= '' then ids = { ARGV[2] } else ids = redis.call('ZRANGE', P .. 'rq', 0, -1) end

@@ -638,7 +638,7 @@ impl Jobs for RedisStore {
             for r in &f.releases {
                 call.arg(r.job.as_str())
                     .arg(format!("{}|{}", r.from.job, r.from.fire_at.as_millis()))
-                    .arg(r.context.as_str());
+                    .arg(r.upstream.as_str());
             }
         }
         let out: Vec<String> = self.invoke(call, "finish_runs").await?;
@@ -673,13 +673,8 @@ impl Jobs for RedisStore {
         let w = "decode releases";
         let mut got = Vec::new();
         let n = out.len() / 3;
-        for [id, at, ctx] in triples(out, n, w)? {
-            let (Ok(job), Some(from)) = (
-                JobId::new(&id),
-                FireContext::from_stored(Some(&ctx))
-                    .ok()
-                    .and_then(|c| c.upstream.into_iter().next()),
-            ) else {
+        for [id, at, run] in triples(out, n, w)? {
+            let (Ok(job), Ok(from)) = (JobId::new(&id), serde_json::from_str(&run)) else {
                 continue;
             };
             got.push(crate::dependency::QueuedRelease {

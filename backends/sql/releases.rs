@@ -7,7 +7,7 @@ use super::{Dialect, Sql, SqlStore, marks, now_in};
 use crate::dependency::{QueuedRelease, Release};
 use crate::error::Result;
 use crate::job::JobId;
-use crate::record::{FireContext, RunId, TriggerKind};
+use crate::record::{RunId, TriggerKind};
 use crate::store::rules::{self, JobState};
 use crate::time::Timestamp;
 use std::collections::{HashMap, HashSet};
@@ -43,7 +43,7 @@ pub(crate) async fn queue_in<D: Dialect>(
         return Ok(());
     }
     let mut q = Sql::new(format!(
-        "{} {} (job_id, source, fire_at, context, released_at) VALUES {}{}",
+        "{} {} (job_id, source, fire_at, upstream, released_at) VALUES {}{}",
         D::INSERT_IGNORE,
         d.t("releases"),
         vec!["(?, ?, ?, ?, ?)"; kept.len()].join(", "),
@@ -54,14 +54,14 @@ pub(crate) async fn queue_in<D: Dialect>(
             .bind(r.job.as_str())
             .bind(r.from.job.as_str())
             .bind(r.from.fire_at.as_millis())
-            .bind(r.context.clone())
+            .bind(r.upstream.clone())
             .bind(now);
     }
     d.exec_in(tx, op, q).await.map(drop)
 }
 
-/// Lets each job of `ids` take its oldest queued release in `tx` when
-/// [`rules::takes_release`] allows at `now`; how many did.
+/// Lets each job of `ids` take the queued releases [`rules::pick_release`] picks, in
+/// `tx`, when [`rules::takes_release`] allows at `now`; how many did.
 pub(crate) async fn take_in<D: Dialect>(
     d: &D,
     tx: &mut D::Tx,
@@ -74,14 +74,15 @@ pub(crate) async fn take_in<D: Dialect>(
     }
     let e = |err| d.err(op, err);
     let mut q = Sql::new(format!(
-        "SELECT id, enabled, version, running_run, next_fire_at, next_trigger, last_token FROM {} WHERE id IN ({}) ORDER BY id{}",
+        "SELECT id, definition, enabled, version, running_run, next_fire_at, next_trigger, last_token FROM {} WHERE id IN ({}) ORDER BY id{}",
         d.t("jobs"),
         marks(ids.len()),
         D::FOR_UPDATE
     ));
     q.args.extend(ids.iter().map(|id| (*id).into()));
     let at = Timestamp::from_millis(now);
-    let mut able = Vec::new();
+    // The jobs that may take one, with the parents each waits for.
+    let mut able: HashMap<String, Vec<String>> = HashMap::new();
     for r in d.fetch_in(tx, op, q).await? {
         let state = JobState {
             enabled: r.flag("enabled").map_err(e)?,
@@ -95,51 +96,72 @@ pub(crate) async fn take_in<D: Dialect>(
         };
         let trigger = TriggerKind::parse(&r.text("next_trigger").map_err(e)?).unwrap_or_default();
         if rules::takes_release(Some(&state), trigger, at) {
-            able.push(r.text("id").map_err(e)?);
+            // A definition that cannot be read waits for no parent.
+            let after = crate::Job::from_stored(&r.text("definition").map_err(e)?)
+                .map(|j| j.after().iter().map(ToString::to_string).collect())
+                .unwrap_or_default();
+            able.insert(r.text("id").map_err(e)?, after);
         }
     }
     if able.is_empty() {
         return Ok(0);
     }
+    let mut names: Vec<&str> = able.keys().map(String::as_str).collect();
+    names.sort_unstable();
     let mut q = Sql::new(format!(
-        "SELECT job_id, source, fire_at, context FROM {} WHERE job_id IN ({}) ORDER BY job_id, released_at, source, fire_at{}",
+        "SELECT job_id, source, fire_at, upstream, released_at FROM {} WHERE job_id IN ({}) ORDER BY job_id, released_at, source, fire_at{}",
         d.t("releases"),
-        marks(able.len()),
+        marks(names.len()),
         D::FOR_UPDATE
     ));
-    q.args.extend(able.iter().map(|id| id.as_str().into()));
-    let mut oldest: HashMap<String, (String, i64, String)> = HashMap::new();
+    q.args.extend(names.iter().map(|id| (*id).into()));
+    // Per job: (source, fire_at, upstream JSON, released_at).
+    let mut queued: HashMap<String, Vec<(String, i64, String, i64)>> = HashMap::new();
     for r in d.fetch_in(tx, op, q).await? {
-        let job = r.text("job_id").map_err(e)?;
-        if let std::collections::hash_map::Entry::Vacant(slot) = oldest.entry(job) {
-            slot.insert((
+        queued
+            .entry(r.text("job_id").map_err(e)?)
+            .or_default()
+            .push((
                 r.text("source").map_err(e)?,
                 r.int("fire_at").map_err(e)?,
-                r.text("context").map_err(e)?,
+                r.text("upstream").map_err(e)?,
+                r.int("released_at").map_err(e)?,
             ));
-        }
     }
     let mut taken = 0;
-    for (job, (source, fire_at, context)) in oldest {
-        // The context is written as the store keeps a fire's: JSON the next read
-        // decodes leniently.
+    for (job, rows) in queued {
+        let after: Vec<&str> = able[&job].iter().map(String::as_str).collect();
+        let keys: Vec<rules::QueuedKey<'_>> = rows
+            .iter()
+            .map(|(source, fire_at, _, released_at)| rules::QueuedKey {
+                source,
+                fire_at: Timestamp::from_millis(*fire_at),
+                released_at: Timestamp::from_millis(*released_at),
+            })
+            .collect();
+        let Some(picked) = rules::pick_release(&after, &keys) else {
+            continue;
+        };
+        let upstream: Vec<&str> = picked.iter().map(|&i| rows[i].2.as_str()).collect();
         let update = Sql::new(format!(
             "UPDATE {} SET next_fire_at = ?, next_trigger = ?, attempt = 0, resume_after = NULL, next_context = ? WHERE id = ?",
             d.t("jobs")
         ))
         .bind(now)
         .bind(TriggerKind::Upstream.as_str())
-        .bind(context)
+        .bind(crate::dependency::context_of(&upstream))
         .bind(job.as_str());
         d.exec_in(tx, op, update).await?;
-        let delete = Sql::new(format!(
-            "DELETE FROM {} WHERE job_id = ? AND source = ? AND fire_at = ?",
-            d.t("releases")
-        ))
-        .bind(job.as_str())
-        .bind(source)
-        .bind(fire_at);
-        d.exec_in(tx, op, delete).await?;
+        for &i in &picked {
+            let delete = Sql::new(format!(
+                "DELETE FROM {} WHERE job_id = ? AND source = ? AND fire_at = ?",
+                d.t("releases")
+            ))
+            .bind(job.as_str())
+            .bind(rows[i].0.as_str())
+            .bind(rows[i].1);
+            d.exec_in(tx, op, delete).await?;
+        }
         taken += 1;
     }
     Ok(taken)
@@ -178,7 +200,7 @@ impl<D: Dialect> SqlStore<D> {
         let op = "releases";
         let d = &self.d;
         let mut q = Sql::new(format!(
-            "SELECT job_id, context, released_at FROM {}",
+            "SELECT job_id, upstream, released_at FROM {}",
             d.t("releases")
         ));
         if let Some(j) = job {
@@ -191,11 +213,8 @@ impl<D: Dialect> SqlStore<D> {
         let e = |err| d.err(op, err);
         let mut out = Vec::new();
         for r in d.fetch(op, q).await? {
-            let ctx = FireContext::from_stored(r.opt_text("context").map_err(e)?.as_deref());
-            let (Ok(job), Some(from)) = (
-                JobId::new(r.text("job_id").map_err(e)?),
-                ctx.ok().and_then(|c| c.upstream.into_iter().next()),
-            ) else {
+            let from = serde_json::from_str(&r.text("upstream").map_err(e)?);
+            let (Ok(job), Ok(from)) = (JobId::new(r.text("job_id").map_err(e)?), from) else {
                 continue;
             };
             out.push(QueuedRelease {

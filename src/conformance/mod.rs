@@ -50,7 +50,10 @@ pub use outbox::{alarm_outbox_claimed_once, alarm_outbox_purges_done_events};
 pub use overrides::{
     first_fire_carries_its_context, never_fires_until_triggered, trigger_payload_override,
 };
-pub use releases::releases_are_queued_once_and_taken_in_order;
+pub use releases::{
+    a_fan_in_takes_every_parents_release_of_one_instant_once,
+    releases_are_queued_once_and_taken_in_order,
+};
 pub use rows::{
     RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
     rows_from_newer_versions_are_read, unreadable_rows_are_skipped,
@@ -107,6 +110,7 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     never_fires_until_triggered(store).await;
     first_fire_carries_its_context(store).await;
     releases_are_queued_once_and_taken_in_order(store).await;
+    a_fan_in_takes_every_parents_release_of_one_instant_once(store).await;
 }
 
 /// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention,

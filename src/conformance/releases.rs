@@ -236,3 +236,107 @@ pub async fn releases_are_queued_once_and_taken_in_order(store: &dyn JobStore) {
     assert_eq!(store.take_releases(100).await.unwrap(), 0);
     cleanup(store, &[p, c, d]).await;
 }
+
+/// A job that waits for several parents (`after`) takes their releases of one
+/// instant together, once all are queued, as one fire whose context lists every
+/// releasing run in the order of `after`; an instant some parent has not released
+/// stays queued. Two parents finishing at once, concurrently, release it once.
+pub async fn a_fan_in_takes_every_parents_release_of_one_instant_once(store: &dyn JobStore) {
+    let (b, c, d) = (unique("fan-b"), unique("fan-c"), unique("fan-d"));
+    let t0 = long_ago(store).await;
+    for p in [&b, &c] {
+        store.upsert(&job(p), Some(t0)).await.unwrap();
+    }
+    let fan = job(&d)
+        .to_builder()
+        .schedule(Schedule::never())
+        .after(vec![jid(&b), jid(&c)])
+        .build()
+        .unwrap();
+    store.upsert(&fan, None).await.unwrap();
+    let upstream_of = |next: &FireState| {
+        next.context
+            .upstream
+            .iter()
+            .map(|u| (u.job.to_string(), u.fire_at))
+            .collect::<Vec<_>>()
+    };
+    let mut token = 1;
+    // Runs d's released fire to its end.
+    async fn run_released(store: &dyn JobStore, d: &str, next: &FireState, token: u64) {
+        let mut req = start_req(d, next.at, 1, token);
+        req.trigger = TriggerKind::Upstream;
+        let run = started(store, req).await;
+        finish_one(store, finish_req(run, d, token, RunStatus::Succeeded, None)).await;
+    }
+
+    // b releases instants 0 and 1: neither is whole.
+    parent_fire(store, &b, t0, 0, &[&d]).await;
+    parent_fire(store, &b, t0, 1, &[&d]).await;
+    assert_eq!(record(store, &d).await.next, None, "waits for c");
+    assert_eq!(store.releases(Some(&jid(&d)), 10).await.unwrap().len(), 2);
+    assert_eq!(
+        store.take_releases(100).await.unwrap(),
+        0,
+        "nothing whole to take"
+    );
+    // c releases instant 0: that instant is whole and taken, both runs named.
+    parent_fire(store, &c, t0, 0, &[&d]).await;
+    let next = record(store, &d).await.next.expect("released");
+    assert_eq!(next.trigger, TriggerKind::Upstream);
+    assert_eq!(upstream_of(&next), vec![(b.clone(), t0), (c.clone(), t0)]);
+    let left = store.releases(Some(&jid(&d)), 10).await.unwrap();
+    assert_eq!(
+        left.iter()
+            .map(|q| (q.from.job.to_string(), q.from.fire_at))
+            .collect::<Vec<_>>(),
+        vec![(b.clone(), t0 + MIN)],
+        "the other instant stays"
+    );
+    run_released(store, &d, &next, token).await;
+    token += 1;
+    assert_eq!(record(store, &d).await.next, None, "instant 1 is not whole");
+    // c releases instant 1 as well: taken.
+    parent_fire(store, &c, t0, 1, &[&d]).await;
+    let next = record(store, &d).await.next.expect("released");
+    assert_eq!(
+        upstream_of(&next),
+        vec![(b.clone(), t0 + MIN), (c.clone(), t0 + MIN)]
+    );
+    run_released(store, &d, &next, token).await;
+    token += 1;
+
+    // b and c finish the same instant at once: d is released once for it.
+    for k in 2..6 {
+        let child = [d.as_str()];
+        let (x, y) = tokio::join!(
+            parent_fire(store, &b, t0, k, &child),
+            parent_fire(store, &c, t0, k, &child)
+        );
+        for (out, _) in [&x, &y] {
+            assert!(matches!(out, FinishOutcome::Finished { .. }), "{out:?}");
+        }
+        let next = record(store, &d)
+            .await
+            .next
+            .expect("released once both finished");
+        let at = t0 + MIN * k;
+        assert_eq!(
+            upstream_of(&next),
+            vec![(b.clone(), at), (c.clone(), at)],
+            "race {k}"
+        );
+        assert!(
+            store.releases(Some(&jid(&d)), 10).await.unwrap().is_empty(),
+            "race {k}: both releases were taken together"
+        );
+        run_released(store, &d, &next, token).await;
+        token += 1;
+        assert_eq!(
+            record(store, &d).await.next,
+            None,
+            "race {k}: released once"
+        );
+    }
+    cleanup(store, &[b, c, d]).await;
+}

@@ -131,8 +131,9 @@ impl Scheduler {
         }
         let pending: std::collections::HashMap<_, _> =
             batch.iter().map(|(j, _)| (j.id().clone(), j)).collect();
-        for (job, _) in batch.iter().filter(|(j, _)| !j.children().is_empty()) {
+        for (job, _) in &batch {
             crate::ops::refuse_cycles(&*self.core.store, job, &pending).await?;
+            crate::ops::refuse_unreleased_after(&*self.core.store, job, &pending).await?;
         }
         let out = self.core.store.upsert_many(&batch).await?;
         self.core.rescan();

@@ -41,8 +41,14 @@ fn releases(run: &Run, status: RunStatus, will_retry: bool) -> Vec<crate::depend
     }
     let from = crate::dependency::UpstreamRun {
         job: run.fire.job_id.clone(),
-        // The fire's own instant, the same for all its attempts.
-        fire_at: run.attempt.base,
+        // The fire's logical instant: a released fire's upstream's, else its own
+        // (the same for all its attempts).
+        fire_at: run
+            .attempt
+            .context
+            .upstream
+            .first()
+            .map_or(run.attempt.base, |u| u.fire_at),
         run: run.run_id,
         status,
         depth: run

@@ -110,7 +110,9 @@ impl Ops {
     ) -> Result<UpsertOutcome> {
         Self::may_place(actor, &job)?;
         let next = self.checked(&job).await?;
-        refuse_cycles(&*self.store, &job, &std::collections::HashMap::new()).await?;
+        let alone = std::collections::HashMap::new();
+        refuse_cycles(&*self.store, &job, &alone).await?;
+        refuse_unreleased_after(&*self.store, &job, &alone).await?;
         let id = job.id().clone();
         // Made inside an OpenTelemetry trace: the first fire's run joins it.
         let context = FireContext {
@@ -409,6 +411,41 @@ pub(crate) async fn refuse_cycles(
                 via.insert(c.job.clone(), id.clone());
                 todo.push(c.job.clone());
             }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses `job` when a parent in its `after` list exists (in `batch`, stored with
+/// it, else in the store) and does not list it among its children: that parent's
+/// releases would never reach it, and it would never run. [`Error::Invalid`] naming
+/// `job.after`, its value the parent.
+pub(crate) async fn refuse_unreleased_after(
+    store: &dyn crate::store::JobStore,
+    job: &Job,
+    batch: &std::collections::HashMap<JobId, &Job>,
+) -> Result<()> {
+    for parent in job.after() {
+        let stored;
+        let p = match batch.get(parent) {
+            Some(p) => *p,
+            None => {
+                stored = store.get(parent).await?;
+                match &stored {
+                    Some(rec) => &*rec.job,
+                    None => continue,
+                }
+            }
+        };
+        if !p.children().iter().any(|c| c.job == *job.id()) {
+            return Err(Error::invalid(
+                "job.after",
+                parent.as_str(),
+                format!(
+                    "{parent} does not list {} among its children, so its fires never release it; add it there first",
+                    job.id()
+                ),
+            ));
         }
     }
     Ok(())

@@ -30,8 +30,8 @@ mod sight;
 pub use actor::Actor;
 pub use dependencies::{Dependencies, MAX_QUEUED_SHOWN, ParentLink};
 pub use doctor::Doctor;
-pub(crate) use jobs::refuse_cycles;
 pub use jobs::{JobSnapshot, first_fire};
+pub(crate) use jobs::{refuse_cycles, refuse_unreleased_after};
 pub use runs::RunKiller;
 pub use sight::Sight;
 

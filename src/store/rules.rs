@@ -186,6 +186,64 @@ pub fn takes_release(job: Option<&JobState>, next_trigger: TriggerKind, now: Tim
     })
 }
 
+/// A queued release as [`pick_release`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueuedKey<'a> {
+    /// The upstream job that released it.
+    pub source: &'a str,
+    /// The upstream fire's instant.
+    pub fire_at: Timestamp,
+    /// When it was queued (store clock).
+    pub released_at: Timestamp,
+}
+
+/// Which of a job's queued releases it takes together, given the parents it waits
+/// for (`after`, its definition's [`after`](crate::Job::after)): indexes into
+/// `queued`, or `None` when none can be taken yet.
+///
+/// A release from a parent not in `after` is taken alone. Releases from the
+/// parents in `after` are taken as one group per instant (`fire_at`), once the
+/// group holds one from every parent in `after`. Of these candidates the one
+/// complete first is taken: a lone release at its `released_at`, a group at its
+/// latest release's; ties by instant, then upstream job (a group's after every
+/// lone release's). A group's indexes follow the order of `after`.
+pub fn pick_release<'a>(after: &[&str], queued: &[QueuedKey<'a>]) -> Option<Vec<usize>> {
+    type Key<'k> = (Timestamp, Timestamp, bool, &'k str);
+    let mut best: Option<(Key<'a>, Vec<usize>)> = None;
+    let mut consider = |key: Key<'a>, picked: Vec<usize>| {
+        if best.as_ref().is_none_or(|(k, _)| key < *k) {
+            best = Some((key, picked));
+        }
+    };
+    for (i, q) in queued.iter().enumerate() {
+        if !after.contains(&q.source) {
+            consider((q.released_at, q.fire_at, false, q.source), vec![i]);
+        }
+    }
+    let mut instants: Vec<Timestamp> = queued
+        .iter()
+        .filter(|q| after.contains(&q.source))
+        .map(|q| q.fire_at)
+        .collect();
+    instants.sort_unstable();
+    instants.dedup();
+    for at in instants {
+        let group: Option<Vec<usize>> = after
+            .iter()
+            .map(|a| {
+                queued
+                    .iter()
+                    .position(|q| q.source == *a && q.fire_at == at)
+            })
+            .collect();
+        if let Some(group) = group {
+            let done = group.iter().map(|&i| queued[i].released_at).max();
+            consider((done.unwrap_or(at), at, true, ""), group);
+        }
+    }
+    best.map(|(_, picked)| picked)
+}
+
 /// The next fire a taken release becomes: due at `now`, trigger `Upstream`, a fresh
 /// attempt, carrying the release's context (which names the upstream run).
 pub fn released_fire(context: FireContext, now: Timestamp) -> FireState {
@@ -276,6 +334,31 @@ mod tests {
         };
         assert!(!takes_release(Some(&busy), TriggerKind::Schedule, now));
         assert!(!takes_release(Some(&paused), TriggerKind::Schedule, now));
+    }
+
+    #[test]
+    fn a_fan_in_waits_for_every_parent_of_one_instant() {
+        let q = |source, fire, released| QueuedKey {
+            source,
+            fire_at: t(fire),
+            released_at: t(released),
+        };
+        let after = ["b", "c"];
+        // b for instants 1 and 2, c for 2 only: the group of instant 2 is whole.
+        let queued = [q("b", 1, 10), q("b", 2, 11), q("c", 2, 12)];
+        assert_eq!(pick_release(&after, &queued), Some(vec![1, 2]));
+        assert_eq!(pick_release(&after, &queued[..2]), None, "c is missing");
+        // A release by a parent not waited for goes alone, in release order.
+        let queued = [q("b", 1, 10), q("x", 5, 11), q("c", 1, 12)];
+        assert_eq!(pick_release(&after, &queued), Some(vec![1]));
+        assert_eq!(
+            pick_release(&after, &[queued[0], queued[2]]),
+            Some(vec![0, 1])
+        );
+        // Without `after`, each release alone, oldest first; ties by instant.
+        let queued = [q("b", 9, 10), q("c", 1, 10), q("b", 0, 11)];
+        assert_eq!(pick_release(&[], &queued), Some(vec![1]));
+        assert_eq!(pick_release(&[], &[]), None);
     }
 
     #[test]

@@ -296,3 +296,128 @@ async fn a_cycle_written_past_the_check_stops_at_the_longest_chain() {
         .max();
     assert_eq!(depth, Some(jobwheel::dependency::MAX_DEPTH));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_diamond_runs_its_join_once_per_origin_fire_after_both_branches() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let (slow_log, slow_clock) = (log.clone(), clock.clone());
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", recording(&log, &clock))
+        // One branch is slower than the origin's period.
+        .handler("slow", move |ctx: JobContext| {
+            slow_log.record(&ctx, &*slow_clock);
+            async {
+                tokio::time::sleep(Duration::from_secs(75)).await;
+                Ok::<(), JobError>(())
+            }
+        })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let sched = h.scheduler();
+    let job = |name: &str, handler: &str, children: &[&str]| {
+        Job::builder(name, handler, Schedule::never()).children(
+            children
+                .iter()
+                .map(|c| ChildLink::on_success(id(c)))
+                .collect(),
+        )
+    };
+    // The join first: it may be stored before its parents list it.
+    sched
+        .upsert(
+            job("d", "h", &[])
+                .after(vec![id("b"), id("c")])
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    sched
+        .upsert(job("b", "h", &["d"]).build().unwrap())
+        .await
+        .unwrap();
+    sched
+        .upsert(job("c", "slow", &["d"]).build().unwrap())
+        .await
+        .unwrap();
+    sched
+        .upsert(
+            job("a", "h", &["b", "c"])
+                .schedule(Schedule::every(Duration::from_secs(60)).unwrap())
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    advance(Duration::from_secs(5 * 60 + 30)).await;
+    sched.pause("a").await.unwrap();
+    advance(Duration::from_secs(15 * 60)).await;
+    h.shutdown().await;
+
+    let a = runs_of(&store, "a").await;
+    assert_eq!(a.len(), 6, "fires at 0 … 5 min");
+    let d = runs_of(&store, "d").await;
+    let instants: Vec<_> = d
+        .iter()
+        .map(|r| {
+            let ups: Vec<_> = r
+                .context
+                .upstream
+                .iter()
+                .map(|u| (u.job.to_string(), u.fire_at))
+                .collect();
+            assert_eq!(ups.len(), 2, "both branches named: {ups:?}");
+            assert_eq!((ups[0].0.as_str(), ups[1].0.as_str()), ("b", "c"));
+            assert_eq!(ups[0].1, ups[1].1, "one instant");
+            ups[0].1
+        })
+        .collect();
+    let want: Vec<_> = a.iter().map(|r| r.fire_at).collect();
+    let mut got = instants.clone();
+    got.sort();
+    assert_eq!(got, want, "d once per fire of a, keyed by a's instant");
+    // Never before both branches of its instant ended.
+    for r in &d {
+        for u in &r.context.upstream {
+            let branch = runs_of(&store, u.job.as_str()).await;
+            let up = branch.iter().find(|x| x.id == u.run).unwrap();
+            assert!(
+                r.started_at >= up.ended_at.unwrap(),
+                "d ran before {} ended",
+                u.job
+            );
+        }
+    }
+    assert!(store.releases(None, 100).await.unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_join_is_refused_when_a_parent_it_waits_for_does_not_release_it() {
+    let (store, _log, h) = recording_scheduler("2026-01-01T00:00:00Z").await;
+    let s = h.scheduler();
+    s.upsert(Job::builder("b", "h", Schedule::never()).build().unwrap())
+        .await
+        .unwrap();
+    let err = s
+        .upsert(
+            Job::builder("d", "h", Schedule::never())
+                .after(vec![id("b")])
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    match &err {
+        jobwheel::Error::Invalid { field, value, .. } => {
+            assert_eq!((*field, value.as_str()), ("job.after", "b"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(store.get(&id("d")).await.unwrap().is_none());
+    h.shutdown().await;
+}

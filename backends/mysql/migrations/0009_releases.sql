@@ -5,7 +5,7 @@ CREATE TABLE IF NOT EXISTS {t}releases (
     job_id       VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     source       VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     fire_at      BIGINT NOT NULL,
-    context      TEXT CHARACTER SET utf8mb4 NOT NULL,
+    upstream     TEXT CHARACTER SET utf8mb4 NOT NULL,
     released_at  BIGINT NOT NULL,
     PRIMARY KEY (job_id, source, fire_at)
 ) ENGINE = InnoDB;

@@ -4,7 +4,7 @@ CREATE TABLE IF NOT EXISTS {t}releases (
     job_id       TEXT COLLATE "C" NOT NULL,
     source       TEXT COLLATE "C" NOT NULL,
     fire_at      BIGINT NOT NULL,
-    context      TEXT   NOT NULL,
+    upstream     TEXT   NOT NULL,
     released_at  BIGINT NOT NULL,
     PRIMARY KEY (job_id, source, fire_at)
 );
