@@ -17,13 +17,17 @@ pub struct JobView {
     pub version: u64,
     /// When it is next due; `None` when paused or nothing is left to fire.
     pub next_fire_at: Option<Timestamp>,
-    /// Kind of the next fire (`schedule`, `retry`, `manual`, `misfire`).
+    /// Kind of the next fire (`schedule`, `retry`, `manual`, `misfire`, `upstream`).
     pub next_trigger: &'static str,
     /// Failed attempts of the current fire so far.
     pub attempt: u32,
     /// The next fire's payload when it is not the job's own (a manual trigger's
     /// override); `None` otherwise.
     pub next_payload: Option<serde_json::Value>,
+    /// For a next fire released by upstream jobs: the runs (or operators) that
+    /// released it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub next_upstream: Vec<crate::dependency::UpstreamRun>,
     /// The run in progress, if any.
     pub running: Option<i64>,
     /// When it was first stored (store clock).
@@ -42,6 +46,7 @@ impl From<&JobRecord> for JobView {
             next_trigger: next.map_or(TriggerKind::Schedule, |n| n.trigger).as_str(),
             attempt: next.map_or(0, |n| n.attempt),
             next_payload: next.and_then(|n| n.context.payload.clone()),
+            next_upstream: next.map(|n| n.context.upstream.clone()).unwrap_or_default(),
             running: r.running.map(|id| id.0),
             created_at: r.created_at,
             updated_at: r.updated_at,

@@ -171,6 +171,10 @@ pub struct UpstreamRun {
     /// stops there).
     #[serde(default = "first_step")]
     pub depth: u32,
+    /// The operator who released the instant in place of this parent (then `run`
+    /// is 0 and `status` `succeeded`); absent for a release by a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_by: Option<String>,
 }
 
 fn first_step() -> u32 {

@@ -280,6 +280,80 @@ pub(super) async fn trigger(
     Ok(after(&s.ops.trigger(&p.actor(), &id, body.payload).await?))
 }
 
+/// The body of a release or a skip: the upstream instant it is about.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct InstantBody {
+    /// The upstream instant (RFC 3339, or epoch milliseconds), as the queued
+    /// releases name it (`from.fire_at`).
+    fire_at: Timestamp,
+}
+
+/// What a release did: the parents released in place of.
+#[derive(serde::Serialize, JsonSchema)]
+pub(super) struct Released {
+    /// The job.
+    job: JobId,
+    /// The instant.
+    fire_at: Timestamp,
+    /// The parents of its `after` list released by the caller in their place
+    /// (empty when every parent had released the instant).
+    in_place_of: Vec<JobId>,
+}
+
+/// What a skip did.
+#[derive(serde::Serialize, JsonSchema)]
+pub(super) struct Skipped {
+    /// The job.
+    job: JobId,
+    /// The instant.
+    fire_at: Timestamp,
+    /// How many queued releases were dropped.
+    dropped: u64,
+}
+
+/// `POST /api/v1/jobs/{id}/release`: runs a job that waits for several parents
+/// once for an instant, in place of the parents that have not released it.
+pub(super) async fn release(
+    State(s): St,
+    OperatorChange(p): OperatorChange,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let id = job_id(&id)?;
+    let body: InstantBody = json_body(body)?;
+    let in_place_of = s.ops.release_instant(&p.actor(), &id, body.fire_at).await?;
+    Ok(json(
+        StatusCode::OK,
+        &Released {
+            job: id,
+            fire_at: body.fire_at,
+            in_place_of,
+        },
+    ))
+}
+
+/// `POST /api/v1/jobs/{id}/skip`: drops the releases queued for a job at an
+/// instant.
+pub(super) async fn skip(
+    State(s): St,
+    OperatorChange(p): OperatorChange,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let id = job_id(&id)?;
+    let body: InstantBody = json_body(body)?;
+    let dropped = s.ops.skip_instant(&p.actor(), &id, body.fire_at).await?;
+    Ok(json(
+        StatusCode::OK,
+        &Skipped {
+            job: id,
+            fire_at: body.fire_at,
+            dropped,
+        },
+    ))
+}
+
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FiresQuery {

@@ -54,6 +54,8 @@ pub(super) fn routes(state: Arc<AdminState>, max_body_bytes: usize) -> Router {
         .route("/api/v1/jobs/{id}/trigger", post(jobs::trigger))
         .route("/api/v1/jobs/{id}/fires", get(jobs::fires))
         .route("/api/v1/jobs/{id}/dependencies", get(jobs::dependencies))
+        .route("/api/v1/jobs/{id}/release", post(jobs::release))
+        .route("/api/v1/jobs/{id}/skip", post(jobs::skip))
         .route("/api/v1/cron/preview", get(jobs::cron_preview))
         .route("/api/v1/defaults", get(jobs::defaults))
         .route("/api/v1/runs", get(runs::list))

@@ -324,6 +324,34 @@ fn operations() -> Vec<Operation> {
             )
         },
         Operation {
+            description: "For a job that waits for several parents (`after`): queues a release of the instant in place of each parent that has not released it (named by the caller, run 0), so the job runs once for the instant as soon as it is free. A job that waits for no parents answers 400 naming `job.after`.",
+            path_params: ID_JOB,
+            body: Some((schema::<jobs::InstantBody>, true)),
+            ..op(
+                ("post", "/api/v1/jobs/{id}/release"),
+                "releaseJobInstant",
+                "jobs",
+                "operator",
+                "Run a job once for an upstream instant its parents have not all released",
+                Some(schema::<jobs::Released>),
+                ACTION,
+            )
+        },
+        Operation {
+            description: "Drops the releases queued for the job at the instant: it does not run for it (a parent that releases it again queues it again). An instant with nothing queued answers 404.",
+            path_params: ID_JOB,
+            body: Some((schema::<jobs::InstantBody>, true)),
+            ..op(
+                ("post", "/api/v1/jobs/{id}/skip"),
+                "skipJobInstant",
+                "jobs",
+                "operator",
+                "Skip an upstream instant a job waits for",
+                Some(schema::<jobs::Skipped>),
+                ACTION,
+            )
+        },
+        Operation {
             query: Some(schema::<jobs::PreviewQuery>),
             ..op(
                 ("get", "/api/v1/cron/preview"),

@@ -162,6 +162,46 @@ pub(crate) async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome
             super::jobs::print_dependencies(&d);
             Ok(())
         }
+        JobsCommand::Release { id, instant } => {
+            let at = super::jobs::instant(&instant)?;
+            let body = serde_json::json!({ "fire_at": at }).to_string();
+            let v = api
+                .call("POST", &format!("/jobs/{}/release", enc(&id)), Some(body))
+                .await?;
+            if json {
+                return print_json(&v);
+            }
+            let names: Vec<&str> = v["in_place_of"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            println!(
+                "released {} for {at} in place of {}",
+                table::escape(&id),
+                if names.is_empty() {
+                    "no parent (every parent had released it)".to_string()
+                } else {
+                    table::escape(&names.join(", "))
+                }
+            );
+            Ok(())
+        }
+        JobsCommand::Skip { id, instant } => {
+            let at = super::jobs::instant(&instant)?;
+            let body = serde_json::json!({ "fire_at": at }).to_string();
+            let v = api
+                .call("POST", &format!("/jobs/{}/skip", enc(&id)), Some(body))
+                .await?;
+            if json {
+                return print_json(&v);
+            }
+            println!(
+                "skipped {} for {at} ({} releases dropped)",
+                table::escape(&id),
+                v["dropped"]
+            );
+            Ok(())
+        }
         JobsCommand::Pause { id } => one(api
             .call("POST", &format!("/jobs/{}/pause", enc(&id)), None)
             .await?),

@@ -27,6 +27,22 @@ pub(crate) enum JobsCommand {
     /// A job's dependencies: its children, the jobs whose children it is, and the
     /// releases queued for it (fires of its parents it has yet to run).
     Deps { id: String },
+    /// Runs a job that waits for several parents once for an upstream instant, in
+    /// place of the parents that have not released it.
+    Release {
+        id: String,
+        /// The upstream instant (RFC 3339, as `jobs deps` lists it).
+        #[arg(long)]
+        instant: String,
+    },
+    /// Drops the releases queued for a job at an upstream instant: it does not run
+    /// for it.
+    Skip {
+        id: String,
+        /// The upstream instant (RFC 3339, as `jobs deps` lists it).
+        #[arg(long)]
+        instant: String,
+    },
     /// Stops a job firing until resumed (a run in progress finishes).
     Pause { id: String },
     /// Resumes a paused job from its next fire after now.
@@ -172,6 +188,36 @@ pub(crate) async fn jobs(ops: &Ops, command: JobsCommand, json: bool) -> Outcome
             print_dependencies(&d);
             Ok(())
         }
+        JobsCommand::Release { id, instant: at } => {
+            let at = instant(&at)?;
+            let parents = ops.release_instant(&who, &job_id(&id)?, at).await?;
+            if json {
+                return print_json(&json!({"job": id, "fire_at": at, "in_place_of": parents}));
+            }
+            let names: Vec<String> = parents.iter().map(ToString::to_string).collect();
+            println!(
+                "released {} for {at} in place of {}",
+                table::escape(&id),
+                if names.is_empty() {
+                    "no parent (every parent had released it)".to_string()
+                } else {
+                    table::escape(&names.join(", "))
+                }
+            );
+            Ok(())
+        }
+        JobsCommand::Skip { id, instant: at } => {
+            let at = instant(&at)?;
+            let n = ops.skip_instant(&who, &job_id(&id)?, at).await?;
+            if json {
+                return print_json(&json!({"job": id, "fire_at": at, "dropped": n}));
+            }
+            println!(
+                "skipped {} for {at} ({n} releases dropped)",
+                table::escape(&id)
+            );
+            Ok(())
+        }
         JobsCommand::Pause { id } => {
             ops.pause(&who, &job_id(&id)?).await?;
             done("paused", &id)
@@ -256,6 +302,13 @@ pub(super) fn print_dependencies(d: &crate::ops::Dependencies) {
             " (only the first 10,000 jobs searched)"
         }
     );
+    if !d.after.is_empty() {
+        let names: Vec<String> = d.after.iter().map(ToString::to_string).collect();
+        println!(
+            "waits for:  {} (all of them, for one instant)",
+            table::escape(&names.join(", "))
+        );
+    }
     println!(
         "downstream: {}",
         links(
@@ -282,4 +335,15 @@ pub(super) fn print_dependencies(d: &crate::ops::Dependencies) {
     if !rows.is_empty() {
         table::print(&["upstream", "fire", "run", "status", "released"], &rows);
     }
+}
+
+/// Reads `--instant`: RFC 3339 (any offset). Exit 2 naming the option otherwise.
+pub(super) fn instant(text: &str) -> Result<Timestamp, Failure> {
+    chrono::DateTime::parse_from_rfc3339(text.trim())
+        .map(|d| Timestamp::from_datetime(&d))
+        .map_err(|e| {
+            Failure::Usage(format!(
+                "--instant {text:?} is not an RFC 3339 instant: {e}"
+            ))
+        })
 }

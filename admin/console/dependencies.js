@@ -2,7 +2,7 @@
 // and the releases queued for it; and what a children field of the job form reads.
 'use strict';
 (() => {
-const { h, api, ok, time, link, enc } = JW;
+const { h, api, ok, time, link, enc, button } = JW;
 
 /** The panel of a job's dependencies (GET /jobs/{id}/dependencies). */
 JW.dependencyPanel = async (id) => {
@@ -11,7 +11,20 @@ JW.dependencyPanel = async (id) => {
   const links = (items, none) => items.length
     ? h('ul', {}, items.map((x) => h('li', {}, jobLink(x.job), ' ', h('span', { class: 'muted' }, 'on ' + x.on))))
     : h('p', { class: 'muted' }, none);
+  // Queued releases by instant, each with what an operator may do about it.
+  const instants = [...new Set(d.queued.map((q) => q.from.fire_at))];
+  const act = (verb, at) => button(verb === 'release' ? 'Release now' : 'Skip', async () => {
+    ok(await api('POST', '/jobs/' + enc(id) + '/' + verb, { fire_at: at }));
+  }, {
+    name: verb + '-instant', class: verb === 'skip' ? 'danger' : '', done: () => JW.render(),
+    confirm: verb === 'release'
+      ? 'Run ' + id + ' once for ' + at + ' in place of the parents that have not released it?'
+      : 'Drop the releases of ' + id + ' for ' + at + '? It will not run for that instant.',
+  });
+  const operator = JW.can('operator');
   return h('div', { class: 'panel', id: 'job-dependencies' }, h('h2', {}, 'Dependencies'),
+    d.after.length ? h('p', { id: 'job-after' }, 'Waits for ', h('span', { class: 'mono' }, d.after.join(', ')),
+      ' — all of them, for one instant, then runs once.') : null,
     h('div', { class: 'grid2' },
       h('div', { id: 'job-upstream' }, h('h3', {}, 'Upstream (released by)'),
         links(d.parents, 'No job lists it as a child.'),
@@ -19,10 +32,13 @@ JW.dependencyPanel = async (id) => {
       h('div', { id: 'job-downstream' }, h('h3', {}, 'Downstream (children)'),
         links(d.children, 'No children.'))),
     h('h3', {}, 'Queued releases'),
-    d.queued.length
-      ? h('ol', { id: 'job-queued' }, d.queued.map((q) => h('li', {},
-        jobLink(q.from.job), ' fire ', time(q.from.fire_at), ' · run ', link('#/runs/' + q.from.run, String(q.from.run)),
-        ' ', h('span', { class: 'muted' }, q.from.status + ', released ' + JW.ago(q.released_at)))))
+    instants.length
+      ? h('ol', { id: 'job-queued' }, instants.map((at) => h('li', { 'data-instant': at },
+        h('b', {}, time(at)), ' ',
+        d.queued.filter((q) => q.from.fire_at === at).map((q) => h('span', { class: 'release' },
+          jobLink(q.from.job), q.from.released_by ? ' (released by ' + q.from.released_by + ')' : [' · ', link('#/runs/' + q.from.run, 'run ' + q.from.run)],
+          ' ', h('span', { class: 'muted' }, q.from.status + ', ' + JW.ago(q.released_at)), ' ')),
+        operator ? h('span', { class: 'actions' }, d.after.length ? act('release', at) : null, act('skip', at)) : null)))
       : h('p', { class: 'muted', id: 'job-queued' }, 'None: every release has run or is running.'));
 };
 
@@ -31,7 +47,8 @@ JW.releasedBy = (r) => (r.upstream && r.upstream.length
   ? h('div', { class: 'panel', id: 'run-released-by' }, h('h2', {}, 'Released by'),
     h('ul', {}, r.upstream.map((u) => h('li', {},
       link('#/jobs/' + enc(u.job), u.job, { class: 'mono' }), ' fire ', time(u.fire_at), ' · ',
-      link('#/runs/' + u.run, 'run ' + u.run), ' ', JW.badge(u.status)))))
+      u.released_by ? 'released by ' + u.released_by + ' in its place'
+        : [link('#/runs/' + u.run, 'run ' + u.run), ' ', JW.badge(u.status)]))))
   : null);
 
 /** A children field's text (`b, c on failure, d on always`) from links, and back. */

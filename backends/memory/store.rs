@@ -545,6 +545,48 @@ impl Jobs for MemoryStore {
         Ok(out)
     }
 
+    async fn queue_releases(
+        &self,
+        releases: &[crate::dependency::Release],
+        audit: Option<&AuditEntry>,
+    ) -> Result<()> {
+        let now = self.clock.now();
+        let mut inner = self.inner();
+        for r in releases {
+            inner.queue(r, now);
+        }
+        for r in releases {
+            inner.take_release(&r.job, now);
+        }
+        if let Some(a) = audit {
+            inner.append_audit(a, now);
+        }
+        Ok(())
+    }
+
+    async fn drop_releases(
+        &self,
+        job: &JobId,
+        fire_at: Timestamp,
+        audit: Option<&AuditEntry>,
+    ) -> Result<u64> {
+        let now = self.clock.now();
+        let mut inner = self.inner();
+        let Some(q) = inner.releases.get_mut(job) else {
+            return Ok(0);
+        };
+        let before = q.len();
+        q.retain(|r| r.from.fire_at != fire_at);
+        let dropped = (before - q.len()) as u64;
+        if q.is_empty() {
+            inner.releases.remove(job);
+        }
+        if let (Some(a), true) = (audit, dropped > 0) {
+            inner.append_audit(a, now);
+        }
+        Ok(dropped)
+    }
+
     async fn take_releases(&self, limit: usize) -> Result<u64> {
         let now = self.clock.now();
         let mut inner = self.inner();

@@ -468,6 +468,39 @@ end
 return taken
 ";
 
+/// ARGV: P, the audit entry (2-6), n, then per release: job, member, upstream run
+/// (JSON). Queues each (as a finish does) and lets its job take one; appends the
+/// audit entry.
+pub(super) const QUEUE_RELEASES: &str = r"
+local now = now_ms()
+local nows = fmt(now)
+local n = tonumber(ARGV[7])
+for k = 8, 7 + 3 * n, 3 do queue_release(ARGV[k], ARGV[k + 1], ARGV[k + 2], nows) end
+for k = 8, 7 + 3 * n, 3 do take_release(ARGV[k], now) end
+audit(nows)
+return 0
+";
+
+/// ARGV: P, the audit entry (2-6), job id, upstream instant. Removes the job's
+/// queued releases of that instant; appends the audit entry when any was removed;
+/// returns how many.
+pub(super) const DROP_RELEASES: &str = r"
+local id, fire = ARGV[7], ARGV[8]
+local q, ck = P .. 'rq:' .. id, P .. 'rc:' .. id
+local n = 0
+for _, m in ipairs(redis.call('ZRANGE', q, 0, -1)) do
+  local bar = string.find(m, '|', 1, true)
+  if bar and string.sub(m, bar + 1) == fire then
+    redis.call('ZREM', q, m)
+    redis.call('HDEL', ck, m)
+    n = n + 1
+  end
+end
+if redis.call('ZCARD', q) == 0 then redis.call('ZREM', P .. 'rq', id) end
+if n > 0 then audit(fmt(now_ms())) end
+return n
+";
+
 /// ARGV: P, job id (empty: every job's). Returns per queued release: job id,
 /// released at, upstream run (JSON).
 pub(super) const RELEASES: &str = r"

@@ -30,6 +30,8 @@ pub(super) struct Scripts {
     start: Script,
     finish: Script,
     take_releases: Script,
+    queue_releases: Script,
+    drop_releases: Script,
     releases: Script,
     pub(super) purge: Script,
     pub(super) append_lines: Script,
@@ -62,6 +64,8 @@ impl Scripts {
             start: s(scripts::START),
             finish: s(scripts::FINISH),
             take_releases: s(scripts::TAKE_RELEASES),
+            queue_releases: s(scripts::QUEUE_RELEASES),
+            drop_releases: s(scripts::DROP_RELEASES),
             releases: s(scripts::RELEASES),
             purge: s(scripts::PURGE),
             append_lines: s(scripts::APPEND_LINES),
@@ -692,6 +696,33 @@ impl Jobs for RedisStore {
         });
         got.truncate(limit);
         Ok(got)
+    }
+
+    async fn queue_releases(
+        &self,
+        releases: &[crate::dependency::Release],
+        audit: Option<&AuditEntry>,
+    ) -> Result<()> {
+        let mut call = self.audited_call(&self.scripts.queue_releases, audit);
+        call.arg(releases.len());
+        for r in releases {
+            call.arg(r.job.as_str())
+                .arg(format!("{}|{}", r.from.job, r.from.fire_at.as_millis()))
+                .arg(r.upstream.as_str());
+        }
+        self.invoke::<i64>(call, "queue_releases").await.map(drop)
+    }
+
+    async fn drop_releases(
+        &self,
+        job: &JobId,
+        fire_at: Timestamp,
+        audit: Option<&AuditEntry>,
+    ) -> Result<u64> {
+        let mut call = self.audited_call(&self.scripts.drop_releases, audit);
+        call.arg(job.as_str()).arg(fire_at.as_millis());
+        let n: i64 = self.invoke(call, "drop_releases").await?;
+        Ok(n.max(0) as u64)
     }
 
     async fn take_releases(&self, limit: usize) -> Result<u64> {

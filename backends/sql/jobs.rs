@@ -485,6 +485,51 @@ impl<D: Dialect> Jobs for SqlStore<D> {
     async fn take_releases(&self, limit: usize) -> Result<u64> {
         self.take_queued(limit).await
     }
+
+    async fn queue_releases(
+        &self,
+        releases: &[crate::dependency::Release],
+        audit: Option<&AuditEntry>,
+    ) -> Result<()> {
+        super::retrying(|| async {
+            let op = "queue_releases";
+            let d = &self.d;
+            let mut tx = d.begin(op).await?;
+            let now = super::now_in(d, &mut tx, op).await?;
+            let all: Vec<&crate::dependency::Release> = releases.iter().collect();
+            super::releases::queue_in(d, &mut tx, op, &all, now).await?;
+            let mut ids: Vec<&str> = releases.iter().map(|r| r.job.as_str()).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            super::releases::take_in(d, &mut tx, op, &ids, now).await?;
+            self.audit_in(&mut tx, op, audit).await?;
+            d.commit(tx, op).await
+        })
+        .await
+    }
+
+    async fn drop_releases(
+        &self,
+        job: &JobId,
+        fire_at: Timestamp,
+        audit: Option<&AuditEntry>,
+    ) -> Result<u64> {
+        let op = "drop_releases";
+        let d = &self.d;
+        let mut tx = d.begin(op).await?;
+        let q = Sql::new(format!(
+            "DELETE FROM {} WHERE job_id = ? AND fire_at = ?",
+            d.t("releases")
+        ))
+        .bind(job.as_str())
+        .bind(fire_at.as_millis());
+        let n = d.exec_in(&mut tx, op, q).await?;
+        if n > 0 {
+            self.audit_in(&mut tx, op, audit).await?;
+        }
+        d.commit(tx, op).await?;
+        Ok(n)
+    }
 }
 
 /// Appends the columns of a job's next fire (`None`: nothing to fire) to an

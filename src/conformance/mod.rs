@@ -51,7 +51,7 @@ pub use overrides::{
     first_fire_carries_its_context, never_fires_until_triggered, trigger_payload_override,
 };
 pub use releases::{
-    a_fan_in_takes_every_parents_release_of_one_instant_once,
+    a_fan_in_takes_every_parents_release_of_one_instant_once, operators_release_and_skip_instants,
     releases_are_queued_once_and_taken_in_order,
 };
 pub use rows::{
@@ -111,6 +111,7 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     first_fire_carries_its_context(store).await;
     releases_are_queued_once_and_taken_in_order(store).await;
     a_fan_in_takes_every_parents_release_of_one_instant_once(store).await;
+    operators_release_and_skip_instants(store).await;
 }
 
 /// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention,

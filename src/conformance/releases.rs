@@ -32,6 +32,7 @@ async fn parent_fire(
         run,
         status: RunStatus::Succeeded,
         depth: 1,
+        released_by: None,
     };
     let mut req = finish_req(
         run,
@@ -339,4 +340,81 @@ pub async fn a_fan_in_takes_every_parents_release_of_one_instant_once(store: &dy
         );
     }
     cleanup(store, &[b, c, d]).await;
+}
+
+/// An operator's release of an instant in place of the parents that did not
+/// release it is queued and taken as a finish's would be, with its audit entry in
+/// the same step; a skip drops the instant's releases (audited only when it dropped
+/// any).
+pub async fn operators_release_and_skip_instants(store: &dyn JobStore) {
+    let (b, c, d) = (unique("op-b"), unique("op-c"), unique("op-d"));
+    let t0 = long_ago(store).await;
+    store.upsert(&job(&b), Some(t0)).await.unwrap();
+    let fan = job(&d)
+        .to_builder()
+        .schedule(Schedule::never())
+        .after(vec![jid(&b), jid(&c)])
+        .build()
+        .unwrap();
+    store.upsert(&fan, None).await.unwrap();
+    let entry = |action: &str| crate::AuditEntry {
+        actor: "ops@example.com".into(),
+        action: action.into(),
+        target: d.clone(),
+        before: None,
+        after: None,
+    };
+    let audited = |action: &'static str| {
+        let target = d.clone();
+        async move {
+            store
+                .audit(&crate::store::AuditQuery::new(100).target(Some(target)))
+                .await
+                .unwrap()
+                .iter()
+                .filter(|r| r.entry.action == action)
+                .count()
+        }
+    };
+    let (_, from_b) = parent_fire(store, &b, t0, 0, &[&d]).await;
+    let in_place = UpstreamRun {
+        job: jid(&c),
+        fire_at: t0,
+        run: RunId(0),
+        status: RunStatus::Succeeded,
+        depth: 1,
+        released_by: Some("ops@example.com".into()),
+    };
+    store
+        .queue_releases(
+            &[Release::new(jid(&d), in_place.clone())],
+            Some(&entry("job.release")),
+        )
+        .await
+        .unwrap();
+    let next = record(store, &d).await.next.expect("released");
+    assert_eq!(next.trigger, TriggerKind::Upstream);
+    assert_eq!(next.context.upstream, vec![from_b, in_place]);
+    assert_eq!(audited("job.release").await, 1, "audited with the release");
+
+    // A skip drops the instant's releases, audited; a skip of nothing is not.
+    parent_fire(store, &b, t0, 1, &[&d]).await;
+    assert_eq!(store.releases(Some(&jid(&d)), 10).await.unwrap().len(), 1);
+    let n = store
+        .drop_releases(&jid(&d), t0 + MIN, Some(&entry("job.skip")))
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    assert!(store.releases(Some(&jid(&d)), 10).await.unwrap().is_empty());
+    let n = store
+        .drop_releases(&jid(&d), t0 + MIN, Some(&entry("job.skip")))
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+    assert_eq!(
+        audited("job.skip").await,
+        1,
+        "only the skip that dropped some"
+    );
+    cleanup(store, &[b, d]).await;
 }

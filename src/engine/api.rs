@@ -163,6 +163,27 @@ impl Scheduler {
             .map(drop)
     }
 
+    /// Runs job `id`, which waits for several parents, once for the upstream
+    /// instant `fire_at` in place of the parents that have not released it (see
+    /// [`Ops::release_instant`](crate::ops::Ops::release_instant)); returns them.
+    pub async fn release_instant(
+        &self,
+        id: &str,
+        fire_at: crate::Timestamp,
+    ) -> Result<Vec<crate::JobId>> {
+        self.ops()
+            .release_instant(&Actor::library(), &job_id(id)?, fire_at)
+            .await
+    }
+
+    /// Drops the releases queued for job `id` at the upstream instant `fire_at`
+    /// (see [`Ops::skip_instant`](crate::ops::Ops::skip_instant)); returns how many.
+    pub async fn skip_instant(&self, id: &str, fire_at: crate::Timestamp) -> Result<u64> {
+        self.ops()
+            .skip_instant(&Actor::library(), &job_id(id)?, fire_at)
+            .await
+    }
+
     /// Runs a job now (trigger `manual`), once any run in progress has finished.
     /// Errors: [`Error::NotFound`](crate::Error::NotFound).
     pub async fn trigger_now(&self, id: &str) -> Result<()> {

@@ -57,6 +57,7 @@ fn releases(run: &Run, status: RunStatus, will_retry: bool) -> Vec<crate::depend
             .upstream
             .first()
             .map_or(1, |u| u.depth.saturating_add(1)),
+        released_by: None,
     };
     if from.depth > crate::dependency::MAX_DEPTH {
         tracing::error!(

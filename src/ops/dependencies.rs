@@ -3,11 +3,12 @@
 
 use super::jobs::group_of;
 use super::{Actor, Ops};
-use crate::dependency::{ChildLink, ChildOn, MAX_GRAPH_READS, QueuedRelease};
+use crate::dependency::{ChildLink, ChildOn, MAX_GRAPH_READS, QueuedRelease, Release, UpstreamRun};
 use crate::error::Result;
 use crate::job::JobId;
 use crate::store::JobQuery;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use std::collections::HashMap;
 
 /// Most queued releases [`Ops::dependencies`] lists.
@@ -31,6 +32,9 @@ pub struct Dependencies {
     pub job: JobId,
     /// The jobs its fires release (its definition's `children`).
     pub children: Vec<ChildLink>,
+    /// The parents whose releases of one instant it waits to have all of (its
+    /// definition's `after`).
+    pub after: Vec<JobId>,
     /// The jobs that list it as a child, those the caller may see, in id order.
     pub parents: Vec<ParentLink>,
     /// Releases waiting for it, oldest first (at most 1,000): fires of its parents
@@ -102,9 +106,104 @@ impl Ops {
         Ok(Dependencies {
             job: id.clone(),
             children: rec.job.children().to_vec(),
+            after: rec.job.after().to_vec(),
             parents,
             queued,
             parents_complete: complete,
         })
+    }
+}
+
+impl Ops {
+    /// Releases job `id` for the upstream instant `fire_at` in place of the parents
+    /// of its `after` list that have not released that instant (each queued as
+    /// released by `actor`, run 0), so it runs once for the instant as soon as it
+    /// can; audited as `job.release`. Returns the parents released in its place
+    /// (none when every parent had: the instant waits only for the job to be free).
+    ///
+    /// Errors: [`Error::NotFound`](crate::Error::NotFound) for a job the actor does
+    /// not see; [`Error::Invalid`](crate::Error::Invalid) naming `job.after` for a
+    /// job that waits for no parents (trigger it instead).
+    pub async fn release_instant(
+        &self,
+        actor: &Actor,
+        id: &JobId,
+        fire_at: crate::Timestamp,
+    ) -> Result<Vec<JobId>> {
+        let rec = self.visible(actor, id).await?;
+        if rec.job.after().is_empty() {
+            return Err(crate::Error::invalid(
+                "job.after",
+                id,
+                "the job waits for no parents: trigger it instead",
+            ));
+        }
+        let queued = self.store.releases(Some(id), usize::MAX).await?;
+        let missing: Vec<JobId> = rec
+            .job
+            .after()
+            .iter()
+            .filter(|p| {
+                !queued
+                    .iter()
+                    .any(|q| &q.from.job == *p && q.from.fire_at == fire_at)
+            })
+            .cloned()
+            .collect();
+        let releases: Vec<Release> = missing
+            .iter()
+            .map(|p| {
+                Release::new(
+                    id.clone(),
+                    UpstreamRun {
+                        job: p.clone(),
+                        fire_at,
+                        run: crate::RunId(0),
+                        status: crate::RunStatus::Succeeded,
+                        depth: 1,
+                        released_by: Some(actor.name().to_string()),
+                    },
+                )
+            })
+            .collect();
+        let audit = super::entry(
+            actor,
+            "job.release",
+            id.as_str(),
+            None,
+            Some(json!({"fire_at": fire_at, "in_place_of": missing})),
+        );
+        self.store.queue_releases(&releases, Some(&audit)).await?;
+        self.changed(None);
+        Ok(missing)
+    }
+
+    /// Drops the releases queued for job `id` at the upstream instant `fire_at`: it
+    /// does not run for that instant (unless a parent releases it again); audited as
+    /// `job.skip`. Returns how many releases were dropped.
+    ///
+    /// Errors: [`Error::NotFound`](crate::Error::NotFound) for a job the actor does
+    /// not see, and for an instant with no release queued.
+    pub async fn skip_instant(
+        &self,
+        actor: &Actor,
+        id: &JobId,
+        fire_at: crate::Timestamp,
+    ) -> Result<u64> {
+        self.visible(actor, id).await?;
+        let audit = super::entry(
+            actor,
+            "job.skip",
+            id.as_str(),
+            None,
+            Some(json!({"fire_at": fire_at})),
+        );
+        match self.store.drop_releases(id, fire_at, Some(&audit)).await? {
+            0 => Err(crate::Error::not_found(
+                "queued release",
+                format!("{id} at {fire_at}"),
+            )),
+            n => Ok(n),
+        }
     }
 }

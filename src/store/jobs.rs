@@ -293,6 +293,26 @@ pub trait Jobs: Send + Sync + 'static {
     /// pass, for the jobs that became able to take a release through a change (a
     /// resume, an upsert) rather than a finish.
     async fn take_releases(&self, limit: usize) -> Result<u64>;
+
+    /// Queues `releases` as a finish queues its own (each whose job exists, unless
+    /// its key is queued) and lets their jobs take one, in one atomic step with the
+    /// audit entry: an operator's release of an instant, in place of the parents
+    /// that did not release it.
+    async fn queue_releases(
+        &self,
+        releases: &[crate::dependency::Release],
+        audit: Option<&AuditEntry>,
+    ) -> Result<()>;
+
+    /// Removes the releases queued for `job` at the upstream instant `fire_at`, with
+    /// the audit entry when any was removed, in one atomic step; how many: an
+    /// operator's skip of an instant.
+    async fn drop_releases(
+        &self,
+        job: &JobId,
+        fire_at: Timestamp,
+        audit: Option<&AuditEntry>,
+    ) -> Result<u64>;
 }
 
 macro_rules! forward {
@@ -311,6 +331,8 @@ macro_rules! forward {
             async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> { (**self).finish_runs(runs).await }
             async fn releases(&self, job: Option<&JobId>, limit: usize) -> Result<Vec<crate::dependency::QueuedRelease>> { (**self).releases(job, limit).await }
             async fn take_releases(&self, limit: usize) -> Result<u64> { (**self).take_releases(limit).await }
+            async fn queue_releases(&self, r: &[crate::dependency::Release], a: Option<&AuditEntry>) -> Result<()> { (**self).queue_releases(r, a).await }
+            async fn drop_releases(&self, job: &JobId, at: Timestamp, a: Option<&AuditEntry>) -> Result<u64> { (**self).drop_releases(job, at, a).await }
         }
     )*};
 }

@@ -136,6 +136,21 @@ macro_rules! delegate_store {
             async fn take_releases(&self, limit: usize) -> $crate::Result<u64> {
                 self.$field.take_releases(limit).await
             }
+            async fn queue_releases(
+                &self,
+                r: &[$crate::dependency::Release],
+                a: Option<&$crate::AuditEntry>,
+            ) -> $crate::Result<()> {
+                self.$field.queue_releases(r, a).await
+            }
+            async fn drop_releases(
+                &self,
+                job: &$crate::JobId,
+                at: $crate::Timestamp,
+                a: Option<&$crate::AuditEntry>,
+            ) -> $crate::Result<u64> {
+                self.$field.drop_releases(job, at, a).await
+            }
         }
         #[async_trait::async_trait]
         impl $crate::store::RunLog for $ty {

@@ -206,6 +206,22 @@ try {
   await go('#/runs/' + released.id);
   check((await page.textContent('#run-released-by')).includes('pipeline.extract'), 'the run page names the run that released it');
 
+  step = 'a join waits for both parents; an operator releases the instant';
+  for (const [id, extra] of [['join.d', { after: ['join.b', 'join.c'] }], ['join.b', { children: [{ job: 'join.d' }] }], ['join.c', { children: [{ job: 'join.d' }] }]]) {
+    const r = await api('POST', '/jobs', { id, handler: 'echo', schedule: { kind: 'never' }, remote: { group: 'billing' }, ...extra }, csrf);
+    eq(r.status, 201, `create ${id}`);
+  }
+  eq((await api('POST', '/jobs/join.b/trigger', null, csrf)).status, 200, 'trigger one parent');
+  await until('#/jobs/join.d', '#job-queued li[data-instant]', 'the release of join.b to wait in join.d\'s queue');
+  check((await page.textContent('#job-after')).includes('join.b, join.c'), 'the job page says what it waits for');
+  check((await page.textContent('#job-queued')).includes('join.b'), 'the queued release names its parent');
+  await act('release-instant', '/release');
+  await until('#/runs?job=join.d', 'tbody .badge.succeeded', 'the released join to run');
+  const joined = (await api('GET', '/runs?job=join.d')).body.items[0];
+  await go('#/runs/' + joined.id);
+  const by = await page.textContent('#run-released-by');
+  check(by.includes('join.b') && by.includes('join.c') && by.includes('in its place'), 'the run names the parent run and the operator: ' + by);
+
   step = 'trigger a long run with a payload, open it and its log, kill it';
   await go('#/jobs/long.chatty');
   await page.fill('textarea[name=trigger-payload]', '{"once": ');

@@ -421,3 +421,134 @@ async fn a_join_is_refused_when_a_parent_it_waits_for_does_not_release_it() {
     assert!(store.get(&id("d")).await.unwrap().is_none());
     h.shutdown().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_branch_blocks_its_instant_until_an_operator_releases_or_skips_it() {
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let log = Log::default();
+    let (flaky_log, flaky_clock) = (log.clone(), clock.clone());
+    let t0 = at("2026-01-01T00:00:00Z");
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", recording(&log, &clock))
+        // Fails for every instant after the first.
+        .handler("flaky", move |ctx: JobContext| {
+            flaky_log.record(&ctx, &*flaky_clock);
+            let fail = ctx.upstream.first().is_some_and(|u| u.fire_at > t0);
+            async move {
+                if fail {
+                    Err(JobError::msg("branch c failed"))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let sched = h.scheduler();
+    let never = |name: &str, handler: &str, children: &[&str]| {
+        Job::builder(name, handler, Schedule::never())
+            .retry(RetryPolicy::none())
+            .children(
+                children
+                    .iter()
+                    .map(|c| ChildLink::on_success(id(c)))
+                    .collect(),
+            )
+    };
+    sched
+        .upsert(
+            never("d", "h", &[])
+                .after(vec![id("b"), id("c")])
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    sched
+        .upsert(never("b", "h", &["d"]).build().unwrap())
+        .await
+        .unwrap();
+    sched
+        .upsert(never("c", "flaky", &["d"]).build().unwrap())
+        .await
+        .unwrap();
+    sched
+        .upsert(
+            never("a", "h", &["b", "c"])
+                .schedule(Schedule::every(Duration::from_secs(60)).unwrap())
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    advance(Duration::from_secs(150)).await;
+    sched.pause("a").await.unwrap();
+    advance(Duration::from_secs(60)).await;
+
+    let (t1, t2) = (t0 + 60 * S, t0 + 120 * S);
+    let d = runs_of(&store, "d").await;
+    assert_eq!(
+        d.len(),
+        1,
+        "only the instant both branches succeeded: {d:?}"
+    );
+    assert_eq!(d[0].context.upstream[0].fire_at, t0);
+    let waiting: Vec<_> = store
+        .releases(Some(&id("d")), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|q| (q.from.job.to_string(), q.from.fire_at))
+        .collect();
+    assert_eq!(waiting, vec![("b".to_string(), t1), ("b".to_string(), t2)]);
+    let alarms = store.alarms(&jobwheel::AlarmQuery::new(100)).await.unwrap();
+    let blocked: Vec<_> = alarms
+        .iter()
+        .filter(|a| a.event.kind == jobwheel::AlarmKind::Blocked)
+        .map(|a| (a.event.job_id.to_string(), a.event.blocked.clone()))
+        .collect();
+    assert_eq!(
+        blocked,
+        vec![
+            ("c".to_string(), vec![id("d")]),
+            ("c".to_string(), vec![id("d")])
+        ],
+        "each failed branch fire raised `blocked` naming d"
+    );
+
+    // An operator releases the first blocked instant: d runs once for it.
+    assert_eq!(sched.release_instant("d", t1).await.unwrap(), vec![id("c")]);
+    advance(10 * S).await;
+    let d = runs_of(&store, "d").await;
+    assert_eq!(d.len(), 2);
+    let ups = &d[1].context.upstream;
+    assert_eq!((ups[0].job.as_str(), ups[0].fire_at), ("b", t1));
+    assert_eq!((ups[1].job.as_str(), ups[1].fire_at), ("c", t1));
+    assert!(ups[0].released_by.is_none());
+    assert!(
+        ups[1].released_by.is_some(),
+        "c's place was taken by the operator"
+    );
+    // And skips the other: nothing runs for it, and it is gone.
+    assert_eq!(sched.skip_instant("d", t2).await.unwrap(), 1);
+    assert!(matches!(
+        sched.skip_instant("d", t2).await.unwrap_err(),
+        jobwheel::Error::NotFound { .. }
+    ));
+    advance(60 * S).await;
+    assert_eq!(runs_of(&store, "d").await.len(), 2);
+    assert!(store.releases(None, 10).await.unwrap().is_empty());
+    // A job that waits for no parents is triggered, not released.
+    assert!(matches!(
+        sched.release_instant("b", t1).await.unwrap_err(),
+        jobwheel::Error::Invalid {
+            field: "job.after",
+            ..
+        }
+    ));
+    h.shutdown().await;
+}

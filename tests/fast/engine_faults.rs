@@ -92,6 +92,21 @@ impl Jobs for FlakyStore {
         self.check("take_releases")?;
         self.inner.take_releases(limit).await
     }
+    async fn queue_releases(
+        &self,
+        releases: &[jobwheel::dependency::Release],
+        audit: Option<&AuditEntry>,
+    ) -> Result<()> {
+        self.inner.queue_releases(releases, audit).await
+    }
+    async fn drop_releases(
+        &self,
+        job: &jobwheel::JobId,
+        fire_at: Timestamp,
+        audit: Option<&AuditEntry>,
+    ) -> Result<u64> {
+        self.inner.drop_releases(job, fire_at, audit).await
+    }
 }
 
 #[async_trait]

@@ -532,6 +532,34 @@ async fn the_verbs_work_through_a_server_with_a_token() {
         "{text}"
     );
     assert!(text.contains("upstream:   none"), "{text}");
+    // Releases and skips of instants: refused for a job that waits for no
+    // parents, and for an instant with nothing queued; a bad instant is usage.
+    let rel = [
+        "jobs",
+        "release",
+        "report.daily",
+        "--instant",
+        "2026-01-01T00:00:00Z",
+    ];
+    let out = via_server(&base, admin, &rel).await;
+    assert_ne!(code(&out), 0);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("job.after"));
+    let skip = [
+        "jobs",
+        "skip",
+        "report.daily",
+        "--instant",
+        "2026-01-01T00:00:00Z",
+    ];
+    assert_eq!(
+        code(&via_server(&base, admin, &skip).await),
+        3,
+        "nothing queued"
+    );
+    let bad = ["jobs", "skip", "report.daily", "--instant", "tomorrow"];
+    let out = via_server(&base, admin, &bad).await;
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--instant"));
     // Closing a cycle through the command line is refused, naming it.
     let cyclic = dir.join("cyclic.json");
     std::fs::write(
