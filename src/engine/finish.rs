@@ -125,6 +125,10 @@ pub(crate) async fn finish(
                 if !req.alarms.is_empty() {
                     core.alarm.wake.notify_one();
                 }
+                if !req.releases.is_empty() {
+                    // The released children are due now: poll for them at once.
+                    core.rescan();
+                }
                 debug!(status = req.status.as_str(), "finished");
                 return Some(out);
             }
