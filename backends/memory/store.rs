@@ -331,8 +331,54 @@ impl MemoryStore {
         UpsertOutcome::Created
     }
 
-    /// Applies `change` to `inner` (see [`Jobs::apply`]).
+    /// Applies `change` to `inner` (see [`Jobs::apply`]), first returning to the queue
+    /// the releases of a taken, unstarted next fire the change replaces
+    /// ([`rules::returns_release`]), and letting the job take one after.
     fn change(inner: &mut Inner, change: &JobChange, now: Timestamp) -> Result<Applied> {
+        let id = change.job_id().clone();
+        let replaces = matches!(
+            change,
+            JobChange::Upsert { .. }
+                | JobChange::Pause { .. }
+                | JobChange::Resume { .. }
+                | JobChange::Trigger { .. }
+        );
+        let returned: Vec<crate::dependency::Release> = inner
+            .jobs
+            .get(&id)
+            .filter(|r| replaces && rules::returns_release(r.running.is_some(), r.next_trigger()))
+            .and_then(|r| r.next.as_ref())
+            .map(|f| {
+                f.context
+                    .upstream
+                    .iter()
+                    .map(|u| crate::dependency::Release::new(id.clone(), u.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let before = inner.jobs.get(&id).map(|r| (r.version, r.next.clone()));
+        let applied = Self::apply_change(inner, change, now)?;
+        if matches!(change, JobChange::Resume { .. }) {
+            inner.take_release(&id, now);
+        }
+        if matches!(change, JobChange::Pause { .. }) {
+            inner.with_job(&id, |j| {
+                if j.next_trigger() == TriggerKind::Upstream {
+                    j.next = None;
+                }
+            });
+        }
+        let after = inner.jobs.get(&id).map(|r| (r.version, r.next.clone()));
+        if !returned.is_empty() && before != after {
+            for r in &returned {
+                inner.queue(r, now);
+            }
+            inner.take_release(&id, now);
+        }
+        Ok(applied)
+    }
+
+    fn apply_change(inner: &mut Inner, change: &JobChange, now: Timestamp) -> Result<Applied> {
         let missing = |id: &JobId| Error::not_found("job", id);
         Ok(match change {
             JobChange::Upsert { job, next, context } => {

@@ -137,6 +137,40 @@ local function take_release(id, now)
   reindex(id)
   return 1
 end
+-- Epoch milliseconds of an instant as the engine writes one in JSON: RFC 3339 in UTC
+-- (`2026-01-01T11:49:13.000Z`), or a number outside the calendar.
+local function ms_of(t)
+  if type(t) == 'number' then return t end
+  local y, mo, d, h, mi, s, frac =
+    string.match(t, '^(%-?%d+)-(%d+)-(%d+)T(%d+):(%d+):(%d+)%.?(%d*)Z$')
+  if not y then return nil end
+  y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
+  if mo <= 2 then y = y - 1 end
+  local era = math.floor(y / 400)
+  local yoe = y - era * 400
+  local doy = math.floor((153 * ((mo + 9) % 12) + 2) / 5) + d - 1
+  local doe = yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy
+  local days = era * 146097 + doe - 719468
+  local ms = 0
+  if frac ~= '' then ms = tonumber(string.sub(frac .. '000', 1, 3)) end
+  return ((days * 24 + tonumber(h)) * 60 + tonumber(mi)) * 60000 + tonumber(s) * 1000 + ms
+end
+-- rules::returns_release: before a change replaces job `id`'s next fire, a taken
+-- release that has not started (trigger `upstream`, no run) goes back to the queue.
+-- Returns whether one did.
+local function requeue(id, nows)
+  local f = redis.call('HMGET', P .. 'job:' .. id, 'trigger', 'running', 'nctx')
+  if f[1] ~= 'upstream' or (f[2] and f[2] ~= '') then return false end
+  local ok, ctx = pcall(cjson.decode, f[3] or '')
+  if not ok or type(ctx) ~= 'table' or type(ctx.upstream) ~= 'table' then return false end
+  for _, u in ipairs(ctx.upstream) do
+    local at = ms_of(u.fire_at)
+    if at and type(u.job) == 'string' then
+      queue_release(id, u.job .. '|' .. fmt(at), cjson.encode(u), nows)
+    end
+  end
+  return true
+end
 local function enqueue(ev, nows)
   local aid = redis.call('INCR', P .. 'seq:alarm')
   redis.call('HSET', P .. 'alarm:' .. aid, 'event', ev, 'status', 'pending', 'attempts', '0',
@@ -160,7 +194,8 @@ pub(super) fn source(body: &str) -> String {
 /// when a job was created or updated.
 pub(super) const UPSERT: &str = r"
 local absent_only = ARGV[7]
-local nows = fmt(now_ms())
+local now = now_ms()
+local nows = fmt(now)
 local out = {}
 local changed = false
 for i = 8, #ARGV, 5 do
@@ -172,10 +207,12 @@ for i = 8, #ARGV, 5 do
   elseif cur == def then
     out[#out + 1] = 'unchanged'
   elseif cur then
+    local back = requeue(id, nows)
     redis.call('HINCRBY', jk, 'version', 1)
     redis.call('HSET', jk, 'def', def, 'enabled', en, 'next', nxt, 'trigger', 'schedule',
       'attempt', '0', 'resume', '', 'nctx', ctx, 'updated', nows)
     reindex(id)
+    if back then take_release(id, now) end
     out[#out + 1] = 'updated'
     changed = true
   else
@@ -214,15 +251,23 @@ local jk = P .. 'job:' .. id
 local f = redis.call('HMGET', jk, 'version', 'enabled')
 if not f[1] then return -1 end
 if f[1] ~= ver then return 0 end
-local nows = fmt(now_ms())
+local now = now_ms()
+local nows = fmt(now)
 if f[2] ~= en then
+  local back = requeue(id, nows) or en == '1'
   redis.call('HINCRBY', jk, 'version', 1)
   redis.call('HSET', jk, 'def', def, 'enabled', en, 'updated', nows)
+  if en == '0' and redis.call('HGET', jk, 'trigger') == 'upstream' then
+    -- A paused job holds no taken release (see rules::returns_release).
+    redis.call('HSET', jk, 'next', '', 'trigger', 'schedule', 'attempt', '0', 'resume', '',
+      'nctx', '')
+  end
   if en == '1' then
     redis.call('HSET', jk, 'next', ARGV[11], 'trigger', ARGV[12], 'attempt', ARGV[13],
       'resume', ARGV[14], 'nctx', ARGV[15])
   end
   reindex(id)
+  if back then take_release(id, now) end
 end
 audit(nows)
 return 1
@@ -234,6 +279,7 @@ pub(super) const TRIGGER: &str = r"
 local id = ARGV[7]
 local jk = P .. 'job:' .. id
 if redis.call('EXISTS', jk) == 0 then return 0 end
+requeue(id, fmt(now_ms()))
 redis.call('HSET', jk, 'next', ARGV[8], 'trigger', ARGV[9], 'attempt', ARGV[10],
   'resume', ARGV[11], 'nctx', ARGV[12])
 reindex(id)

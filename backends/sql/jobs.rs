@@ -60,8 +60,13 @@ impl<D: Dialect> SqlStore<D> {
             if stored.as_deref() == Some(def.as_str()) {
                 UpsertOutcome::Unchanged
             } else {
+                let ids = [job.id().as_str()];
+                let back = super::releases::requeue_in(d, &mut tx, op, &ids, now).await?;
                 let update = self.replace_sql(job, &def, next, stored_context, now);
                 d.exec_in(&mut tx, op, update).await?;
+                if !back.is_empty() {
+                    super::releases::take_in(d, &mut tx, op, &ids, now).await?;
+                }
                 UpsertOutcome::Updated
             }
         };
@@ -132,12 +137,33 @@ impl<D: Dialect> SqlStore<D> {
             .bind(encode(D::NAME, &job.with_enabled(enabled))?)
             .bind(enabled)
             .bind(now);
-            if enabled {
+            let ids = [id.as_str()];
+            let back = if enabled {
                 q.push(", ", []);
                 push_fire(&mut q, next);
-            }
+                super::releases::requeue_in(d, &mut tx, op, &ids, now).await?;
+                // A resumed job takes a release queued while it was paused at once.
+                vec![id.to_string()]
+            } else {
+                // A paused job holds no taken release (see rules::returns_release).
+                super::releases::requeue_in(d, &mut tx, op, &ids, now).await?;
+                q.push(
+                    ", next_fire_at = CASE WHEN next_trigger = ? THEN NULL ELSE next_fire_at END,
+                     next_context = CASE WHEN next_trigger = ? THEN NULL ELSE next_context END,
+                     next_trigger = CASE WHEN next_trigger = ? THEN 'schedule' ELSE next_trigger END",
+                    [
+                        TriggerKind::Upstream.as_str().into(),
+                        TriggerKind::Upstream.as_str().into(),
+                        TriggerKind::Upstream.as_str().into(),
+                    ],
+                );
+                Vec::new()
+            };
             q.push(" WHERE id = ?", [id.as_str().into()]);
             d.exec_in(&mut tx, op, q).await?;
+            if !back.is_empty() {
+                super::releases::take_in(d, &mut tx, op, &ids, now).await?;
+            }
         }
         self.audit_in(&mut tx, op, audit).await?;
         d.commit(tx, op).await
@@ -154,6 +180,8 @@ impl<D: Dialect> SqlStore<D> {
         let d = &self.d;
         let mut tx = d.begin(op).await?;
         self.lock_job(&mut tx, op, id).await?;
+        let now = now_in(d, &mut tx, op).await?;
+        super::releases::requeue_in(d, &mut tx, op, &[id.as_str()], now).await?;
         let mut q = Sql::new(format!("UPDATE {} SET ", d.t("jobs")));
         push_fire(&mut q, Some(fire));
         q.push(" WHERE id = ?", [id.as_str().into()]);
@@ -228,8 +256,13 @@ impl<D: Dialect> SqlStore<D> {
                 }
                 Some(def) if *def == defs[i] => outcomes.push(UpsertOutcome::Unchanged),
                 Some(_) => {
+                    let ids = [job.id().as_str()];
+                    let back = super::releases::requeue_in(d, &mut tx, op, &ids, now).await?;
                     let update = self.replace_sql(job, &defs[i], next, None, now);
                     d.exec_in(&mut tx, op, update).await?;
+                    if !back.is_empty() {
+                        super::releases::take_in(d, &mut tx, op, &ids, now).await?;
+                    }
                     outcomes.push(UpsertOutcome::Updated);
                 }
             }

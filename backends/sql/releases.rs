@@ -167,6 +167,50 @@ pub(crate) async fn take_in<D: Dialect>(
     Ok(taken)
 }
 
+/// Puts back in the queue the releases of the jobs of `ids` whose next fire is a
+/// taken release that has not started ([`rules::returns_release`]), before a change
+/// replaces that fire; the rows are already locked by `tx`. Returns the jobs that
+/// had one.
+pub(crate) async fn requeue_in<D: Dialect>(
+    d: &D,
+    tx: &mut D::Tx,
+    op: &'static str,
+    ids: &[&str],
+    now: i64,
+) -> Result<Vec<String>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let e = |err| d.err(op, err);
+    let mut q = Sql::new(format!(
+        "SELECT id, running_run, next_trigger, next_context FROM {} WHERE id IN ({}) AND next_trigger = ?",
+        d.t("jobs"),
+        marks(ids.len())
+    ));
+    q.args.extend(ids.iter().map(|id| (*id).into()));
+    q = q.bind(TriggerKind::Upstream.as_str());
+    let mut releases = Vec::new();
+    let mut had = Vec::new();
+    for r in d.fetch_in(tx, op, q).await? {
+        let trigger = TriggerKind::parse(&r.text("next_trigger").map_err(e)?).unwrap_or_default();
+        if !rules::returns_release(r.opt_int("running_run").map_err(e)?.is_some(), trigger) {
+            continue;
+        }
+        let id = r.text("id").map_err(e)?;
+        let context = crate::record::FireContext::from_stored(
+            r.opt_text("next_context").map_err(e)?.as_deref(),
+        );
+        let Ok(job) = JobId::new(&id) else { continue };
+        for u in context.map(|c| c.upstream).unwrap_or_default() {
+            releases.push(Release::new(job.clone(), u));
+        }
+        had.push(id);
+    }
+    let all: Vec<&Release> = releases.iter().collect();
+    queue_in(d, tx, op, &all, now).await?;
+    Ok(had)
+}
+
 /// Of the jobs `ids`, those with a release queued.
 pub(crate) async fn queued_in<D: Dialect>(
     d: &D,

@@ -51,8 +51,8 @@ pub use overrides::{
     first_fire_carries_its_context, never_fires_until_triggered, trigger_payload_override,
 };
 pub use releases::{
-    a_fan_in_takes_every_parents_release_of_one_instant_once, operators_release_and_skip_instants,
-    releases_are_queued_once_and_taken_in_order,
+    a_change_returns_a_taken_release, a_fan_in_takes_every_parents_release_of_one_instant_once,
+    operators_release_and_skip_instants, releases_are_queued_once_and_taken_in_order,
 };
 pub use rows::{
     RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
@@ -112,6 +112,7 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     releases_are_queued_once_and_taken_in_order(store).await;
     a_fan_in_takes_every_parents_release_of_one_instant_once(store).await;
     operators_release_and_skip_instants(store).await;
+    a_change_returns_a_taken_release(store).await;
 }
 
 /// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention,

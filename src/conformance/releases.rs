@@ -81,8 +81,8 @@ async fn assert_released(
 /// (idle, no fire or a later scheduled one) is made due with trigger `Upstream` and
 /// the upstream run in its context; a busy child queues it, once per key, and takes
 /// the oldest at its own finish; a paused child keeps it queued until it is resumed
-/// and [`take_releases`](crate::store::Jobs::take_releases) runs; a release for a
-/// missing job is not queued; removing a job drops its queue; a refused finish
+/// (and [`take_releases`](crate::store::Jobs::take_releases) finds nothing left); a
+/// release for a missing job is not queued; removing a job drops its queue; a refused finish
 /// writes no release.
 pub async fn releases_are_queued_once_and_taken_in_order(store: &dyn JobStore) {
     let p = unique("parent");
@@ -189,7 +189,8 @@ pub async fn releases_are_queued_once_and_taken_in_order(store: &dyn JobStore) {
     // A pending released fire goes first: a pass takes nothing.
     assert_eq!(store.take_releases(100).await.unwrap(), 0);
 
-    // 4. Paused: the child keeps the queue; once resumed, a pass takes one.
+    // 4. Paused during a released run: the child keeps the queue and holds no
+    // released fire; resumed, it takes one at once.
     let mut req = start_req(&c, fire_c.at, 1, 2);
     req.trigger = TriggerKind::Upstream;
     let run_c = started(store, req).await;
@@ -205,13 +206,19 @@ pub async fn releases_are_queued_once_and_taken_in_order(store: &dyn JobStore) {
         1,
         "a paused job takes nothing"
     );
-    store.set_enabled(&jid(&c), true, None).await.unwrap();
-    let before = store.now().await.unwrap();
-    assert!(
-        store.take_releases(100).await.unwrap() >= 1,
-        "the pass takes it"
+    assert_eq!(
+        record(store, &c).await.next,
+        None,
+        "a paused job holds no release"
     );
-    assert_released(store, &c, &from2, before, "after the resume").await;
+    let before = store.now().await.unwrap();
+    store.set_enabled(&jid(&c), true, None).await.unwrap();
+    assert_released(store, &c, &from2, before, "a resume takes it at once").await;
+    assert_eq!(
+        store.take_releases(100).await.unwrap(),
+        0,
+        "nothing left to take"
+    );
     assert!(store.releases(Some(&jid(&c)), 10).await.unwrap().is_empty());
     assert!(
         store
@@ -417,4 +424,78 @@ pub async fn operators_release_and_skip_instants(store: &dyn JobStore) {
         "only the skip that dropped some"
     );
     cleanup(store, &[b, d]).await;
+}
+
+/// A change that replaces a job's next fire while that fire is a taken release not
+/// yet started puts the release back in the queue: a resume and an upsert let the
+/// job take it again at once, a trigger's manual fire goes first and the release
+/// after it.
+pub async fn a_change_returns_a_taken_release(store: &dyn JobStore) {
+    let (p, c) = (unique("back-p"), unique("back-c"));
+    let t0 = long_ago(store).await;
+    store.upsert(&job(&p), Some(t0)).await.unwrap();
+    let never = job(&c)
+        .to_builder()
+        .schedule(Schedule::never())
+        .build()
+        .unwrap();
+    store.upsert(&never, None).await.unwrap();
+    let (_, from) = parent_fire(store, &p, t0, 0, &[&c]).await;
+    let released = |what: &'static str| {
+        let c = c.clone();
+        let from = from.clone();
+        async move {
+            let next = record(store, &c).await.next;
+            let next = next.unwrap_or_else(|| panic!("{what}: the release is the next fire"));
+            assert_eq!(next.trigger, TriggerKind::Upstream, "{what}");
+            assert_eq!(next.context.upstream, vec![from], "{what}");
+            assert!(
+                store.releases(Some(&jid(&c)), 10).await.unwrap().is_empty(),
+                "{what}: taken again"
+            );
+            next
+        }
+    };
+    released("taken").await;
+    // Paused before it started: back in the queue, the job holds no released fire;
+    // resumed: taken again.
+    store.set_enabled(&jid(&c), false, None).await.unwrap();
+    assert_eq!(
+        record(store, &c).await.next,
+        None,
+        "a paused job holds no release"
+    );
+    assert_eq!(store.releases(Some(&jid(&c)), 10).await.unwrap().len(), 1);
+    store.set_enabled(&jid(&c), true, None).await.unwrap();
+    released("after a resume").await;
+    // Its definition changed: taken again.
+    let changed = never
+        .to_builder()
+        .payload(serde_json::json!({"v": 2}))
+        .build()
+        .unwrap();
+    store.upsert(&changed, None).await.unwrap();
+    let next = released("after an upsert").await;
+    // Triggered: the manual fire first, the release queued behind it.
+    store.trigger(&jid(&c), next.at, None).await.unwrap();
+    let manual = record(store, &c).await.next.unwrap();
+    assert_eq!(manual.trigger, TriggerKind::Manual);
+    let queued = store.releases(Some(&jid(&c)), 10).await.unwrap();
+    assert_eq!(queued.len(), 1, "back in the queue");
+    assert_eq!(queued[0].from, from);
+    let version = record(store, &c).await.version;
+    let mut req = start_req(&c, manual.at, version, 1);
+    req.trigger = TriggerKind::Manual;
+    let run = started(store, req).await;
+    let mut end = finish_req(run, &c, 1, RunStatus::Succeeded, None);
+    end.version = version;
+    finish_one(store, end).await;
+    let next = released("after the manual run").await;
+    // A started release goes with its run: a trigger during it returns nothing.
+    let mut req = start_req(&c, next.at, version, 2);
+    req.trigger = TriggerKind::Upstream;
+    started(store, req).await;
+    store.trigger(&jid(&c), next.at, None).await.unwrap();
+    assert!(store.releases(Some(&jid(&c)), 10).await.unwrap().is_empty());
+    cleanup(store, &[p, c]).await;
 }

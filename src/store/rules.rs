@@ -186,6 +186,21 @@ pub fn takes_release(job: Option<&JobState>, next_trigger: TriggerKind, now: Tim
     })
 }
 
+/// Whether a change that replaces a job's next fire (an upsert that changes its
+/// definition, a pause, a resume, a trigger) first puts the releases that fire was
+/// made of back in the queue: when the fire is a taken release (`next_trigger` is
+/// `Upstream`) that has not started (the job runs nothing). So no release is lost to
+/// a change; the job takes it again when it can (at once after an upsert, when the
+/// rule allows; a resumed job takes one at once too). A fire that started is its run's, and goes with it.
+///
+/// A pause also clears a next fire that is a taken release (started or not), so a
+/// paused job never holds one: the run of a started one ends without writing the
+/// job's next fire (the pause changed its version), and a released fire left as the
+/// next fire would otherwise be taken for one that never ran.
+pub fn returns_release(running: bool, next_trigger: TriggerKind) -> bool {
+    !running && next_trigger == TriggerKind::Upstream
+}
+
 /// A queued release as [`pick_release`] reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueuedKey<'a> {

@@ -5,6 +5,7 @@
 //! using the engine's own scheduling code.
 
 pub mod check;
+pub mod deps;
 pub mod workload;
 
 use jobwheel::memory::{LocalLocks, MemoryStore, StoreLatency};
