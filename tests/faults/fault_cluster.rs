@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use support::faults::{Cluster, Target, completed_twice, tally};
 
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(super) static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const LEASE_TTL: Duration = Duration::from_secs(3);
 const LOOKAHEAD: Duration = Duration::from_secs(1);
@@ -33,7 +33,7 @@ const BEAT: Duration = Duration::from_secs(1);
 const RECOVERY_LIMIT: Duration =
     Duration::from_secs(LEASE_TTL.as_secs() + LOOKAHEAD.as_secs() + BEAT.as_secs());
 
-fn targets(backend: &'static str) -> Option<Target> {
+pub(super) fn targets(backend: &'static str) -> Option<Target> {
     let pg = support::server_url("JOBWHEEL_POSTGRES_URL")?;
     Some(match backend {
         "mysql" => Target {

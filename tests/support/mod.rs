@@ -49,7 +49,7 @@ pub fn scoped_subscriber(
 }
 
 /// The tables a SQL store's `migrate()` creates under its prefix.
-pub const SQL_TABLES: [&str; 8] = [
+pub const SQL_TABLES: [&str; 11] = [
     "jobs",
     "runs",
     "nodes",
@@ -58,6 +58,9 @@ pub const SQL_TABLES: [&str; 8] = [
     "audit",
     "locks",
     "migrations",
+    "credentials",
+    "run_lines",
+    "releases",
 ];
 
 /// Drops the tables `migrate()` created under `prefix` in PostgreSQL's `public`
