@@ -7,7 +7,8 @@
 //!     --prefix demo_ --node n1
 //! ```
 //!
-//! `--backend postgres | mysql | postgres+redis` (`--redis URL` for the last). The
+//! `--backend postgres | mysql | postgres+redis | redis` (`--redis URL` for the last
+//! two; with `redis` the Redis store keeps everything but the results table). The
 //! node migrates the store. The handler `work` writes one row per execution into
 //! `<prefix>results` in the store's database (created by the test, or by hand:
 //! `id` serial key, `job_id` text, `fire_at`/`token`/`started_at` BIGINT, `node` text,
@@ -108,40 +109,53 @@ async fn main() -> jobwheel::Result<()> {
     let prefix = arg("--prefix").unwrap_or_else(|| "fault_".into());
     let node = arg("--node").expect("--node");
     let table = format!("{prefix}results");
-    let (store, locks, results): (Arc<dyn JobStore>, Arc<dyn LockProvider>, Results) =
-        match backend.as_str() {
-            "postgres" | "postgres+redis" => {
-                let store = jobwheel::postgres::PgStore::builder(&url)
-                    .prefix(&prefix)
-                    .build()
-                    .await?;
-                store.migrate().await?;
-                let locks: Arc<dyn LockProvider> = if backend == "postgres" {
-                    Arc::new(store.locks())
-                } else {
-                    let redis = arg("--redis").expect("--redis");
-                    let client = redis::Client::open(redis.as_str())
-                        .map_err(|e| jobwheel::Error::invalid("--redis", &redis, e.to_string()))?;
-                    let conn = redis::aio::ConnectionManager::new(client)
-                        .await
-                        .map_err(|e| jobwheel::Error::backend("redis", "connect", true, e))?;
-                    Arc::new(jobwheel::redis::RedisLocks::new(conn, &prefix)?)
-                };
-                let results = Results::Pg(store.pool().clone(), table);
-                (Arc::new(store), locks, results)
-            }
-            "mysql" => {
-                let store = jobwheel::mysql::MySqlStore::builder(&url)
-                    .prefix(&prefix)
-                    .build()
-                    .await?;
-                store.migrate().await?;
-                let locks = store.locks();
-                let results = Results::My(store.pool().clone(), table);
-                (Arc::new(store), Arc::new(locks), results)
-            }
-            other => panic!("unknown backend {other:?}"),
-        };
+    let (store, locks, results): (Arc<dyn JobStore>, Arc<dyn LockProvider>, Results) = match backend
+        .as_str()
+    {
+        "postgres" | "postgres+redis" => {
+            let store = jobwheel::postgres::PgStore::builder(&url)
+                .prefix(&prefix)
+                .build()
+                .await?;
+            store.migrate().await?;
+            let locks: Arc<dyn LockProvider> = if backend == "postgres" {
+                Arc::new(store.locks())
+            } else {
+                let redis = arg("--redis").expect("--redis");
+                let client = redis::Client::open(redis.as_str())
+                    .map_err(|e| jobwheel::Error::invalid("--redis", &redis, e.to_string()))?;
+                let conn = redis::aio::ConnectionManager::new(client)
+                    .await
+                    .map_err(|e| jobwheel::Error::backend("redis", "connect", true, e))?;
+                Arc::new(jobwheel::redis::RedisLocks::new(conn, &prefix)?)
+            };
+            let results = Results::Pg(store.pool().clone(), table);
+            (Arc::new(store), locks, results)
+        }
+        "redis" => {
+            // The Redis store and locks; the results table stays in PostgreSQL
+            // (`--url`).
+            let redis = arg("--redis").expect("--redis");
+            let store = jobwheel::redis::RedisStore::connect_with_prefix(&redis, &prefix).await?;
+            store.migrate().await?;
+            let locks = store.locks();
+            let pool = sqlx::PgPool::connect(&url)
+                .await
+                .map_err(|e| jobwheel::Error::backend("postgres", "connect", true, e))?;
+            (Arc::new(store), Arc::new(locks), Results::Pg(pool, table))
+        }
+        "mysql" => {
+            let store = jobwheel::mysql::MySqlStore::builder(&url)
+                .prefix(&prefix)
+                .build()
+                .await?;
+            store.migrate().await?;
+            let locks = store.locks();
+            let results = Results::My(store.pool().clone(), table);
+            (Arc::new(store), Arc::new(locks), results)
+        }
+        other => panic!("unknown backend {other:?}"),
+    };
     let mut builder = Scheduler::builder();
     // With `--remote <base URL>`: jobs of executor group `billing` go to that
     // instance, signed with the secret in `JOBWHEEL_GROUP_SECRET`.

@@ -1,4 +1,5 @@
-//! Dependent jobs while scheduler processes are killed with `kill -9`: ten parents
+//! Dependent jobs while scheduler processes are killed with `kill -9`, on PostgreSQL,
+//! on the Redis store, and on PostgreSQL with Redis locks: ten parents
 //! fire every second, each releasing a child, which releases a grandchild; two nodes
 //! of three are killed at moments they are executing (between a handler's return and
 //! its finish, or between a finish and the next step's start, as the kills land),
@@ -81,11 +82,20 @@ async fn kill_under_dependencies(backend: &'static str) {
         c.spawn(n, false);
     }
     // A store handle of the test's own, beside the cluster's.
-    let store = jobwheel::postgres::PgStore::builder(&t.url)
-        .prefix(&c.prefix)
-        .build()
-        .await
-        .unwrap();
+    let store: Box<dyn jobwheel::JobStore> = match &t.redis {
+        Some(url) if backend == "redis" => Box::new(
+            jobwheel::redis::RedisStore::connect_with_prefix(url, &c.prefix)
+                .await
+                .unwrap(),
+        ),
+        _ => Box::new(
+            jobwheel::postgres::PgStore::builder(&t.url)
+                .prefix(&c.prefix)
+                .build()
+                .await
+                .unwrap(),
+        ),
+    };
     let now = store.now().await.unwrap();
     let first = jobwheel::Timestamp::from_millis((now.as_millis() / 1000 + 2) * 1000);
     for i in 0..PARENTS {
@@ -170,6 +180,11 @@ async fn kill_under_dependencies(backend: &'static str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_children_run_once_per_parent_fire_through_kills() {
     kill_under_dependencies("postgres").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_children_run_once_per_parent_fire_through_kills() {
+    kill_under_dependencies("redis").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -41,7 +41,7 @@ pub(super) fn targets(backend: &'static str) -> Option<Target> {
             url: support::server_url("JOBWHEEL_MYSQL_URL")?,
             redis: None,
         },
-        "postgres+redis" => Target {
+        "postgres+redis" | "redis" => Target {
             backend,
             url: pg,
             redis: Some(support::server_url("JOBWHEEL_REDIS_URL")?),

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 /// Where the nodes keep their state.
 #[derive(Clone, Debug)]
 pub struct Target {
-    /// `postgres`, `mysql` or `postgres+redis`.
+    /// `postgres`, `mysql`, `postgres+redis` or `redis` (the Redis store; the
+    /// results table in PostgreSQL).
     pub backend: &'static str,
     pub url: String,
     pub redis: Option<String>,
@@ -34,6 +35,8 @@ pub struct Row {
 pub enum Db {
     Pg(jobwheel::postgres::PgStore),
     My(jobwheel::mysql::MySqlStore),
+    /// The Redis store, and PostgreSQL for the results table.
+    Redis(jobwheel::redis::RedisStore, jobwheel::postgres::PgStore),
 }
 
 impl Db {
@@ -41,12 +44,13 @@ impl Db {
         match self {
             Db::Pg(s) => s,
             Db::My(s) => s,
+            Db::Redis(s, _) => s,
         }
     }
 
     async fn exec(&self, sql: String) {
         match self {
-            Db::Pg(s) => sqlx::query(sqlx::AssertSqlSafe(sql))
+            Db::Pg(s) | Db::Redis(_, s) => sqlx::query(sqlx::AssertSqlSafe(sql))
                 .execute(s.pool())
                 .await
                 .map(|_| ()),
@@ -143,6 +147,19 @@ impl Cluster {
     pub async fn new(target: &Target, name: &str) -> Cluster {
         let prefix = format!("f{:06x}_{name}_", fastrand::u32(..0xffffff));
         let db = match target.backend {
+            "redis" => {
+                let url = target.redis.as_deref().expect("a Redis URL");
+                let s = jobwheel::redis::RedisStore::connect_with_prefix(url, &prefix)
+                    .await
+                    .unwrap();
+                s.migrate().await.unwrap();
+                let pg = jobwheel::postgres::PgStore::builder(&target.url)
+                    .prefix(&prefix)
+                    .build()
+                    .await
+                    .unwrap();
+                Db::Redis(s, pg)
+            }
             "mysql" => {
                 let s = jobwheel::mysql::MySqlStore::builder(&target.url)
                     .prefix(&prefix)
@@ -354,7 +371,7 @@ impl Cluster {
             };
         }
         let raw = match &self.db {
-            Db::Pg(s) => fetch!(s.pool()),
+            Db::Pg(s) | Db::Redis(_, s) => fetch!(s.pool()),
             Db::My(s) => fetch!(s.pool()),
         };
         raw.into_iter()
@@ -404,6 +421,11 @@ impl Cluster {
         self.db
             .exec(format!("DROP TABLE IF EXISTS {}", tables.join(", ")))
             .await;
+        if let (Db::Redis(..), Some(url)) = (&self.db, &self.target.redis) {
+            super::redis_keys::drop_keys(url, &self.prefix)
+                .await
+                .unwrap();
+        }
     }
 }
 
