@@ -11,6 +11,7 @@
 mod latency;
 mod locks;
 mod log;
+mod releases;
 mod store;
 
 pub use latency::StoreLatency;

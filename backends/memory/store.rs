@@ -21,7 +21,7 @@ struct DueEntry {
 
 #[derive(Debug, Default)]
 pub(super) struct Inner {
-    jobs: BTreeMap<JobId, JobRecord>,
+    pub(super) jobs: BTreeMap<JobId, JobRecord>,
     /// `(next_fire_at, id)` of every enabled job with a next fire and no running run,
     /// with what `due` returns besides, so a scan never touches the job map.
     due: BTreeMap<(Timestamp, JobId), DueEntry>,
@@ -44,16 +44,7 @@ pub(super) struct Inner {
     /// Runtime accounts and tokens by kind and name.
     pub(super) credentials: BTreeMap<(CredentialKind, String), CredentialRecord>,
     /// Releases queued per job, oldest first.
-    releases: BTreeMap<JobId, Vec<Queued>>,
-}
-
-/// A queued release: its upstream run (the key's source and instant), that run
-/// as stored (JSON), when it was written.
-#[derive(Debug)]
-struct Queued {
-    from: crate::dependency::UpstreamRun,
-    upstream: String,
-    released_at: Timestamp,
+    pub(super) releases: BTreeMap<JobId, Vec<super::releases::Queued>>,
 }
 
 impl Inner {
@@ -86,7 +77,11 @@ impl Inner {
     }
 
     /// Applies `f` to a job, keeping the due index in step.
-    fn with_job<T>(&mut self, id: &JobId, f: impl FnOnce(&mut JobRecord) -> T) -> Option<T> {
+    pub(super) fn with_job<T>(
+        &mut self,
+        id: &JobId,
+        f: impl FnOnce(&mut JobRecord) -> T,
+    ) -> Option<T> {
         let mut rec = self.jobs.remove(id)?;
         self.unindex(&rec);
         let out = f(&mut rec);
@@ -171,64 +166,6 @@ impl Inner {
             run_id,
             started_at: now,
         }
-    }
-
-    /// Queues `r` unless its job is missing or its key is queued.
-    fn queue(&mut self, r: &crate::dependency::Release, now: Timestamp) {
-        if !self.jobs.contains_key(&r.job) {
-            return;
-        }
-        let q = self.releases.entry(r.job.clone()).or_default();
-        if !q
-            .iter()
-            .any(|o| o.from.job == r.from.job && o.from.fire_at == r.from.fire_at)
-        {
-            q.push(Queued {
-                from: r.from.clone(),
-                upstream: r.upstream.clone(),
-                released_at: now,
-            });
-        }
-    }
-
-    /// Lets `id` take the queued releases [`rules::pick_release`] picks when
-    /// [`rules::takes_release`] allows; whether it did.
-    fn take_release(&mut self, id: &JobId, now: Timestamp) -> bool {
-        let Some(rec) = self.jobs.get(id) else {
-            return false;
-        };
-        let Some(q) = self.releases.get(id) else {
-            return false;
-        };
-        if !rules::takes_release(Some(&JobState::from(rec)), rec.next_trigger(), now) {
-            return false;
-        }
-        let after: Vec<&str> = rec.job.after().iter().map(JobId::as_str).collect();
-        let keys: Vec<rules::QueuedKey<'_>> = q
-            .iter()
-            .map(|r| rules::QueuedKey {
-                source: r.from.job.as_str(),
-                fire_at: r.from.fire_at,
-                released_at: r.released_at,
-            })
-            .collect();
-        let Some(picked) = rules::pick_release(&after, &keys) else {
-            return false;
-        };
-        let upstream: Vec<String> = picked.iter().map(|&i| q[i].upstream.clone()).collect();
-        let q = self.releases.get_mut(id).expect("read above");
-        let mut i = 0;
-        q.retain(|_| {
-            i += 1;
-            !picked.contains(&(i - 1))
-        });
-        if q.is_empty() {
-            self.releases.remove(id);
-        }
-        let context = crate::dependency::context_of(&upstream);
-        let context = FireContext::from_stored(Some(&context)).unwrap_or_default();
-        self.with_job(id, |j| j.next = Some(rules::released_fire(context, now)));
-        true
     }
 
     fn finish(&mut self, f: &FinishRun, now: Timestamp) -> FinishOutcome {
@@ -567,28 +504,7 @@ impl Jobs for MemoryStore {
         job: Option<&JobId>,
         limit: usize,
     ) -> Result<Vec<crate::dependency::QueuedRelease>> {
-        let inner = self.inner();
-        let mut out: Vec<_> = inner
-            .releases
-            .iter()
-            .filter(|(id, _)| job.is_none_or(|j| j == *id))
-            .flat_map(|(id, q)| {
-                q.iter().map(|r| crate::dependency::QueuedRelease {
-                    job: id.clone(),
-                    from: r.from.clone(),
-                    released_at: r.released_at,
-                })
-            })
-            .collect();
-        out.sort_by(|a, b| {
-            (a.released_at, &a.from.job, a.from.fire_at).cmp(&(
-                b.released_at,
-                &b.from.job,
-                b.from.fire_at,
-            ))
-        });
-        out.truncate(limit);
-        Ok(out)
+        Ok(self.inner().queued_releases(job, limit))
     }
 
     async fn queue_releases(
@@ -597,16 +513,7 @@ impl Jobs for MemoryStore {
         audit: Option<&AuditEntry>,
     ) -> Result<()> {
         let now = self.clock.now();
-        let mut inner = self.inner();
-        for r in releases {
-            inner.queue(r, now);
-        }
-        for r in releases {
-            inner.take_release(&r.job, now);
-        }
-        if let Some(a) = audit {
-            inner.append_audit(a, now);
-        }
+        self.inner().queue_releases(releases, audit, now);
         Ok(())
     }
 
@@ -617,33 +524,11 @@ impl Jobs for MemoryStore {
         audit: Option<&AuditEntry>,
     ) -> Result<u64> {
         let now = self.clock.now();
-        let mut inner = self.inner();
-        let Some(q) = inner.releases.get_mut(job) else {
-            return Ok(0);
-        };
-        let before = q.len();
-        q.retain(|r| r.from.fire_at != fire_at);
-        let dropped = (before - q.len()) as u64;
-        if q.is_empty() {
-            inner.releases.remove(job);
-        }
-        if let (Some(a), true) = (audit, dropped > 0) {
-            inner.append_audit(a, now);
-        }
-        Ok(dropped)
+        Ok(self.inner().drop_releases(job, fire_at, audit, now))
     }
 
     async fn take_releases(&self, limit: usize) -> Result<u64> {
         let now = self.clock.now();
-        let mut inner = self.inner();
-        let ids: Vec<JobId> = inner.releases.keys().cloned().collect();
-        let mut taken = 0;
-        for id in ids {
-            if taken >= limit as u64 {
-                break;
-            }
-            taken += u64::from(inner.take_release(&id, now));
-        }
-        Ok(taken)
+        Ok(self.inner().take_releases(limit, now))
     }
 }

@@ -33,6 +33,8 @@ mod audit;
 mod decode;
 mod locks;
 mod log;
+mod prepared;
+mod releases;
 mod scripts;
 mod store;
 

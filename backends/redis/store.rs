@@ -1,5 +1,5 @@
 use super::decode::{Fields, corrupt, encode, job_record, parse_int, run_record};
-use super::scripts::{self, source};
+use super::prepared::Scripts;
 use super::{NAME, redis_err};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
@@ -19,74 +19,6 @@ const SCHEMA: i64 = 1;
 pub(super) const PURGE_CHUNK: usize = 500;
 /// Upsert scripts (500 jobs each) in flight at once in a bulk write.
 const SCRIPTS_IN_FLIGHT: usize = 4;
-
-/// The scripts, compiled once per store (each is sent by SHA after its first use).
-pub(super) struct Scripts {
-    upsert: Script,
-    remove: Script,
-    set_enabled: Script,
-    trigger: Script,
-    due: Script,
-    start: Script,
-    finish: Script,
-    take_releases: Script,
-    queue_releases: Script,
-    drop_releases: Script,
-    releases: Script,
-    pub(super) purge: Script,
-    pub(super) append_lines: Script,
-    pub(super) heartbeat: Script,
-    pub(super) reap: Script,
-    pub(super) deregister: Script,
-    pub(super) orphaned: Script,
-    pub(super) executor_beat: Script,
-    pub(super) reap_executors: Script,
-    pub(super) deregister_executor: Script,
-    pub(super) purge_alarms: Script,
-    pub(super) claim_alarms: Script,
-    pub(super) complete_alarm: Script,
-    pub(super) apply_alarm: Script,
-    pub(super) append_audit: Script,
-    pub(super) purge_audit: Script,
-    pub(super) add_credential: Script,
-    pub(super) remove_credential: Script,
-}
-
-impl Scripts {
-    fn new() -> Self {
-        let s = |body| Script::new(&source(body));
-        Scripts {
-            upsert: s(scripts::UPSERT),
-            remove: s(scripts::REMOVE),
-            set_enabled: s(scripts::SET_ENABLED),
-            trigger: s(scripts::TRIGGER),
-            due: s(scripts::DUE),
-            start: s(scripts::START),
-            finish: s(scripts::FINISH),
-            take_releases: s(scripts::TAKE_RELEASES),
-            queue_releases: s(scripts::QUEUE_RELEASES),
-            drop_releases: s(scripts::DROP_RELEASES),
-            releases: s(scripts::RELEASES),
-            purge: s(scripts::PURGE),
-            append_lines: s(scripts::APPEND_LINES),
-            heartbeat: s(scripts::HEARTBEAT),
-            reap: s(scripts::REAP),
-            deregister: s(scripts::DEREGISTER),
-            orphaned: s(scripts::ORPHANED),
-            executor_beat: s(scripts::EXECUTOR_BEAT),
-            reap_executors: s(scripts::REAP_EXECUTORS),
-            deregister_executor: s(scripts::DEREGISTER_EXECUTOR),
-            purge_alarms: s(scripts::PURGE_ALARMS),
-            claim_alarms: s(scripts::CLAIM_ALARMS),
-            complete_alarm: s(scripts::COMPLETE_ALARM),
-            apply_alarm: s(scripts::APPLY_ALARM),
-            append_audit: s(scripts::APPEND_AUDIT),
-            purge_audit: s(scripts::PURGE_AUDIT),
-            add_credential: s(scripts::ADD_CREDENTIAL),
-            remove_credential: s(scripts::REMOVE_CREDENTIAL),
-        }
-    }
-}
 
 /// A complete [`JobStore`](crate::JobStore) on one Redis server (feature `redis`).
 ///
@@ -249,7 +181,7 @@ fn ms(t: Option<Timestamp>) -> String {
 }
 
 /// Reads the `(code, a, b)` triples that the start and finish scripts return.
-fn triples(out: Vec<String>, n: usize, what: &'static str) -> Result<Vec<[String; 3]>> {
+pub(super) fn triples(out: Vec<String>, n: usize, what: &'static str) -> Result<Vec<[String; 3]>> {
     if out.len() != 3 * n {
         return Err(corrupt(what, format!("{} values for {n} items", out.len())));
     }
@@ -641,7 +573,7 @@ impl Jobs for RedisStore {
             call.arg(f.releases.len());
             for r in &f.releases {
                 call.arg(r.job.as_str())
-                    .arg(format!("{}|{}", r.from.job, r.from.fire_at.as_millis()))
+                    .arg(super::releases::member(r))
                     .arg(r.upstream.as_str());
             }
         }
@@ -671,31 +603,7 @@ impl Jobs for RedisStore {
         job: Option<&JobId>,
         limit: usize,
     ) -> Result<Vec<crate::dependency::QueuedRelease>> {
-        let mut call = self.call(&self.scripts.releases);
-        call.arg(job.map_or("", JobId::as_str));
-        let out: Vec<String> = self.invoke(call, "releases").await?;
-        let w = "decode releases";
-        let mut got = Vec::new();
-        let n = out.len() / 3;
-        for [id, at, run] in triples(out, n, w)? {
-            let (Ok(job), Ok(from)) = (JobId::new(&id), serde_json::from_str(&run)) else {
-                continue;
-            };
-            got.push(crate::dependency::QueuedRelease {
-                job,
-                from,
-                released_at: Timestamp::from_millis(parse_int(&at, w)?),
-            });
-        }
-        got.sort_by(|a, b| {
-            (a.released_at, &a.from.job, a.from.fire_at).cmp(&(
-                b.released_at,
-                &b.from.job,
-                b.from.fire_at,
-            ))
-        });
-        got.truncate(limit);
-        Ok(got)
+        self.queued_releases(job, limit).await
     }
 
     async fn queue_releases(
@@ -703,14 +611,7 @@ impl Jobs for RedisStore {
         releases: &[crate::dependency::Release],
         audit: Option<&AuditEntry>,
     ) -> Result<()> {
-        let mut call = self.audited_call(&self.scripts.queue_releases, audit);
-        call.arg(releases.len());
-        for r in releases {
-            call.arg(r.job.as_str())
-                .arg(format!("{}|{}", r.from.job, r.from.fire_at.as_millis()))
-                .arg(r.upstream.as_str());
-        }
-        self.invoke::<i64>(call, "queue_releases").await.map(drop)
+        self.queue_released(releases, audit).await
     }
 
     async fn drop_releases(
@@ -719,16 +620,10 @@ impl Jobs for RedisStore {
         fire_at: Timestamp,
         audit: Option<&AuditEntry>,
     ) -> Result<u64> {
-        let mut call = self.audited_call(&self.scripts.drop_releases, audit);
-        call.arg(job.as_str()).arg(fire_at.as_millis());
-        let n: i64 = self.invoke(call, "drop_releases").await?;
-        Ok(n.max(0) as u64)
+        self.drop_released(job, fire_at, audit).await
     }
 
     async fn take_releases(&self, limit: usize) -> Result<u64> {
-        let mut call = self.call(&self.scripts.take_releases);
-        call.arg(limit);
-        let n: i64 = self.invoke(call, "take_releases").await?;
-        Ok(n.max(0) as u64)
+        self.take_queued(limit).await
     }
 }

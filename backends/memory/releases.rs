@@ -1,0 +1,161 @@
+//! The memory store's queues of releases (see [`dependency`](crate::dependency)):
+//! queued by a finish or an operator, taken into a job's next fire under
+//! [`rules::takes_release`] and [`rules::pick_release`], listed, dropped.
+
+use super::store::Inner;
+use crate::job::JobId;
+use crate::record::{AuditEntry, FireContext};
+use crate::store::rules::{self, JobState};
+use crate::time::Timestamp;
+
+/// A queued release: its upstream run (the key's source and instant), that run
+/// as stored (JSON), when it was written.
+#[derive(Debug)]
+pub(super) struct Queued {
+    pub(super) from: crate::dependency::UpstreamRun,
+    pub(super) upstream: String,
+    pub(super) released_at: Timestamp,
+}
+
+impl Inner {
+    /// Queues `r` unless its job is missing or its key is queued.
+    pub(super) fn queue(&mut self, r: &crate::dependency::Release, now: Timestamp) {
+        if !self.jobs.contains_key(&r.job) {
+            return;
+        }
+        let q = self.releases.entry(r.job.clone()).or_default();
+        if !q
+            .iter()
+            .any(|o| o.from.job == r.from.job && o.from.fire_at == r.from.fire_at)
+        {
+            q.push(Queued {
+                from: r.from.clone(),
+                upstream: r.upstream.clone(),
+                released_at: now,
+            });
+        }
+    }
+
+    /// Lets `id` take the queued releases [`rules::pick_release`] picks when
+    /// [`rules::takes_release`] allows; whether it did.
+    pub(super) fn take_release(&mut self, id: &JobId, now: Timestamp) -> bool {
+        let Some(rec) = self.jobs.get(id) else {
+            return false;
+        };
+        let Some(q) = self.releases.get(id) else {
+            return false;
+        };
+        if !rules::takes_release(Some(&JobState::from(rec)), rec.next_trigger(), now) {
+            return false;
+        }
+        let after: Vec<&str> = rec.job.after().iter().map(JobId::as_str).collect();
+        let keys: Vec<rules::QueuedKey<'_>> = q
+            .iter()
+            .map(|r| rules::QueuedKey {
+                source: r.from.job.as_str(),
+                fire_at: r.from.fire_at,
+                released_at: r.released_at,
+            })
+            .collect();
+        let Some(picked) = rules::pick_release(&after, &keys) else {
+            return false;
+        };
+        let upstream: Vec<String> = picked.iter().map(|&i| q[i].upstream.clone()).collect();
+        let q = self.releases.get_mut(id).expect("read above");
+        let mut i = 0;
+        q.retain(|_| {
+            i += 1;
+            !picked.contains(&(i - 1))
+        });
+        if q.is_empty() {
+            self.releases.remove(id);
+        }
+        let context = crate::dependency::context_of(&upstream);
+        let context = FireContext::from_stored(Some(&context)).unwrap_or_default();
+        self.with_job(id, |j| j.next = Some(rules::released_fire(context, now)));
+        true
+    }
+
+    /// [`Jobs::releases`](crate::store::Jobs::releases).
+    pub(super) fn queued_releases(
+        &self,
+        job: Option<&JobId>,
+        limit: usize,
+    ) -> Vec<crate::dependency::QueuedRelease> {
+        let mut out: Vec<_> = self
+            .releases
+            .iter()
+            .filter(|(id, _)| job.is_none_or(|j| j == *id))
+            .flat_map(|(id, q)| {
+                q.iter().map(|r| crate::dependency::QueuedRelease {
+                    job: id.clone(),
+                    from: r.from.clone(),
+                    released_at: r.released_at,
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (a.released_at, &a.from.job, a.from.fire_at).cmp(&(
+                b.released_at,
+                &b.from.job,
+                b.from.fire_at,
+            ))
+        });
+        out.truncate(limit);
+        out
+    }
+
+    /// [`Jobs::queue_releases`](crate::store::Jobs::queue_releases).
+    pub(super) fn queue_releases(
+        &mut self,
+        releases: &[crate::dependency::Release],
+        audit: Option<&AuditEntry>,
+        now: Timestamp,
+    ) {
+        for r in releases {
+            self.queue(r, now);
+        }
+        for r in releases {
+            self.take_release(&r.job, now);
+        }
+        if let Some(a) = audit {
+            self.append_audit(a, now);
+        }
+    }
+
+    /// [`Jobs::drop_releases`](crate::store::Jobs::drop_releases).
+    pub(super) fn drop_releases(
+        &mut self,
+        job: &JobId,
+        fire_at: Timestamp,
+        audit: Option<&AuditEntry>,
+        now: Timestamp,
+    ) -> u64 {
+        let Some(q) = self.releases.get_mut(job) else {
+            return 0;
+        };
+        let before = q.len();
+        q.retain(|r| r.from.fire_at != fire_at);
+        let dropped = (before - q.len()) as u64;
+        if q.is_empty() {
+            self.releases.remove(job);
+        }
+        if let (Some(a), true) = (audit, dropped > 0) {
+            self.append_audit(a, now);
+        }
+        dropped
+    }
+
+    /// [`Jobs::take_releases`](crate::store::Jobs::take_releases).
+    pub(super) fn take_releases(&mut self, limit: usize, now: Timestamp) -> u64 {
+        let ids: Vec<JobId> = self.releases.keys().cloned().collect();
+        let mut taken = 0;
+        for id in ids {
+            if taken >= limit as u64 {
+                break;
+            }
+            taken += u64::from(self.take_release(&id, now));
+        }
+        taken
+    }
+}
