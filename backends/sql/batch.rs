@@ -11,15 +11,26 @@ use crate::store::rules::{self, JobState, RunState};
 use crate::time::Timestamp;
 use std::collections::HashMap;
 
-/// The locked state of the jobs named `ids`, by id.
+/// The locked state of the jobs named `ids`, by id; with `queued`, whether each has
+/// a release queued (in the same statement, a finish's only read of the queue when it
+/// releases nothing itself).
 async fn job_states<D: Dialect>(
     d: &D,
     tx: &mut D::Tx,
     op: &'static str,
     ids: &[&str],
+    queued: Option<&mut Vec<String>>,
 ) -> Result<HashMap<String, JobState>> {
+    let column = if queued.is_some() {
+        format!(
+            ", CASE WHEN EXISTS (SELECT 1 FROM {} q WHERE q.job_id = j.id) THEN 1 ELSE 0 END AS queued",
+            d.t("releases")
+        )
+    } else {
+        String::new()
+    };
     let mut q = Sql::new(format!(
-        "SELECT id, enabled, version, running_run, next_fire_at, last_token FROM {} WHERE id IN ({}) ORDER BY id{}",
+        "SELECT j.id AS id, j.enabled AS enabled, j.version AS version, j.running_run AS running_run, j.next_fire_at AS next_fire_at, j.last_token AS last_token{column} FROM {} j WHERE j.id IN ({}) ORDER BY j.id{}",
         d.t("jobs"),
         marks(ids.len()),
         D::FOR_UPDATE
@@ -27,6 +38,13 @@ async fn job_states<D: Dialect>(
     q.args.extend(ids.iter().map(|id| (*id).into()));
     let rows = d.fetch_in(tx, op, q).await?;
     let e = |err| d.err(op, err);
+    if let Some(out) = queued {
+        for r in &rows {
+            if r.int32("queued").map_err(e)? != 0 {
+                out.push(r.text("id").map_err(e)?);
+            }
+        }
+    }
     rows.iter()
         .map(|r| {
             Ok((
@@ -93,7 +111,7 @@ async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOut
     let mut tx = d.begin(op).await?;
     let now = now_in(d, &mut tx, op).await?;
     let ids: Vec<&str> = runs.iter().map(|r| r.job_id.as_str()).collect();
-    let mut state = job_states(d, &mut tx, op, &ids).await?;
+    let mut state = job_states(d, &mut tx, op, &ids, None).await?;
     // Only a job whose last token is the request's can be running the request's run.
     let repeats: Vec<i64> = runs
         .iter()
@@ -223,7 +241,8 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
     let mut tx = d.begin(op).await?;
     let now = now_in(d, &mut tx, op).await?;
     let job_ids: Vec<&str> = runs.iter().map(|f| f.job_id.as_str()).collect();
-    let mut jobs = job_states(d, &mut tx, op, &job_ids).await?;
+    let mut queued: Vec<String> = Vec::new();
+    let mut jobs = job_states(d, &mut tx, op, &job_ids, Some(&mut queued)).await?;
     let ids: Vec<i64> = runs.iter().map(|f| f.run_id.0).collect();
     let mut run_state: HashMap<i64, RunState> = run_states(d, &mut tx, op, &ids, D::FOR_UPDATE)
         .await?
@@ -319,14 +338,17 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
     let releases: Vec<&crate::dependency::Release> =
         done.iter().flat_map(|f| f.releases.iter()).collect();
     super::releases::queue_in(d, &mut tx, op, &releases, now).await?;
-    // The finished jobs and the released ones take a queued release if they can.
-    let mut ids: Vec<&str> = done.iter().map(|f| f.job_id.as_str()).collect();
-    ids.extend(releases.iter().map(|r| r.job.as_str()));
+    // The released jobs, and the finished ones that had a release queued, take one
+    // if they can.
+    let mut ids: Vec<&str> = releases.iter().map(|r| r.job.as_str()).collect();
+    ids.extend(
+        done.iter()
+            .map(|f| f.job_id.as_str())
+            .filter(|id| queued.iter().any(|q| q == id)),
+    );
     ids.sort_unstable();
     ids.dedup();
-    let queued = super::releases::queued_in(d, &mut tx, op, &ids).await?;
-    let queued: Vec<&str> = queued.iter().map(String::as_str).collect();
-    super::releases::take_in(d, &mut tx, op, &queued, now).await?;
+    super::releases::take_in(d, &mut tx, op, &ids, now).await?;
     d.commit(tx, op).await?;
     Ok(out)
 }

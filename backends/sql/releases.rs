@@ -211,29 +211,6 @@ pub(crate) async fn requeue_in<D: Dialect>(
     Ok(had)
 }
 
-/// Of the jobs `ids`, those with a release queued.
-pub(crate) async fn queued_in<D: Dialect>(
-    d: &D,
-    tx: &mut D::Tx,
-    op: &'static str,
-    ids: &[&str],
-) -> Result<Vec<String>> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut q = Sql::new(format!(
-        "SELECT DISTINCT job_id FROM {} WHERE job_id IN ({})",
-        d.t("releases"),
-        marks(ids.len())
-    ));
-    q.args.extend(ids.iter().map(|id| (*id).into()));
-    d.fetch_in(tx, op, q)
-        .await?
-        .iter()
-        .map(|r| r.text("job_id").map_err(|e| d.err(op, e)))
-        .collect()
-}
-
 impl<D: Dialect> SqlStore<D> {
     /// [`Jobs::releases`](crate::store::Jobs::releases).
     pub(crate) async fn queued_releases(

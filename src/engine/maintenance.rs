@@ -167,8 +167,9 @@ async fn maintain(
     .into_iter()
     .collect::<Result<Vec<bool>>>()?;
     settle_doubts(core).await?;
-    // Jobs that became able to take a queued release through a change (a resume,
-    // an upsert) rather than a finish.
+    // Jobs able to take a queued release that no write let take it (a PostgreSQL
+    // finish's follow-up transaction cut short, a release queued while the job
+    // could not take it and nothing has written the job since).
     let taken = core.store.take_releases(TAKE_PER_PASS).await?;
     if taken > 0 {
         debug!(taken, "queued releases taken");
