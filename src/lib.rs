@@ -85,7 +85,9 @@ pub mod error;
 pub mod executor;
 pub mod handler;
 pub mod job;
+mod job_id;
 pub mod limits;
+mod links;
 pub mod local_executor;
 pub mod lock;
 #[cfg(feature = "openapi")]

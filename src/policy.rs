@@ -231,8 +231,7 @@ pub enum AlarmKind {
     /// An operator killed a run (not in the default policy).
     Killed,
     /// A fire failed for good and so did not release the children that run on its
-    /// success ([`AlarmEvent::blocked`](crate::AlarmEvent::blocked) names them):
-    /// they do not run for that fire.
+    /// success (the event's `blocked` names them): they do not run for that fire.
     Blocked,
 }
 

@@ -13,6 +13,7 @@ mod due;
 mod executor;
 mod fire;
 mod run;
+mod upstream;
 pub use alarm::*;
 pub use audit::{AuditEntry, AuditRecord};
 pub use credential::{Credential, CredentialKind, CredentialRecord};
@@ -20,6 +21,7 @@ pub use due::{DueFire, DueKey};
 pub use executor::{ExecutorInfo, ExecutorRecord};
 pub use fire::{FireContext, FireState};
 pub use run::*;
+pub use upstream::{QueuedRelease, Release, UpstreamRun};
 
 /// A stored job: its definition plus the scheduling state the engine keeps in it.
 #[derive(Clone, Debug, PartialEq)]

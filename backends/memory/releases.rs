@@ -2,20 +2,11 @@
 //! queued by a finish or an operator, taken into a job's next fire under
 //! [`rules::takes_release`] and [`rules::pick_release`], listed, dropped.
 
-use super::store::Inner;
+use super::store::{Inner, Queued};
 use crate::job::JobId;
 use crate::record::{AuditEntry, FireContext};
 use crate::store::rules::{self, JobState};
 use crate::time::Timestamp;
-
-/// A queued release: its upstream run (the key's source and instant), that run
-/// as stored (JSON), when it was written.
-#[derive(Debug)]
-pub(super) struct Queued {
-    pub(super) from: crate::dependency::UpstreamRun,
-    pub(super) upstream: String,
-    pub(super) released_at: Timestamp,
-}
 
 impl Inner {
     /// Queues `r` unless its job is missing or its key is queued.

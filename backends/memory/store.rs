@@ -44,7 +44,16 @@ pub(super) struct Inner {
     /// Runtime accounts and tokens by kind and name.
     pub(super) credentials: BTreeMap<(CredentialKind, String), CredentialRecord>,
     /// Releases queued per job, oldest first.
-    pub(super) releases: BTreeMap<JobId, Vec<super::releases::Queued>>,
+    pub(super) releases: BTreeMap<JobId, Vec<Queued>>,
+}
+
+/// A queued release: its upstream run (the key's source and instant), that run
+/// as stored (JSON), when it was written.
+#[derive(Debug)]
+pub(super) struct Queued {
+    pub(super) from: crate::dependency::UpstreamRun,
+    pub(super) upstream: String,
+    pub(super) released_at: Timestamp,
 }
 
 impl Inner {

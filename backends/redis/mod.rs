@@ -34,6 +34,7 @@ mod decode;
 mod locks;
 mod log;
 mod prepared;
+mod release_scripts;
 mod releases;
 mod scripts;
 mod store;

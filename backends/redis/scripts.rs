@@ -75,7 +75,7 @@ end
 
 /// The full source of a script: the prelude, the release helpers and its body.
 pub(super) fn source(body: &str) -> String {
-    format!("{PRELUDE}\n{}\n{body}", super::releases::HELPERS)
+    format!("{PRELUDE}\n{}\n{body}", super::release_scripts::HELPERS)
 }
 
 /// ARGV: P, the audit entry (ARGV 2-6, see the prelude; empty for a batch), only if

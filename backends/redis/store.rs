@@ -573,7 +573,7 @@ impl Jobs for RedisStore {
             call.arg(f.releases.len());
             for r in &f.releases {
                 call.arg(r.job.as_str())
-                    .arg(super::releases::member(r))
+                    .arg(super::release_scripts::member(r))
                     .arg(r.upstream.as_str());
             }
         }

@@ -32,7 +32,7 @@ pub struct FireContext {
     /// The upstream runs that released this fire (trigger
     /// [`Upstream`](super::TriggerKind::Upstream)); empty for any other fire.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub upstream: Vec<crate::dependency::UpstreamRun>,
+    pub upstream: Vec<super::UpstreamRun>,
 }
 
 impl FireContext {
@@ -46,7 +46,7 @@ impl FireContext {
     }
 
     /// The context of a fire released by the upstream run `from`.
-    pub fn released_by(from: crate::dependency::UpstreamRun) -> FireContext {
+    pub fn released_by(from: super::UpstreamRun) -> FireContext {
         FireContext {
             upstream: vec![from],
             ..FireContext::default()

@@ -229,7 +229,7 @@ pub struct FinishRun {
     /// Children released by this run's end, queued in the same atomic step (a
     /// release whose key is already queued is ignored); see
     /// [`dependency`](crate::dependency).
-    pub releases: Vec<crate::dependency::Release>,
+    pub releases: Vec<super::Release>,
 }
 
 /// Why a finish was refused.
