@@ -13,7 +13,8 @@ use crate::time::Timestamp;
 use std::collections::{HashMap, HashSet};
 
 /// Queues `releases` in `tx` at `now`: those whose job exists, each unless its key
-/// is queued.
+/// is queued. The released jobs' rows are locked first, so a removal of one (which
+/// drops its queue) is either before (nothing queued) or after (dropped with it).
 pub(crate) async fn queue_in<D: Dialect>(
     d: &D,
     tx: &mut D::Tx,
@@ -26,9 +27,10 @@ pub(crate) async fn queue_in<D: Dialect>(
     }
     let ids: Vec<&str> = releases.iter().map(|r| r.job.as_str()).collect();
     let mut q = Sql::new(format!(
-        "SELECT id FROM {} WHERE id IN ({})",
+        "SELECT id FROM {} WHERE id IN ({}) ORDER BY id{}",
         d.t("jobs"),
-        marks(ids.len())
+        marks(ids.len()),
+        D::FOR_UPDATE
     ));
     q.args.extend(ids.iter().map(|id| (*id).into()));
     let mut exist = HashSet::new();
