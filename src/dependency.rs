@@ -12,6 +12,16 @@
 //! — so every release runs the child once, even when several arrive while it runs.
 //! The run records which upstream run released it ([`FireContext::upstream`]).
 //!
+//! A job may also wait for several parents ([`Job::after`](crate::Job::after)): it
+//! then takes their releases of one *logical instant* together, once every parent
+//! released it ([`rules::pick_release`](crate::store::rules::pick_release)). A
+//! released fire passes its upstream's instant down, so a diamond joins on its
+//! origin's instant. An operator releases an instant a join waits for, or skips it
+//! ([`Ops::release_instant`](crate::ops::Ops::release_instant),
+//! [`Ops::skip_instant`](crate::ops::Ops::skip_instant)). Cycles are refused when a
+//! job is stored; at run time a chain of releases stops at [`MAX_DEPTH`].
+//! docs/ARCHITECTURE.md ("Job dependencies") has a worked example.
+//!
 //! [`FireContext::upstream`]: crate::FireContext::upstream
 
 pub use crate::links::{
