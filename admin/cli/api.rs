@@ -175,15 +175,7 @@ pub(crate) async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome
                 .as_array()
                 .map(|a| a.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            println!(
-                "released {} for {at} in place of {}",
-                table::escape(&id),
-                if names.is_empty() {
-                    "no parent (every parent had released it)".to_string()
-                } else {
-                    table::escape(&names.join(", "))
-                }
-            );
+            super::jobs::print_released(&id, at, &names);
             Ok(())
         }
         JobsCommand::Skip { id, instant } => {

@@ -195,15 +195,7 @@ pub(crate) async fn jobs(ops: &Ops, command: JobsCommand, json: bool) -> Outcome
                 return print_json(&json!({"job": id, "fire_at": at, "in_place_of": parents}));
             }
             let names: Vec<String> = parents.iter().map(ToString::to_string).collect();
-            println!(
-                "released {} for {at} in place of {}",
-                table::escape(&id),
-                if names.is_empty() {
-                    "no parent (every parent had released it)".to_string()
-                } else {
-                    table::escape(&names.join(", "))
-                }
-            );
+            print_released(&id, at, &names);
             Ok(())
         }
         JobsCommand::Skip { id, instant: at } => {
@@ -346,4 +338,18 @@ pub(super) fn instant(text: &str) -> Result<Timestamp, Failure> {
                 "--instant {text:?} is not an RFC 3339 instant: {e}"
             ))
         })
+}
+
+/// Prints what a release of `id` for `at` did: the parents released in place of.
+pub(super) fn print_released<S: AsRef<str>>(id: &str, at: Timestamp, parents: &[S]) {
+    let names: Vec<&str> = parents.iter().map(AsRef::as_ref).collect();
+    println!(
+        "released {} for {at} in place of {}",
+        table::escape(id),
+        if names.is_empty() {
+            "no parent (every parent had released it)".to_string()
+        } else {
+            table::escape(&names.join(", "))
+        }
+    );
 }

@@ -7,8 +7,8 @@ use super::{Dialect, Sql, SqlStore, marks, now_in};
 use crate::dependency::{QueuedRelease, Release};
 use crate::error::Result;
 use crate::job::JobId;
-use crate::record::{RunId, TriggerKind};
-use crate::store::rules::{self, JobState};
+use crate::record::TriggerKind;
+use crate::store::rules;
 use crate::time::Timestamp;
 use std::collections::{HashMap, HashSet};
 
@@ -86,16 +86,7 @@ pub(crate) async fn take_in<D: Dialect>(
     // The jobs that may take one, with the parents each waits for.
     let mut able: HashMap<String, Vec<String>> = HashMap::new();
     for r in d.fetch_in(tx, op, q).await? {
-        let state = JobState {
-            enabled: r.flag("enabled").map_err(e)?,
-            version: r.int("version").map_err(e)? as u64,
-            next_fire_at: r
-                .opt_int("next_fire_at")
-                .map_err(e)?
-                .map(Timestamp::from_millis),
-            running: r.opt_int("running_run").map_err(e)?.map(RunId),
-            last_token: r.int("last_token").map_err(e)? as u64,
-        };
+        let state = super::batch::job_state(&r).map_err(e)?;
         let trigger = TriggerKind::parse(&r.text("next_trigger").map_err(e)?).unwrap_or_default();
         if rules::takes_release(Some(&state), trigger, at) {
             // A definition that cannot be read waits for no parent.
