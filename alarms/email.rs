@@ -115,6 +115,10 @@ impl DefaultTemplate {
             let ids: Vec<String> = e.blocked.iter().map(ToString::to_string).collect();
             rows.push(("Blocked children", ids.join(", ")));
         }
+        if !e.waiting_for.is_empty() {
+            let ids: Vec<String> = e.waiting_for.iter().map(ToString::to_string).collect();
+            rows.push(("Waiting for", ids.join(", ")));
+        }
         if e.suppressed > 0 {
             rows.push((
                 "Suppressed",

@@ -38,6 +38,7 @@ pub struct Job {
     remote: Option<RemoteTarget>,
     children: Vec<ChildLink>,
     after: Vec<JobId>,
+    wait_deadline: Option<Duration>,
 }
 
 impl Job {
@@ -62,6 +63,7 @@ impl Job {
                 remote: None,
                 children: Vec::new(),
                 after: Vec::new(),
+                wait_deadline: None,
             },
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
         }
@@ -132,6 +134,12 @@ impl Job {
     pub fn after(&self) -> &[JobId] {
         &self.after
     }
+    /// How long a release may wait in the job's queue (for the rest of a join, or
+    /// for the job to be able to take it) before a [`Waiting`](crate::AlarmKind::Waiting)
+    /// alarm is raised for its instant; `None`: no such alarm.
+    pub fn wait_deadline(&self) -> Option<Duration> {
+        self.wait_deadline
+    }
 
     /// The same job, enabled or paused.
     pub fn with_enabled(&self, enabled: bool) -> Job {
@@ -158,6 +166,7 @@ impl Job {
             remote: self.remote.clone(),
             children: self.children.clone(),
             after: self.after.clone(),
+            wait_deadline: self.wait_deadline,
         }
     }
 
@@ -261,6 +270,14 @@ impl JobBuilder {
         self
     }
 
+    /// Sets how long a release may wait in the job's queue before a
+    /// [`Waiting`](crate::AlarmKind::Waiting) alarm is raised for its instant (must
+    /// be positive).
+    pub fn wait_deadline(mut self, deadline: Duration) -> Self {
+        self.repr.wait_deadline = Some(deadline);
+        self
+    }
+
     /// Adds a child triggered when a fire of this job succeeds.
     pub fn child(mut self, job: JobId) -> Self {
         self.repr.children.push(ChildLink::on_success(job));
@@ -290,7 +307,8 @@ impl JobBuilder {
     ///
     /// Errors ([`Error::Invalid`], naming the field): `job.id` outside 1-200 chars of
     /// `[A-Za-z0-9._:-]`, empty `job.handler`, `job.payload` over the limit, zero
-    /// `job.timeout` or `job.misfire_threshold`, `misfire.max` of 0.
+    /// `job.timeout`, `job.misfire_threshold` or `job.wait_deadline`, `misfire.max`
+    /// of 0.
     pub fn build(self) -> Result<Job> {
         Job::from_repr(self.repr, self.max_payload_bytes)
     }
@@ -334,6 +352,14 @@ struct JobRepr {
     /// Parents whose releases for one instant it waits to have all of.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     after: Vec<JobId>,
+    /// How long a release may wait in its queue before a `waiting` alarm.
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schemars(with = "Option<String>"))]
+    wait_deadline: Option<Duration>,
 }
 
 fn yes() -> bool {
@@ -438,6 +464,7 @@ impl Job {
         for (field, d) in [
             ("job.timeout", r.timeout),
             ("job.misfire_threshold", r.misfire_threshold),
+            ("job.wait_deadline", r.wait_deadline),
         ] {
             if let Some(d) = d {
                 limits::duration(field, d, limits::MAX_SPAN)?;
@@ -461,6 +488,7 @@ impl Job {
             remote: r.remote,
             children: r.children,
             after: r.after,
+            wait_deadline: r.wait_deadline,
         })
     }
 }
@@ -481,6 +509,7 @@ impl From<Job> for JobRepr {
             remote: j.remote,
             children: j.children,
             after: j.after,
+            wait_deadline: j.wait_deadline,
         }
     }
 }

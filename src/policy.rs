@@ -233,11 +233,16 @@ pub enum AlarmKind {
     /// A fire failed for good and so did not release the children that run on its
     /// success (the event's `blocked` names them): they do not run for that fire.
     Blocked,
+    /// A release waited in a job's queue past the job's
+    /// [`wait_deadline`](crate::Job::wait_deadline) (the event's `waiting_for` names
+    /// the parents of a join that have not released its instant); raised once per
+    /// job and instant.
+    Waiting,
 }
 
 impl AlarmKind {
     /// Every kind.
-    pub const ALL: [AlarmKind; 7] = [
+    pub const ALL: [AlarmKind; 8] = [
         AlarmKind::FinalFailure,
         AlarmKind::Failure,
         AlarmKind::Lost,
@@ -245,6 +250,7 @@ impl AlarmKind {
         AlarmKind::Recovery,
         AlarmKind::Killed,
         AlarmKind::Blocked,
+        AlarmKind::Waiting,
     ];
 
     /// Stable lower-case name, as stored.
@@ -257,6 +263,7 @@ impl AlarmKind {
             AlarmKind::Recovery => "recovery",
             AlarmKind::Killed => "killed",
             AlarmKind::Blocked => "blocked",
+            AlarmKind::Waiting => "waiting",
         }
     }
 }
@@ -289,6 +296,7 @@ impl Default for AlarmPolicy {
                 AlarmKind::Lost,
                 AlarmKind::Misfire,
                 AlarmKind::Blocked,
+                AlarmKind::Waiting,
             ],
             misfire_min_fires: 2,
             recipients: Vec::new(),

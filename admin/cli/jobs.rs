@@ -320,12 +320,24 @@ pub(super) fn print_dependencies(d: &crate::ops::Dependencies) {
                 q.from.run.to_string(),
                 q.from.status.as_str().to_string(),
                 q.released_at.to_string(),
+                q.alarmed_at
+                    .map_or_else(|| "-".to_string(), |t| t.to_string()),
             ]
         })
         .collect();
     println!("queued releases: {}", rows.len());
     if !rows.is_empty() {
-        table::print(&["upstream", "fire", "run", "status", "released"], &rows);
+        table::print(
+            &[
+                "upstream",
+                "fire",
+                "run",
+                "status",
+                "released",
+                "waiting alarm",
+            ],
+            &rows,
+        );
     }
 }
 

@@ -22,6 +22,11 @@ JW.dependencyPanel = async (id) => {
       : 'Drop the releases of ' + id + ' for ' + at + '? It will not run for that instant.',
   });
   const operator = JW.can('operator');
+  // Whether a `waiting` alarm was raised for an instant (its wait deadline passed).
+  const alarmed = (at) => {
+    const q = d.queued.find((x) => x.from.fire_at === at && x.alarmed_at);
+    return q ? h('span', { class: 'badge failed', title: 'waiting alarm raised ' + q.alarmed_at }, 'past its wait deadline') : null;
+  };
   return h('div', { class: 'panel', id: 'job-dependencies' }, h('h2', {}, 'Dependencies'),
     d.after.length ? h('p', { id: 'job-after' }, 'Waits for ', h('span', { class: 'mono' }, d.after.join(', ')),
       ' — all of them, for one instant, then runs once.') : null,
@@ -38,6 +43,7 @@ JW.dependencyPanel = async (id) => {
         d.queued.filter((q) => q.from.fire_at === at).map((q) => h('span', { class: 'release' },
           jobLink(q.from.job), q.from.released_by ? ' (released by ' + q.from.released_by + ')' : [' · ', link('#/runs/' + q.from.run, 'run ' + q.from.run)],
           ' ', h('span', { class: 'muted' }, q.from.status + ', ' + JW.ago(q.released_at)), ' ')),
+        alarmed(at),
         operator ? h('span', { class: 'actions' }, d.after.length ? act('release', at) : null, act('skip', at)) : null)))
       : h('p', { class: 'muted', id: 'job-queued' }, 'None: every release has run or is running.'));
 };

@@ -229,6 +229,8 @@ pages.jobForm = async ([id]) => {
     recipients: input('alarm.recipients', (a.recipients || []).join(', '), { placeholder: 'ops@example.com, …' }),
     enabled: h('input', { type: 'checkbox', name: 'enabled', checked: job.enabled !== false }),
     children: input('children', JW.childrenText(job.children), { class: 'mono', placeholder: 'report, archive on failure' }),
+    after: input('after', (job.after || []).join(', '), { class: 'mono', placeholder: 'extract-orders, extract-invoices' }),
+    waitDeadline: input('wait_deadline', job.wait_deadline, { placeholder: 'none' }),
   };
   // The handlers the chosen group's live instances serve, offered as the handler is typed.
   const suggestions = h('datalist', { id: 'handler-suggestions' });
@@ -300,6 +302,9 @@ pages.jobForm = async ([id]) => {
       if (f.timeout.value.trim()) def.timeout = f.timeout.value.trim();
       const children = JW.parseChildren(f.children.value);
       if (children.length) def.children = children;
+      const after = f.after.value.split(',').map((x) => x.trim()).filter(Boolean);
+      if (after.length) def.after = after;
+      if (f.waitDeadline.value.trim()) def.wait_deadline = f.waitDeadline.value.trim();
       def.retry = { max_attempts: number(f.attempts, 'retry.max_attempts'), base: f.base.value.trim(), max_delay: f.maxDelay.value.trim(), jitter: number(f.jitter, 'retry.jitter') };
       def.misfire = f.misfire.value === 'catch_up' ? { policy: 'catch_up', max: number(f.catchUp, 'misfire.max') } : { policy: f.misfire.value };
       if (f.threshold.value.trim()) def.misfire_threshold = f.threshold.value.trim();
@@ -330,6 +335,8 @@ pages.jobForm = async ([id]) => {
       scheduleBox,
       h('h3', {}, 'Then'),
       row('Children', f.children, 'Jobs to run once for each fire of this one that ends as asked: "report" (on success), "cleanup on failure", "audit on always". Each fire releases each child once, in the same step as its result; a child with a schedule keeps it.'),
+      row('Waits for', f.after, 'Parents whose releases of one instant this job waits to have all of, then runs once for them (each must list it among its children). Empty: it runs once per release.'),
+      row('Wait deadline', f.waitDeadline, 'A release waiting longer than this (for the rest of its instant, or for the job to take it) raises a waiting alarm, once per instant. Default: none.'),
       h('h3', {}, 'Retries'),
       row('Attempts per fire', f.attempts, 'Default ' + dr.max_attempts + '. 1: no retry; a failed fire waits for the next one.'),
       row('First delay', f.base, 'Default ' + dr.base + '; doubles after each failed attempt.'),

@@ -19,10 +19,16 @@ impl Inner {
             .iter()
             .any(|o| o.from.job == r.from.job && o.from.fire_at == r.from.fire_at)
         {
+            // A release of an instant already alarmed is listed alarmed too.
+            let alarmed_at = q
+                .iter()
+                .find(|o| o.from.fire_at == r.from.fire_at)
+                .and_then(|o| o.alarmed_at);
             q.push(Queued {
                 from: r.from.clone(),
                 upstream: r.upstream.clone(),
                 released_at: now,
+                alarmed_at,
             });
         }
     }
@@ -82,6 +88,7 @@ impl Inner {
                     job: id.clone(),
                     from: r.from.clone(),
                     released_at: r.released_at,
+                    alarmed_at: r.alarmed_at,
                 })
             })
             .collect();
@@ -135,6 +142,29 @@ impl Inner {
             self.append_audit(a, now);
         }
         dropped
+    }
+
+    /// [`Jobs::alarm_waiting`](crate::store::Jobs::alarm_waiting).
+    pub(super) fn alarm_waiting(
+        &mut self,
+        job: &JobId,
+        fire_at: Timestamp,
+        event: &crate::record::AlarmEvent,
+        now: Timestamp,
+    ) -> bool {
+        let Some(q) = self.releases.get_mut(job) else {
+            return false;
+        };
+        let mut rows: Vec<&mut Queued> =
+            q.iter_mut().filter(|r| r.from.fire_at == fire_at).collect();
+        if rows.is_empty() || rows.iter().any(|r| r.alarmed_at.is_some()) {
+            return false;
+        }
+        for r in &mut rows {
+            r.alarmed_at = Some(now);
+        }
+        self.enqueue(std::slice::from_ref(event), now);
+        true
     }
 
     /// [`Jobs::take_releases`](crate::store::Jobs::take_releases).

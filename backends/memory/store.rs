@@ -54,6 +54,8 @@ pub(super) struct Queued {
     pub(super) from: crate::dependency::UpstreamRun,
     pub(super) upstream: String,
     pub(super) released_at: Timestamp,
+    /// When a `waiting` alarm was raised for its job and instant.
+    pub(super) alarmed_at: Option<Timestamp>,
 }
 
 impl Inner {
@@ -99,7 +101,7 @@ impl Inner {
         Some(out)
     }
 
-    fn enqueue(&mut self, events: &[AlarmEvent], now: Timestamp) {
+    pub(super) fn enqueue(&mut self, events: &[AlarmEvent], now: Timestamp) {
         for e in events {
             self.next_alarm += 1;
             let id = AlarmId(self.next_alarm);
@@ -539,5 +541,15 @@ impl Jobs for MemoryStore {
     async fn take_releases(&self, limit: usize) -> Result<u64> {
         let now = self.clock.now();
         Ok(self.inner().take_releases(limit, now))
+    }
+
+    async fn alarm_waiting(
+        &self,
+        job: &JobId,
+        fire_at: Timestamp,
+        event: &AlarmEvent,
+    ) -> Result<bool> {
+        let now = self.clock.now();
+        Ok(self.inner().alarm_waiting(job, fire_at, event, now))
     }
 }

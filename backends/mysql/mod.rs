@@ -74,6 +74,11 @@ const MIGRATIONS: &[Embedded] = &[
         "releases queued per job",
         include_str!("migrations/0009_releases.sql"),
     ),
+    (
+        10,
+        "waiting alarms of queued releases",
+        include_str!("migrations/0010_release_alarms.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =

@@ -83,6 +83,11 @@ const MIGRATIONS: &[Embedded] = &[
         "releases queued per job",
         include_str!("migrations/0011_releases.sql"),
     ),
+    (
+        12,
+        "waiting alarms of queued releases",
+        include_str!("migrations/0012_release_alarms.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).

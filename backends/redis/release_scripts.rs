@@ -4,8 +4,9 @@
 //!
 //! Keys (beside those of [`scripts`](super::scripts)): `P rq:<id>` (sorted set:
 //! members `<upstream job>|<upstream fire ms>` scored by when they were queued),
-//! `P rc:<id>` (hash: each member's upstream run, JSON), `P rq` (sorted set: the
-//! jobs with a release queued).
+//! `P rc:<id>` (hash: each member's upstream run, JSON), `P ra:<id>` (hash: the
+//! instants, in ms, a `waiting` alarm was raised for, to when), `P rq` (sorted set:
+//! the jobs with a release queued).
 
 /// The release helpers, after the prelude in every script.
 pub(super) const HELPERS: &str = r#"
@@ -16,6 +17,26 @@ local function queue_release(id, member, run, nows)
   if redis.call('HSETNX', P .. 'rc:' .. id, member, run) == 1 then
     redis.call('ZADD', P .. 'rq:' .. id, nows, member)
     redis.call('ZADD', P .. 'rq', 0, id)
+  end
+end
+-- The instant of a member `<upstream job>|<fire>`.
+local function fire_of(m)
+  local bar = string.find(m, '|', 1, true)
+  return string.sub(m, bar + 1)
+end
+-- Forgets the `waiting` marks of job `id`'s instants that no member of its queue
+-- holds any more: `rows` is the queue as it was (members and scores), `gone` the
+-- members just removed.
+local function forget_alarms(id, gone, rows)
+  local ak = P .. 'ra:' .. id
+  if redis.call('EXISTS', ak) == 0 then return end
+  local left = {}
+  for k = 1, #rows, 2 do
+    if not gone[rows[k]] then left[fire_of(rows[k])] = true end
+  end
+  for m in pairs(gone) do
+    local f = fire_of(m)
+    if not left[f] then redis.call('HDEL', ak, f) end
   end
 end
 -- rules::takes_release: job `id` may take a release at `now` when it is enabled, runs
@@ -71,12 +92,14 @@ local function take_release(id, now)
   end
   if not best then return 0 end
   local ck = P .. 'rc:' .. id
-  local runs = {}
+  local runs, gone = {}, {}
   for _, m in ipairs(best) do
     runs[#runs + 1] = redis.call('HGET', ck, m) or ''
     redis.call('ZREM', q, m)
     redis.call('HDEL', ck, m)
+    gone[m] = true
   end
+  forget_alarms(id, gone, rows)
   if redis.call('ZCARD', q) == 0 then redis.call('ZREM', P .. 'rq', id) end
   redis.call('HSET', jk, 'next', fmt(now), 'trigger', 'upstream', 'attempt', '0', 'resume', '',
     'nctx', '{"upstream":[' .. table.concat(runs, ',') .. ']}')
@@ -134,7 +157,7 @@ return taken
 ";
 
 /// ARGV: P, job id (empty: every job's). Returns per queued release: job id,
-/// released at, upstream run (JSON).
+/// released at, upstream run (JSON), when its instant was alarmed (or empty).
 pub(super) const RELEASES: &str = r"
 local ids
 if ARGV[2] ~= '' then ids = { ARGV[2] } else ids = redis.call('ZRANGE', P .. 'rq', 0, -1) end
@@ -145,9 +168,28 @@ for _, id in ipairs(ids) do
     out[#out + 1] = id
     out[#out + 1] = q[k + 1]
     out[#out + 1] = redis.call('HGET', P .. 'rc:' .. id, q[k]) or ''
+    out[#out + 1] = redis.call('HGET', P .. 'ra:' .. id, fire_of(q[k])) or ''
   end
 end
 return out
+";
+
+/// ARGV: P, job id, upstream instant (ms), the alarm event (JSON). When the job has
+/// a release of that instant queued and the instant has no `waiting` mark: marks it
+/// and puts the event in the outbox; returns 1 then, else 0.
+pub(super) const ALARM_WAITING: &str = r"
+local id, fire = ARGV[2], ARGV[3]
+local ak = P .. 'ra:' .. id
+if redis.call('HEXISTS', ak, fire) == 1 then return 0 end
+local found = false
+for _, m in ipairs(redis.call('ZRANGE', P .. 'rq:' .. id, 0, -1)) do
+  if fire_of(m) == fire then found = true; break end
+end
+if not found then return 0 end
+local nows = fmt(now_ms())
+redis.call('HSET', ak, fire, nows)
+enqueue(ARGV[4], nows)
+return 1
 ";
 
 /// ARGV: P, the audit entry (2-6), n, then per release: job, member, upstream run
@@ -178,6 +220,7 @@ for _, m in ipairs(redis.call('ZRANGE', q, 0, -1)) do
     n = n + 1
   end
 end
+redis.call('HDEL', P .. 'ra:' .. id, fire)
 if redis.call('ZCARD', q) == 0 then redis.call('ZREM', P .. 'rq', id) end
 if n > 0 then audit(fmt(now_ms())) end
 return n

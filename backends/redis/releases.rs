@@ -19,16 +19,26 @@ impl RedisStore {
         call.arg(job.map_or("", JobId::as_str));
         let out: Vec<String> = self.invoke(call, "releases").await?;
         let w = "decode releases";
+        if !out.len().is_multiple_of(4) {
+            return Err(super::decode::corrupt(w, format!("{} values", out.len())));
+        }
         let mut got = Vec::new();
-        let n = out.len() / 3;
-        for [id, at, run] in super::store::triples(out, n, w)? {
-            let (Ok(job), Ok(from)) = (JobId::new(&id), serde_json::from_str(&run)) else {
+        for item in out.chunks_exact(4) {
+            let [id, at, run, alarmed] = item else {
                 continue;
+            };
+            let (Ok(job), Ok(from)) = (JobId::new(id), serde_json::from_str(run)) else {
+                continue;
+            };
+            let alarmed_at = match alarmed.as_str() {
+                "" => None,
+                ms => Some(Timestamp::from_millis(super::decode::parse_int(ms, w)?)),
             };
             got.push(crate::dependency::QueuedRelease {
                 job,
                 from,
-                released_at: Timestamp::from_millis(super::decode::parse_int(&at, w)?),
+                released_at: Timestamp::from_millis(super::decode::parse_int(at, w)?),
+                alarmed_at,
             });
         }
         got.sort_by(|a, b| {
@@ -69,6 +79,21 @@ impl RedisStore {
         call.arg(job.as_str()).arg(fire_at.as_millis());
         let n: i64 = self.invoke(call, "drop_releases").await?;
         Ok(n.max(0) as u64)
+    }
+
+    /// [`Jobs::alarm_waiting`](crate::store::Jobs::alarm_waiting).
+    pub(super) async fn alarm_queued(
+        &self,
+        job: &JobId,
+        fire_at: Timestamp,
+        event: &crate::record::AlarmEvent,
+    ) -> Result<bool> {
+        let mut call = self.call(&self.scripts.alarm_waiting);
+        call.arg(job.as_str())
+            .arg(fire_at.as_millis())
+            .arg(super::decode::encode(event)?);
+        let n: i64 = self.invoke(call, "alarm_waiting").await?;
+        Ok(n == 1)
     }
 
     /// [`Jobs::take_releases`](crate::store::Jobs::take_releases).

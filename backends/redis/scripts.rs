@@ -27,6 +27,7 @@
 //! | `P audit:<id>`, `P audit` | hash, sorted set | audit entries (`at`, `actor`, `action`, `target`, `before`, `after`); all ids (score = id) |
 //! | `P cred:<kind>:<name>`, `P creds` | hash, sorted set | a runtime account or token (`body` JSON, `created_at`); members `<kind>:<name>` (score 0: listed in name order) |
 //! | `P rq:<id>`, `P rc:<id>`, `P rq` | sorted set, hash, sorted set | releases queued for a job: members `<upstream job>\|<upstream fire>` scored by when they were written; each member's upstream run (JSON); the ids of jobs with a release queued (score 0) |
+//! | `P ra:<id>` | hash | the upstream instants (ms) of a job's queued releases a `waiting` alarm was raised for, to when |
 //! | `P seq:run`, `P seq:alarm`, `P seq:audit`, `P schema` | strings | id sequences, schema version |
 
 /// Shared helpers, prepended to every script.
@@ -128,7 +129,7 @@ local id = ARGV[7]
 redis.call('ZREM', P .. 'due', id)
 redis.call('ZREM', P .. 'jobs', id)
 redis.call('ZREM', P .. 'rq', id)
-redis.call('DEL', P .. 'rq:' .. id, P .. 'rc:' .. id)
+redis.call('DEL', P .. 'rq:' .. id, P .. 'rc:' .. id, P .. 'ra:' .. id)
 local n = redis.call('DEL', P .. 'job:' .. id)
 if n > 0 then audit(fmt(now_ms())) end
 return n

@@ -626,4 +626,8 @@ impl Jobs for RedisStore {
     async fn take_releases(&self, limit: usize) -> Result<u64> {
         self.take_queued(limit).await
     }
+
+    async fn alarm_waiting(&self, job: &JobId, at: Timestamp, e: &AlarmEvent) -> Result<bool> {
+        self.alarm_queued(job, at, e).await
+    }
 }

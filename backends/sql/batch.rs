@@ -46,20 +46,8 @@ async fn job_states<D: Dialect>(
         }
     }
     rows.iter()
-        .map(|r| Ok((r.text("id").map_err(e)?, job_state(r).map_err(e)?)))
+        .map(|r| Ok((r.text("id").map_err(e)?, decode::job_state(r).map_err(e)?)))
         .collect()
-}
-
-/// The part of a job row the rules read (columns `enabled`, `version`,
-/// `next_fire_at`, `running_run`, `last_token`).
-pub(super) fn job_state(r: &impl SqlRow) -> std::result::Result<JobState, sqlx::Error> {
-    Ok(JobState {
-        enabled: r.flag("enabled")?,
-        version: r.int("version")? as u64,
-        next_fire_at: r.opt_int("next_fire_at")?.map(Timestamp::from_millis),
-        running: r.opt_int("running_run")?.map(RunId),
-        last_token: r.int("last_token")? as u64,
-    })
 }
 
 /// The runs `ids` (those that exist) with their start instants (ms), by id; `lock`

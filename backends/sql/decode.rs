@@ -181,6 +181,20 @@ pub(crate) fn job_page<R: SqlRow>(backend: &'static str, rows: &[R]) -> Result<P
     Ok(page)
 }
 
+/// The part of a job row the rules read (columns `enabled`, `version`,
+/// `next_fire_at`, `running_run`, `last_token`).
+pub(crate) fn job_state(
+    r: &impl SqlRow,
+) -> std::result::Result<crate::store::rules::JobState, sqlx::Error> {
+    Ok(crate::store::rules::JobState {
+        enabled: r.flag("enabled")?,
+        version: r.int("version")? as u64,
+        next_fire_at: r.opt_int("next_fire_at")?.map(Timestamp::from_millis),
+        running: r.opt_int("running_run")?.map(RunId),
+        last_token: r.int("last_token")? as u64,
+    })
+}
+
 /// A job record as a due fire (`None` when it has no next fire).
 pub(crate) fn due_fire(r: JobRecord) -> Option<DueFire> {
     Some(DueFire {

@@ -519,6 +519,15 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         self.take_queued(limit).await
     }
 
+    async fn alarm_waiting(
+        &self,
+        job: &JobId,
+        fire_at: Timestamp,
+        event: &crate::record::AlarmEvent,
+    ) -> Result<bool> {
+        self.alarm_queued(job, fire_at, event).await
+    }
+
     async fn queue_releases(
         &self,
         releases: &[crate::dependency::Release],

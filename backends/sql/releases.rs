@@ -86,7 +86,7 @@ pub(crate) async fn take_in<D: Dialect>(
     // The jobs that may take one, with the parents each waits for.
     let mut able: HashMap<String, Vec<String>> = HashMap::new();
     for r in d.fetch_in(tx, op, q).await? {
-        let state = super::batch::job_state(&r).map_err(e)?;
+        let state = super::decode::job_state(&r).map_err(e)?;
         let trigger = TriggerKind::parse(&r.text("next_trigger").map_err(e)?).unwrap_or_default();
         if rules::takes_release(Some(&state), trigger, at) {
             // A definition that cannot be read waits for no parent.
@@ -213,15 +213,18 @@ impl<D: Dialect> SqlStore<D> {
     ) -> Result<Vec<QueuedRelease>> {
         let op = "releases";
         let d = &self.d;
+        // A release of an instant already alarmed is listed alarmed too.
+        let t = d.t("releases");
         let mut q = Sql::new(format!(
-            "SELECT job_id, upstream, released_at FROM {}",
-            d.t("releases")
+            "SELECT r.job_id, r.upstream, r.released_at,
+                    (SELECT MAX(a.alarmed_at) FROM {t} a WHERE a.job_id = r.job_id AND a.fire_at = r.fire_at) AS alarmed_at
+             FROM {t} r"
         ));
         if let Some(j) = job {
-            q.push(" WHERE job_id = ?", [j.as_str().into()]);
+            q.push(" WHERE r.job_id = ?", [j.as_str().into()]);
         }
         q.push(
-            " ORDER BY released_at, source, fire_at LIMIT ?",
+            " ORDER BY r.released_at, r.source, r.fire_at LIMIT ?",
             [(limit.min(i64::MAX as usize) as i64).into()],
         );
         let e = |err| d.err(op, err);
@@ -235,9 +238,57 @@ impl<D: Dialect> SqlStore<D> {
                 job,
                 from,
                 released_at: Timestamp::from_millis(r.int("released_at").map_err(e)?),
+                alarmed_at: r
+                    .opt_int("alarmed_at")
+                    .map_err(e)?
+                    .map(Timestamp::from_millis),
             });
         }
         Ok(out)
+    }
+
+    /// [`Jobs::alarm_waiting`](crate::store::Jobs::alarm_waiting): the instant's
+    /// rows locked, marked and the event queued in one transaction.
+    pub(crate) async fn alarm_queued(
+        &self,
+        job: &JobId,
+        fire_at: Timestamp,
+        event: &crate::record::AlarmEvent,
+    ) -> Result<bool> {
+        super::retrying(|| async {
+            let op = "alarm_waiting";
+            let d = &self.d;
+            let mut tx = d.begin(op).await?;
+            let now = now_in(d, &mut tx, op).await?;
+            let q = Sql::new(format!(
+                "SELECT alarmed_at FROM {} WHERE job_id = ? AND fire_at = ? ORDER BY source{}",
+                d.t("releases"),
+                D::FOR_UPDATE
+            ))
+            .bind(job.as_str())
+            .bind(fire_at.as_millis());
+            let rows = d.fetch_in(&mut tx, op, q).await?;
+            let mut fresh = !rows.is_empty();
+            for r in &rows {
+                fresh &= r.opt_int("alarmed_at").map_err(|e| d.err(op, e))?.is_none();
+            }
+            if !fresh {
+                d.commit(tx, op).await?;
+                return Ok(false);
+            }
+            let mark = Sql::new(format!(
+                "UPDATE {} SET alarmed_at = ? WHERE job_id = ? AND fire_at = ?",
+                d.t("releases")
+            ))
+            .bind(now)
+            .bind(job.as_str())
+            .bind(fire_at.as_millis());
+            d.exec_in(&mut tx, op, mark).await?;
+            super::outbox::insert_alarms(d, &mut tx, std::slice::from_ref(event), now).await?;
+            d.commit(tx, op).await?;
+            Ok(true)
+        })
+        .await
     }
 
     /// [`Jobs::take_releases`](crate::store::Jobs::take_releases): the jobs that

@@ -75,6 +75,11 @@ const MIGRATIONS: &[Embedded] = &[
         "releases queued per job",
         include_str!("migrations/0009_releases.sql"),
     ),
+    (
+        10,
+        "waiting alarms of queued releases",
+        include_str!("migrations/0010_release_alarms.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";

@@ -35,6 +35,7 @@ mod rules;
 mod spans;
 mod store;
 mod store_log;
+mod waiting;
 
 pub use audit::{
     alarm_outbox_operator_retry_and_discard, audit_log_reads_back, changes_and_their_audit_entries,
@@ -65,6 +66,7 @@ pub use store::{
     finish_yields_to_changes_during_the_run, refuses_missing_jobs, upsert_get_list_remove,
 };
 pub use store_log::*;
+pub use waiting::waiting_alarms_are_raised_once;
 
 use crate::lock::LockProvider;
 use crate::store::JobStore;
@@ -113,6 +115,7 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     a_fan_in_takes_every_parents_release_of_one_instant_once(store).await;
     operators_release_and_skip_instants(store).await;
     a_change_returns_a_taken_release(store).await;
+    waiting_alarms_are_raised_once(store).await;
 }
 
 /// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention,

@@ -29,6 +29,7 @@ pub(super) fn alarm(job: &str, i: u32) -> AlarmEvent {
         suppressed: 0,
         covers: None,
         blocked: Vec::new(),
+        waiting_for: Vec::new(),
     }
 }
 

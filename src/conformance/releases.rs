@@ -17,7 +17,7 @@ const MIN: Duration = Duration::from_secs(60);
 /// The parent's `k`-th fire: started at `t0 + k min` under token `k + 1` and
 /// finished (succeeded, next at `t0 + (k + 1) min`) with releases of `children`.
 /// Returns the finish's outcome and the upstream run it names.
-async fn parent_fire(
+pub(super) async fn parent_fire(
     store: &dyn JobStore,
     parent: &str,
     t0: Timestamp,

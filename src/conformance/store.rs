@@ -64,6 +64,7 @@ pub(super) fn failure_event(id: &str, run: RunId, t0: Timestamp) -> AlarmEvent {
         suppressed: 0,
         covers: None,
         blocked: Vec::new(),
+        waiting_for: Vec::new(),
     }
 }
 

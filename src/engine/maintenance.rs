@@ -146,7 +146,9 @@ async fn maintain(
     last_beat: &mut Option<Instant>,
 ) -> Result<()> {
     // An eighth of a beat of slack keeps the beat from slipping a whole check late.
-    if last_beat.is_none_or(|t| t.elapsed() + core.config.heartbeat / 8 >= core.config.heartbeat) {
+    let beat =
+        last_beat.is_none_or(|t| t.elapsed() + core.config.heartbeat / 8 >= core.config.heartbeat);
+    if beat {
         heartbeat_once(core).await?;
         *last_beat = Some(Instant::now());
     }
@@ -173,6 +175,13 @@ async fn maintain(
     let taken = core.store.take_releases(TAKE_PER_PASS).await?;
     if taken > 0 {
         debug!(taken, "queued releases taken");
+    }
+    if beat {
+        // Not a reason to fail the pass: the next beat checks again.
+        if let Err(e) = super::waiting::raise(core).await {
+            core.backend_error("alarm_waiting");
+            warn!(error = %e, "checking queued releases' wait deadlines failed");
+        }
     }
     if last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
         let now = core.store.now().await?;

@@ -37,6 +37,7 @@ mod node;
 mod plan;
 mod poll;
 mod slots;
+mod waiting;
 
 pub use api::Doctor;
 pub use config::SchedulerConfig;

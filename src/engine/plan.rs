@@ -409,6 +409,7 @@ pub(crate) fn events(
             } else {
                 Vec::new()
             },
+            waiting_for: Vec::new(),
         })
         .collect()
 }

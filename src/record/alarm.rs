@@ -56,6 +56,11 @@ pub struct AlarmEvent {
     /// For a `blocked` event, the children the fire did not release.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<JobId>,
+    /// For a `waiting` event, the parents of the job's join that have not released
+    /// the instant (empty: the instant is whole, or the job waits for no parent, and
+    /// the job itself has not taken it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<JobId>,
 }
 
 impl AlarmEvent {

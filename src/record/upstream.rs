@@ -78,4 +78,10 @@ pub struct QueuedRelease {
     pub from: UpstreamRun,
     /// When the release was written (store clock).
     pub released_at: Timestamp,
+    /// When a [`Waiting`](crate::AlarmKind::Waiting) alarm was raised for the
+    /// job's releases of this instant ([`Jobs::alarm_waiting`]); `None`: none yet.
+    ///
+    /// [`Jobs::alarm_waiting`]: crate::store::Jobs::alarm_waiting
+    #[serde(default)]
+    pub alarmed_at: Option<Timestamp>,
 }

@@ -313,6 +313,21 @@ pub trait Jobs: Send + Sync + 'static {
         fire_at: Timestamp,
         audit: Option<&AuditEntry>,
     ) -> Result<u64>;
+
+    /// Raises a [`Waiting`](crate::AlarmKind::Waiting) alarm for the releases queued
+    /// for `job` at the upstream instant `fire_at`, once: when any is queued and no
+    /// alarm was raised for them, marks the instant alarmed (every release of it
+    /// lists [`alarmed_at`](crate::dependency::QueuedRelease::alarmed_at), a release
+    /// of it queued later too) and puts `event` in the outbox as `Pending`, in one
+    /// atomic step; whether it did. Every node may call it for the same instant at
+    /// once: one call raises the alarm. The mark goes with the instant's releases
+    /// (taken, dropped, or the job removed).
+    async fn alarm_waiting(
+        &self,
+        job: &JobId,
+        fire_at: Timestamp,
+        event: &crate::record::AlarmEvent,
+    ) -> Result<bool>;
 }
 
 macro_rules! forward {
@@ -333,6 +348,7 @@ macro_rules! forward {
             async fn take_releases(&self, limit: usize) -> Result<u64> { (**self).take_releases(limit).await }
             async fn queue_releases(&self, r: &[crate::dependency::Release], a: Option<&AuditEntry>) -> Result<()> { (**self).queue_releases(r, a).await }
             async fn drop_releases(&self, job: &JobId, at: Timestamp, a: Option<&AuditEntry>) -> Result<u64> { (**self).drop_releases(job, at, a).await }
+            async fn alarm_waiting(&self, job: &JobId, at: Timestamp, e: &crate::record::AlarmEvent) -> Result<bool> { (**self).alarm_waiting(job, at, e).await }
         }
     )*};
 }

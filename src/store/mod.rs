@@ -151,6 +151,14 @@ macro_rules! delegate_store {
             ) -> $crate::Result<u64> {
                 self.$field.drop_releases(job, at, a).await
             }
+            async fn alarm_waiting(
+                &self,
+                job: &$crate::JobId,
+                at: $crate::Timestamp,
+                e: &$crate::AlarmEvent,
+            ) -> $crate::Result<bool> {
+                self.$field.alarm_waiting(job, at, e).await
+            }
         }
         #[async_trait::async_trait]
         impl $crate::store::RunLog for $ty {

@@ -143,7 +143,7 @@ try {
   eq([made.remote, made.timeout, made.retry, made.misfire, made.misfire_threshold, made.alarm], [
     { group: 'billing', routing: 'failover', block: 'discard_later' }, '1m',
     { max_attempts: 2, base: '5s', max_delay: '1m', jitter: 0.1 }, { policy: 'catch_up', max: 3 }, '30s',
-    { events: ['final_failure', 'failure', 'lost', 'blocked'], misfire_min_fires: 3, recipients: ['ops@example.com', 'oncall@example.com'] },
+    { events: ['final_failure', 'failure', 'lost', 'blocked', 'waiting'], misfire_min_fires: 3, recipients: ['ops@example.com', 'oncall@example.com'] },
   ], 'every field of the form is stored');
 
   step = 'a job that fires only when triggered';
@@ -221,6 +221,13 @@ try {
   await go('#/runs/' + joined.id);
   const by = await page.textContent('#run-released-by');
   check(by.includes('join.b') && by.includes('join.c') && by.includes('in its place'), 'the run names the parent run and the operator: ' + by);
+  await go('#/jobs/join.d/edit');
+  eq(await page.inputValue('#job-form input[name=after]'), 'join.b, join.c', 'the form shows what the job waits for');
+  await page.fill('#job-form input[name=wait_deadline]', '10m');
+  await page.click('#job-form button[type=submit]');
+  await page.waitForSelector('#job-dependencies');
+  const kept = JSON.parse(await page.textContent('#job-definition'));
+  eq([kept.after, kept.wait_deadline], [['join.b', 'join.c'], '10m'], 'an edit keeps the parents and stores the wait deadline');
 
   step = 'trigger a long run with a payload, open it and its log, kill it';
   await go('#/jobs/long.chatty');

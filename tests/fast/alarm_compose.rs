@@ -75,6 +75,7 @@ fn event(job: &str, kind: AlarmKind) -> AlarmEvent {
         suppressed: 0,
         covers: None,
         blocked: Vec::new(),
+        waiting_for: Vec::new(),
     }
 }
 

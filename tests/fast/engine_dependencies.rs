@@ -16,8 +16,39 @@ use support::*;
 
 const S: Duration = Duration::from_secs(1);
 
-fn id(s: &str) -> JobId {
+pub(crate) fn id(s: &str) -> JobId {
     JobId::new(s).unwrap()
+}
+
+/// A job that fires only when released, with no retry, releasing `children` on success.
+pub(crate) fn never(name: &str, handler: &str, children: &[&str]) -> jobwheel::JobBuilder {
+    Job::builder(name, handler, Schedule::never())
+        .retry(RetryPolicy::none())
+        .children(
+            children
+                .iter()
+                .map(|c| ChildLink::on_success(id(c)))
+                .collect(),
+        )
+}
+
+/// A handler that records its runs and fails every fire released for an instant
+/// after `t0`.
+pub(crate) fn fails_after(
+    log: &Log,
+    clock: &std::sync::Arc<jobwheel::TokioClock>,
+    t0: jobwheel::Timestamp,
+) -> impl Fn(JobContext) -> std::future::Ready<Result<(), JobError>> + Send + Sync + 'static {
+    let (log, clock) = (log.clone(), clock.clone());
+    move |ctx: JobContext| {
+        log.record(&ctx, &*clock);
+        let fail = ctx.upstream.first().is_some_and(|u| u.fire_at > t0);
+        std::future::ready(if fail {
+            Err(JobError::msg("branch c failed"))
+        } else {
+            Ok(())
+        })
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -426,39 +457,18 @@ async fn a_join_is_refused_when_a_parent_it_waits_for_does_not_release_it() {
 async fn a_failed_branch_blocks_its_instant_until_an_operator_releases_or_skips_it() {
     let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
     let log = Log::default();
-    let (flaky_log, flaky_clock) = (log.clone(), clock.clone());
     let t0 = at("2026-01-01T00:00:00Z");
     let s = Scheduler::builder()
         .store(store.clone())
         .locks(locks)
         .handler("h", recording(&log, &clock))
         // Fails for every instant after the first.
-        .handler("flaky", move |ctx: JobContext| {
-            flaky_log.record(&ctx, &*flaky_clock);
-            let fail = ctx.upstream.first().is_some_and(|u| u.fire_at > t0);
-            async move {
-                if fail {
-                    Err(JobError::msg("branch c failed"))
-                } else {
-                    Ok(())
-                }
-            }
-        })
+        .handler("flaky", fails_after(&log, &clock, t0))
         .config(config("n1"))
         .build()
         .unwrap();
     let h = s.start().await.unwrap();
     let sched = h.scheduler();
-    let never = |name: &str, handler: &str, children: &[&str]| {
-        Job::builder(name, handler, Schedule::never())
-            .retry(RetryPolicy::none())
-            .children(
-                children
-                    .iter()
-                    .map(|c| ChildLink::on_success(id(c)))
-                    .collect(),
-            )
-    };
     sched
         .upsert(
             never("d", "h", &[])

@@ -107,6 +107,15 @@ impl Jobs for FlakyStore {
     ) -> Result<u64> {
         self.inner.drop_releases(job, fire_at, audit).await
     }
+    async fn alarm_waiting(
+        &self,
+        job: &jobwheel::JobId,
+        fire_at: Timestamp,
+        event: &jobwheel::AlarmEvent,
+    ) -> Result<bool> {
+        self.check("alarm_waiting")?;
+        self.inner.alarm_waiting(job, fire_at, event).await
+    }
 }
 
 #[async_trait]

@@ -21,6 +21,7 @@ mod engine_misfire;
 mod engine_on_time;
 mod engine_recovery;
 mod engine_sim;
+mod engine_waiting;
 mod engine_window;
 mod handlers;
 mod instruments;

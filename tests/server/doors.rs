@@ -171,6 +171,7 @@ impl Rig {
             suppressed: 0,
             covers: None,
             blocked: Vec::new(),
+            waiting_for: Vec::new(),
         };
         let finish = FinishRun {
             run_id: RunId(2),

@@ -39,6 +39,7 @@ fn event() -> AlarmEvent {
         suppressed: 2,
         covers: None,
         blocked: Vec::new(),
+        waiting_for: Vec::new(),
     }
 }
 
