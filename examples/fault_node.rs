@@ -13,7 +13,9 @@
 //! `<prefix>results` in the store's database (created by the test, or by hand:
 //! `id` serial key, `job_id` text, `fire_at`/`token`/`started_at` BIGINT, `node` text,
 //! `attempt` INT): job, fire, node, attempt, token and the database's clock at the
-//! start; then it sleeps `payload.sleep_ms`; the row insert is retried through an outage of up
+//! start; then it sleeps `payload.sleep_ms` (and, with `payload.align_ms`, until the
+//! clock is at a multiple of it); `--handlers a,b` registers it under those names
+//! instead of `work`; the row insert is retried through an outage of up
 //! to 30 s. The node runs until SIGTERM or SIGINT, shuts down gracefully and prints
 //! one line `METRICS {json}` with its counters. `--remote <base URL>` also dispatches
 //! the jobs of executor group `billing` to that instance (secret: `JOBWHEEL_GROUP_SECRET`;
@@ -38,6 +40,10 @@ struct Work {
     /// How long a run takes after recording itself.
     #[serde(default)]
     sleep_ms: u64,
+    /// Then it waits until the machine's clock is at a multiple of this many
+    /// milliseconds, so runs on several nodes end at the same moment (0: no wait).
+    #[serde(default)]
+    align_ms: u64,
 }
 
 #[derive(Clone)]
@@ -167,10 +173,12 @@ async fn main() -> jobwheel::Result<()> {
             [instance],
         )?);
     }
-    let scheduler = builder
-        .store(store)
-        .locks(locks)
-        .handler("work", move |ctx: JobContext, work: Work| {
+    // `--handlers a,b`: the names the work handler is registered under (default
+    // `work`); a node without a job's handler leaves it to a node that has it.
+    let names = arg("--handlers").unwrap_or_else(|| "work".into());
+    for name in names.split(',') {
+        let results = results.clone();
+        builder = builder.handler(name, move |ctx: JobContext, work: Work| {
             let results = results.clone();
             async move {
                 let mut tries = 0;
@@ -185,9 +193,21 @@ async fn main() -> jobwheel::Result<()> {
                 }
                 tracing::info!(tries, "recorded; working");
                 tokio::time::sleep(Duration::from_millis(work.sleep_ms)).await;
+                if work.align_ms > 0 {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_millis() as u64;
+                    let wait = work.align_ms - now % work.align_ms;
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                }
                 Ok(())
             }
-        })
+        });
+    }
+    let scheduler = builder
+        .store(store)
+        .locks(locks)
         .config(
             SchedulerConfig::default()
                 .node_id(node)

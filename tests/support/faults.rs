@@ -202,7 +202,14 @@ impl Cluster {
     /// in another time zone. The library is preloaded into the node itself, so the
     /// signals the tests send reach it.
     pub fn spawn(&mut self, name: &str, skewed: bool) {
+        self.spawn_with(name, skewed, &[]);
+    }
+
+    /// [`spawn`](Self::spawn) with more arguments for `fault_node` (such as
+    /// `--handlers`).
+    pub fn spawn_with(&mut self, name: &str, skewed: bool, extra: &[&str]) {
         let mut cmd = Command::new(node_binary());
+        cmd.args(extra);
         if skewed {
             let lib = super::libfaketime().expect("libfaketime is installed");
             cmd.env("LD_PRELOAD", lib)
