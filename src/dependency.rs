@@ -16,7 +16,13 @@
 //! then takes their releases of one *logical instant* together, once every parent
 //! released it ([`rules::pick_release`](crate::store::rules::pick_release)). A
 //! released fire passes its upstream's instant down, so a diamond joins on its
-//! origin's instant. An operator releases an instant a join waits for, or skips it
+//! origin's instant. A join may instead join by a window (an hour or a day of a
+//! zone, [`JoinWindow`]): it then runs once per window every parent released, and
+//! the store keeps a taken window's releases marked a while
+//! ([`rules::WINDOW_KEPT`](crate::store::rules::WINDOW_KEPT)) so a parent's later
+//! release of it is not queued again. A release that waits past the job's
+//! [`wait_deadline`](crate::Job::wait_deadline) raises one `waiting` alarm per
+//! instant. An operator releases an instant a join waits for, or skips it
 //! ([`Ops::release_instant`](crate::ops::Ops::release_instant),
 //! [`Ops::skip_instant`](crate::ops::Ops::skip_instant)). Cycles are refused when a
 //! job is stored; at run time a chain of releases stops at [`MAX_DEPTH`].
@@ -25,7 +31,8 @@
 //! [`FireContext::upstream`]: crate::FireContext::upstream
 
 pub use crate::links::{
-    ChildLink, ChildOn, MAX_CHILDREN, MAX_GRAPH_READS, check_after, check_children,
+    ChildLink, ChildOn, JoinWindow, MAX_CHILDREN, MAX_GRAPH_READS, WindowUnit, check_after,
+    check_children, check_window,
 };
 pub use crate::record::{QueuedRelease, Release, UpstreamRun};
 
@@ -98,6 +105,56 @@ mod tests {
         for s in [Misfired, Returned, Running] {
             assert!(!ChildOn::Always.matches(s, false), "{s:?}");
         }
+    }
+
+    #[test]
+    fn windows_start_at_the_wall_clock_hour_or_day() {
+        let t = |s: &str| {
+            crate::Timestamp::from_datetime(&chrono::DateTime::parse_from_rfc3339(s).unwrap())
+        };
+        let day = |z: &str| JoinWindow::new(WindowUnit::Day, z).unwrap();
+        let hour = |z: &str| JoinWindow::new(WindowUnit::Hour, z).unwrap();
+        let utc = day("UTC");
+        assert_eq!(
+            utc.start(t("2026-01-01T13:00:00Z")),
+            t("2026-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            utc.start(t("2026-01-01T00:00:00Z")),
+            t("2026-01-01T00:00:00Z")
+        );
+        // The Paris day the clocks go forward starts at midnight CET.
+        let paris = day("Europe/Paris");
+        assert_eq!(
+            paris.start(t("2026-03-29T12:00:00Z")),
+            t("2026-03-28T23:00:00Z")
+        );
+        assert_eq!(
+            paris.start(t("2026-03-29T22:30:00Z")),
+            t("2026-03-29T22:00:00Z")
+        );
+        // New York's repeated hour: each pass is its own hour.
+        let ny = hour("America/New_York");
+        assert_eq!(
+            ny.start(t("2026-11-01T05:30:00Z")),
+            t("2026-11-01T05:00:00Z")
+        );
+        assert_eq!(
+            ny.start(t("2026-11-01T06:30:00Z")),
+            t("2026-11-01T06:00:00Z")
+        );
+        // São Paulo's 2018 clocks went forward at midnight: the day starts at 01:00.
+        let sp = day("America/Sao_Paulo");
+        assert_eq!(
+            sp.start(t("2018-11-04T12:00:00Z")),
+            t("2018-11-04T03:00:00Z")
+        );
+        // Checks name the field.
+        let e = JoinWindow::new(WindowUnit::Day, "Mars/Olympus").unwrap_err();
+        assert_eq!(e.field(), Some("job.join_window.zone"));
+        let e = check_window(Some(&utc), &[]).unwrap_err();
+        assert_eq!(e.field(), Some("job.join_window"));
+        assert!(check_window(Some(&utc), &[id("a")]).is_ok());
     }
 
     #[test]

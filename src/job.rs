@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 pub use crate::job_id::{JobId, MAX_JOB_ID_LEN};
 use crate::limits;
-use crate::links::ChildLink;
+use crate::links::{ChildLink, JoinWindow};
 use crate::placement::RemoteTarget;
 use crate::policy::{AlarmPolicy, MisfirePolicy, RetryPolicy};
 use crate::schedule::Schedule;
@@ -38,6 +38,7 @@ pub struct Job {
     remote: Option<RemoteTarget>,
     children: Vec<ChildLink>,
     after: Vec<JobId>,
+    join_window: Option<JoinWindow>,
     wait_deadline: Option<Duration>,
 }
 
@@ -63,6 +64,7 @@ impl Job {
                 remote: None,
                 children: Vec::new(),
                 after: Vec::new(),
+                join_window: None,
                 wait_deadline: None,
             },
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
@@ -134,6 +136,11 @@ impl Job {
     pub fn after(&self) -> &[JobId] {
         &self.after
     }
+    /// The window its parents' releases are joined over instead of their exact
+    /// instant (`None`: the exact instant; see [`dependency`](crate::dependency)).
+    pub fn join_window(&self) -> Option<&JoinWindow> {
+        self.join_window.as_ref()
+    }
     /// How long a release may wait in the job's queue (for the rest of a join, or
     /// for the job to be able to take it) before a [`Waiting`](crate::AlarmKind::Waiting)
     /// alarm is raised for its instant; `None`: no such alarm.
@@ -166,6 +173,7 @@ impl Job {
             remote: self.remote.clone(),
             children: self.children.clone(),
             after: self.after.clone(),
+            join_window: self.join_window.clone(),
             wait_deadline: self.wait_deadline,
         }
     }
@@ -270,6 +278,14 @@ impl JobBuilder {
         self
     }
 
+    /// Joins the parents' releases by the window (an hour or a day of a zone) their
+    /// instants fall in, instead of the exact instant (checked by
+    /// [`build`](Self::build): a valid zone, and parents in `after`).
+    pub fn join_window(mut self, window: JoinWindow) -> Self {
+        self.repr.join_window = Some(window);
+        self
+    }
+
     /// Sets how long a release may wait in the job's queue before a
     /// [`Waiting`](crate::AlarmKind::Waiting) alarm is raised for its instant (must
     /// be positive).
@@ -352,6 +368,9 @@ struct JobRepr {
     /// Parents whose releases for one instant it waits to have all of.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     after: Vec<JobId>,
+    /// The window parents' releases are joined over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    join_window: Option<JoinWindow>,
     /// How long a release may wait in its queue before a `waiting` alarm.
     #[serde(
         default,
@@ -474,6 +493,7 @@ impl Job {
         r.misfire.validate()?;
         crate::links::check_children(&id, &r.children)?;
         crate::links::check_after(&id, &r.after)?;
+        crate::links::check_window(r.join_window.as_ref(), &r.after)?;
         Ok(Job {
             id,
             handler: handler.to_string(),
@@ -488,6 +508,7 @@ impl Job {
             remote: r.remote,
             children: r.children,
             after: r.after,
+            join_window: r.join_window,
             wait_deadline: r.wait_deadline,
         })
     }
@@ -509,6 +530,7 @@ impl From<Job> for JobRepr {
             remote: j.remote,
             children: j.children,
             after: j.after,
+            join_window: j.join_window,
             wait_deadline: j.wait_deadline,
         }
     }

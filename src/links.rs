@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::job_id::JobId;
+use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// Most children one job may list.
@@ -62,6 +63,109 @@ impl ChildOn {
             ChildOn::Always => "always",
         }
     }
+}
+
+/// The span of wall time a join's releases are joined over, instead of their exact
+/// instant: a release counts for the window (an hour or a day of `zone`'s wall
+/// clock) its upstream instant falls in, and the job runs once per window for which
+/// every parent it waits for released it (see [`dependency`](crate::dependency)).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct JoinWindow {
+    /// How long a window is.
+    pub unit: WindowUnit,
+    /// The IANA zone whose wall clock the windows follow (default UTC).
+    #[serde(default = "utc")]
+    pub zone: String,
+}
+
+fn utc() -> String {
+    "UTC".to_string()
+}
+
+/// How long a [`JoinWindow`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum WindowUnit {
+    /// A wall-clock hour (`10:00` to `11:00`).
+    Hour,
+    /// A calendar day, from its first instant (midnight, or the first wall time after
+    /// a gap at midnight) to the next day's.
+    Day,
+}
+
+impl JoinWindow {
+    /// A window of `unit` in the zone named `zone`. Errors: [`Error::Invalid`] naming
+    /// `job.join_window.zone`.
+    pub fn new(unit: WindowUnit, zone: &str) -> Result<Self> {
+        let w = JoinWindow {
+            unit,
+            zone: zone.to_string(),
+        };
+        w.tz()?;
+        Ok(w)
+    }
+
+    fn tz(&self) -> Result<chrono_tz::Tz> {
+        self.zone.parse().map_err(|_| {
+            Error::invalid(
+                "job.join_window.zone",
+                &self.zone,
+                "not an IANA time zone name",
+            )
+        })
+    }
+
+    /// The first instant of the window `at` falls in.
+    pub fn start(&self, at: Timestamp) -> Timestamp {
+        use chrono::{LocalResult, TimeZone, Timelike};
+        let tz = self.tz().unwrap_or(chrono_tz::Tz::UTC);
+        let Some(utc) = chrono::DateTime::from_timestamp_millis(at.as_millis()) else {
+            return at;
+        };
+        let local = utc.with_timezone(&tz).naive_local();
+        let floor = match self.unit {
+            WindowUnit::Hour => local.date().and_hms_opt(local.hour(), 0, 0),
+            WindowUnit::Day => local.date().and_hms_opt(0, 0, 0),
+        };
+        let Some(floor) = floor else { return at };
+        // The wall time may be ambiguous (a repeated hour: the pass at or before
+        // `at`) or in a gap (the window starts at the gap's end, the first wall time
+        // after it, within two hours).
+        let first = (0..=8).find_map(|q| {
+            match tz.from_local_datetime(&(floor + chrono::Duration::minutes(15 * q))) {
+                LocalResult::Single(t) => Some(t),
+                LocalResult::Ambiguous(early, late) => {
+                    Some(if late.timestamp_millis() <= at.as_millis() {
+                        late
+                    } else {
+                        early
+                    })
+                }
+                LocalResult::None => None,
+            }
+        });
+        first.map_or(at, |t| {
+            Timestamp::from_millis(t.timestamp_millis().min(at.as_millis()))
+        })
+    }
+}
+
+/// Checks a job's join window: a valid zone, and parents to join (`after`).
+/// Errors: [`Error::Invalid`] naming `job.join_window`.
+pub fn check_window(window: Option<&JoinWindow>, after: &[JobId]) -> Result<()> {
+    let Some(w) = window else { return Ok(()) };
+    w.tz()?;
+    if after.is_empty() {
+        return Err(Error::invalid(
+            "job.join_window",
+            format!("{:?} in {}", w.unit, w.zone),
+            "a join window needs the parents it joins (`after`)",
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a job's children: at most [`MAX_CHILDREN`], none twice, not the job

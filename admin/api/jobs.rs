@@ -285,7 +285,8 @@ pub(super) async fn trigger(
 #[serde(deny_unknown_fields)]
 pub(super) struct InstantBody {
     /// The upstream instant (RFC 3339, or epoch milliseconds), as the queued
-    /// releases name it (`from.fire_at`).
+    /// releases name it (`from.fire_at`; for a job that joins by a window, any
+    /// instant of the window).
     fire_at: Timestamp,
 }
 

@@ -296,9 +296,14 @@ pub(super) fn print_dependencies(d: &crate::ops::Dependencies) {
     );
     if !d.after.is_empty() {
         let names: Vec<String> = d.after.iter().map(ToString::to_string).collect();
+        let over = d.join_window.as_ref().map_or_else(
+            || "one instant".to_string(),
+            |w| format!("each {:?} in {}", w.unit, w.zone).to_lowercase(),
+        );
         println!(
-            "waits for:  {} (all of them, for one instant)",
-            table::escape(&names.join(", "))
+            "waits for:  {} (all of them, for {})",
+            table::escape(&names.join(", ")),
+            table::escape(&over)
         );
     }
     println!(
@@ -317,6 +322,9 @@ pub(super) fn print_dependencies(d: &crate::ops::Dependencies) {
             vec![
                 q.from.job.to_string(),
                 q.from.fire_at.to_string(),
+                q.from
+                    .window
+                    .map_or_else(|| "-".to_string(), |t| t.to_string()),
                 q.from.run.to_string(),
                 q.from.status.as_str().to_string(),
                 q.released_at.to_string(),
@@ -331,6 +339,7 @@ pub(super) fn print_dependencies(d: &crate::ops::Dependencies) {
             &[
                 "upstream",
                 "fire",
+                "window",
                 "run",
                 "status",
                 "released",

@@ -12,7 +12,9 @@ JW.dependencyPanel = async (id) => {
     ? h('ul', {}, items.map((x) => h('li', {}, jobLink(x.job), ' ', h('span', { class: 'muted' }, 'on ' + x.on))))
     : h('p', { class: 'muted' }, none);
   // Queued releases by instant, each with what an operator may do about it.
-  const instants = [...new Set(d.queued.map((q) => q.from.fire_at))];
+  // A release's instant: its window's start when the job joins by a window.
+  const key = (q) => q.from.window || q.from.fire_at;
+  const instants = [...new Set(d.queued.map(key))];
   const act = (verb, at) => button(verb === 'release' ? 'Release now' : 'Skip', async () => {
     ok(await api('POST', '/jobs/' + enc(id) + '/' + verb, { fire_at: at }));
   }, {
@@ -24,12 +26,13 @@ JW.dependencyPanel = async (id) => {
   const operator = JW.can('operator');
   // Whether a `waiting` alarm was raised for an instant (its wait deadline passed).
   const alarmed = (at) => {
-    const q = d.queued.find((x) => x.from.fire_at === at && x.alarmed_at);
+    const q = d.queued.find((x) => key(x) === at && x.alarmed_at);
     return q ? h('span', { class: 'badge failed', title: 'waiting alarm raised ' + q.alarmed_at }, 'past its wait deadline') : null;
   };
   return h('div', { class: 'panel', id: 'job-dependencies' }, h('h2', {}, 'Dependencies'),
     d.after.length ? h('p', { id: 'job-after' }, 'Waits for ', h('span', { class: 'mono' }, d.after.join(', ')),
-      ' — all of them, for one instant, then runs once.') : null,
+      d.join_window ? ' — all of them, once each ' + d.join_window.unit + ' in ' + d.join_window.zone + ', then runs once for it.'
+        : ' — all of them, for one instant, then runs once.') : null,
     h('div', { class: 'grid2' },
       h('div', { id: 'job-upstream' }, h('h3', {}, 'Upstream (released by)'),
         links(d.parents, 'No job lists it as a child.'),
@@ -40,7 +43,7 @@ JW.dependencyPanel = async (id) => {
     instants.length
       ? h('ol', { id: 'job-queued' }, instants.map((at) => h('li', { 'data-instant': at },
         h('b', {}, time(at)), ' ',
-        d.queued.filter((q) => q.from.fire_at === at).map((q) => h('span', { class: 'release' },
+        d.queued.filter((q) => key(q) === at).map((q) => h('span', { class: 'release' },
           jobLink(q.from.job), q.from.released_by ? ' (released by ' + q.from.released_by + ')' : [' · ', link('#/runs/' + q.from.run, 'run ' + q.from.run)],
           ' ', h('span', { class: 'muted' }, q.from.status + ', ' + JW.ago(q.released_at)), ' ')),
         alarmed(at),

@@ -230,6 +230,7 @@ pages.jobForm = async ([id]) => {
     enabled: h('input', { type: 'checkbox', name: 'enabled', checked: job.enabled !== false }),
     children: input('children', JW.childrenText(job.children), { class: 'mono', placeholder: 'report, archive on failure' }),
     after: input('after', (job.after || []).join(', '), { class: 'mono', placeholder: 'extract-orders, extract-invoices' }),
+    joinWindow: input('join_window', job.join_window ? job.join_window.unit + ' ' + job.join_window.zone : '', { class: 'mono', placeholder: 'none (the exact instant), or: day Europe/Paris' }),
     waitDeadline: input('wait_deadline', job.wait_deadline, { placeholder: 'none' }),
   };
   // The handlers the chosen group's live instances serve, offered as the handler is typed.
@@ -304,6 +305,12 @@ pages.jobForm = async ([id]) => {
       if (children.length) def.children = children;
       const after = f.after.value.split(',').map((x) => x.trim()).filter(Boolean);
       if (after.length) def.after = after;
+      const win = f.joinWindow.value.trim();
+      if (win) {
+        const m = /^(hour|day)(?:\s+(\S+))?$/.exec(win);
+        if (!m) throw Object.assign(new Error('not "hour ZONE" or "day ZONE": ' + JSON.stringify(win)), { field: 'join_window' });
+        def.join_window = { unit: m[1], zone: m[2] || 'UTC' };
+      }
       if (f.waitDeadline.value.trim()) def.wait_deadline = f.waitDeadline.value.trim();
       def.retry = { max_attempts: number(f.attempts, 'retry.max_attempts'), base: f.base.value.trim(), max_delay: f.maxDelay.value.trim(), jitter: number(f.jitter, 'retry.jitter') };
       def.misfire = f.misfire.value === 'catch_up' ? { policy: 'catch_up', max: number(f.catchUp, 'misfire.max') } : { policy: f.misfire.value };
@@ -336,6 +343,7 @@ pages.jobForm = async ([id]) => {
       h('h3', {}, 'Then'),
       row('Children', f.children, 'Jobs to run once for each fire of this one that ends as asked: "report" (on success), "cleanup on failure", "audit on always". Each fire releases each child once, in the same step as its result; a child with a schedule keeps it.'),
       row('Waits for', f.after, 'Parents whose releases of one instant this job waits to have all of, then runs once for them (each must list it among its children). Empty: it runs once per release.'),
+      row('Join window', f.joinWindow, 'Join the parents\' releases by the hour or day (in a zone) their instants fall in, instead of the exact instant: "day Europe/Paris" runs once per Paris day, after every parent released that day; a parent\'s later releases of a day already joined are not queued.'),
       row('Wait deadline', f.waitDeadline, 'A release waiting longer than this (for the rest of its instant, or for the job to take it) raises a waiting alarm, once per instant. Default: none.'),
       h('h3', {}, 'Retries'),
       row('Attempts per fire', f.attempts, 'Default ' + dr.max_attempts + '. 1: no retry; a failed fire waits for the next one.'),

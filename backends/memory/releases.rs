@@ -9,28 +9,43 @@ use crate::store::rules::{self, JobState};
 use crate::time::Timestamp;
 
 impl Inner {
-    /// Queues `r` unless its job is missing or its key is queued.
+    /// Queues `r` unless its job is missing or its key is queued (or, for a job
+    /// that joins by a window, was taken: [`rules::WINDOW_KEPT`]).
     pub(super) fn queue(&mut self, r: &crate::dependency::Release, now: Timestamp) {
         if !self.jobs.contains_key(&r.job) {
             return;
         }
+        let key = r.from.key();
         let q = self.releases.entry(r.job.clone()).or_default();
         if !q
             .iter()
-            .any(|o| o.from.job == r.from.job && o.from.fire_at == r.from.fire_at)
+            .any(|o| o.from.job == r.from.job && o.from.key() == key)
         {
             // A release of an instant already alarmed is listed alarmed too.
             let alarmed_at = q
                 .iter()
-                .find(|o| o.from.fire_at == r.from.fire_at)
+                .find(|o| o.taken_at.is_none() && o.from.key() == key)
                 .and_then(|o| o.alarmed_at);
             q.push(Queued {
                 from: r.from.clone(),
                 upstream: r.upstream.clone(),
                 released_at: now,
                 alarmed_at,
+                taken_at: None,
             });
         }
+    }
+
+    /// Queues `r` again after a change replaced the fire it was taken into
+    /// ([`rules::returns_release`]): its mark as taken goes first.
+    pub(super) fn requeue(&mut self, r: &crate::dependency::Release, now: Timestamp) {
+        let key = r.from.key();
+        if let Some(q) = self.releases.get_mut(&r.job) {
+            q.retain(|o| {
+                !(o.taken_at.is_some() && o.from.job == r.from.job && o.from.key() == key)
+            });
+        }
+        self.queue(r, now);
     }
 
     /// Lets `id` take the queued releases [`rules::pick_release`] picks when
@@ -46,24 +61,34 @@ impl Inner {
             return false;
         }
         let after: Vec<&str> = rec.job.after().iter().map(JobId::as_str).collect();
-        let keys: Vec<rules::QueuedKey<'_>> = q
+        let windowed = rec.job.join_window().is_some();
+        let live: Vec<usize> = (0..q.len()).filter(|&i| q[i].taken_at.is_none()).collect();
+        let keys: Vec<rules::QueuedKey<'_>> = live
             .iter()
-            .map(|r| rules::QueuedKey {
-                source: r.from.job.as_str(),
-                fire_at: r.from.fire_at,
-                released_at: r.released_at,
+            .map(|&i| rules::QueuedKey {
+                source: q[i].from.job.as_str(),
+                fire_at: q[i].from.key(),
+                released_at: q[i].released_at,
             })
             .collect();
         let Some(picked) = rules::pick_release(&after, &keys) else {
             return false;
         };
+        let picked: Vec<usize> = picked.iter().map(|&k| live[k]).collect();
         let upstream: Vec<String> = picked.iter().map(|&i| q[i].upstream.clone()).collect();
         let q = self.releases.get_mut(id).expect("read above");
-        let mut i = 0;
-        q.retain(|_| {
-            i += 1;
-            !picked.contains(&(i - 1))
-        });
+        if windowed {
+            // Kept, marked taken: a later release of the window is not queued.
+            for &i in &picked {
+                q[i].taken_at = Some(now);
+            }
+        } else {
+            let mut i = 0;
+            q.retain(|_| {
+                i += 1;
+                !picked.contains(&(i - 1))
+            });
+        }
         if q.is_empty() {
             self.releases.remove(id);
         }
@@ -84,11 +109,13 @@ impl Inner {
             .iter()
             .filter(|(id, _)| job.is_none_or(|j| j == *id))
             .flat_map(|(id, q)| {
-                q.iter().map(|r| crate::dependency::QueuedRelease {
-                    job: id.clone(),
-                    from: r.from.clone(),
-                    released_at: r.released_at,
-                    alarmed_at: r.alarmed_at,
+                q.iter().filter(|r| r.taken_at.is_none()).map(|r| {
+                    crate::dependency::QueuedRelease {
+                        job: id.clone(),
+                        from: r.from.clone(),
+                        released_at: r.released_at,
+                        alarmed_at: r.alarmed_at,
+                    }
                 })
             })
             .collect();
@@ -133,7 +160,7 @@ impl Inner {
             return 0;
         };
         let before = q.len();
-        q.retain(|r| r.from.fire_at != fire_at);
+        q.retain(|r| r.taken_at.is_some() || r.from.key() != fire_at);
         let dropped = (before - q.len()) as u64;
         if q.is_empty() {
             self.releases.remove(job);
@@ -155,8 +182,10 @@ impl Inner {
         let Some(q) = self.releases.get_mut(job) else {
             return false;
         };
-        let mut rows: Vec<&mut Queued> =
-            q.iter_mut().filter(|r| r.from.fire_at == fire_at).collect();
+        let mut rows: Vec<&mut Queued> = q
+            .iter_mut()
+            .filter(|r| r.taken_at.is_none() && r.from.key() == fire_at)
+            .collect();
         if rows.is_empty() || rows.iter().any(|r| r.alarmed_at.is_some()) {
             return false;
         }
@@ -169,6 +198,12 @@ impl Inner {
 
     /// [`Jobs::take_releases`](crate::store::Jobs::take_releases).
     pub(super) fn take_releases(&mut self, limit: usize, now: Timestamp) -> u64 {
+        // Marks of windows taken long enough ago are forgotten.
+        let cutoff = now - rules::WINDOW_KEPT;
+        self.releases.retain(|_, q| {
+            q.retain(|r| r.taken_at.is_none_or(|t| t >= cutoff));
+            !q.is_empty()
+        });
         let ids: Vec<JobId> = self.releases.keys().cloned().collect();
         let mut taken = 0;
         for id in ids {

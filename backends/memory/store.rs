@@ -56,6 +56,9 @@ pub(super) struct Queued {
     pub(super) released_at: Timestamp,
     /// When a `waiting` alarm was raised for its job and instant.
     pub(super) alarmed_at: Option<Timestamp>,
+    /// When a job that joins by a window took it: kept so a later release of the
+    /// window is not queued (see [`rules::WINDOW_KEPT`](crate::store::rules::WINDOW_KEPT)).
+    pub(super) taken_at: Option<Timestamp>,
 }
 
 impl Inner {
@@ -319,7 +322,7 @@ impl MemoryStore {
         let after = inner.jobs.get(&id).map(|r| (r.version, r.next.clone()));
         if !returned.is_empty() && before != after {
             for r in &returned {
-                inner.queue(r, now);
+                inner.requeue(r, now);
             }
             inner.take_release(&id, now);
         }

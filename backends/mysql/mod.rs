@@ -76,8 +76,8 @@ const MIGRATIONS: &[Embedded] = &[
     ),
     (
         10,
-        "waiting alarms of queued releases",
-        include_str!("migrations/0010_release_alarms.sql"),
+        "marks on queued releases (alarmed, taken)",
+        include_str!("migrations/0010_release_marks.sql"),
     ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.

@@ -275,7 +275,7 @@ impl PgDialect {
                  JOIN ok ON ok.run_id = a.run_id ORDER BY a.ord
              )
              SELECT ur.id, ur.ended_at, ok.resched, ok.job_id,
-                    EXISTS (SELECT 1 FROM {queue} q WHERE q.job_id = ok.job_id) AS queued
+                    EXISTS (SELECT 1 FROM {queue} q WHERE q.job_id = ok.job_id AND q.taken_at IS NULL) AS queued
              FROM ur JOIN ok ON ok.run_id = ur.id"
         )))
         .bind(i64s(|f| f.run_id.0))

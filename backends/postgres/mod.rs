@@ -85,8 +85,8 @@ const MIGRATIONS: &[Embedded] = &[
     ),
     (
         12,
-        "waiting alarms of queued releases",
-        include_str!("migrations/0012_release_alarms.sql"),
+        "marks on queued releases (alarmed, taken)",
+        include_str!("migrations/0012_release_marks.sql"),
     ),
 ];
 /// The store's clock in SQL: epoch milliseconds.

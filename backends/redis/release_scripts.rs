@@ -5,8 +5,11 @@
 //! Keys (beside those of [`scripts`](super::scripts)): `P rq:<id>` (sorted set:
 //! members `<upstream job>|<upstream fire ms>` scored by when they were queued),
 //! `P rc:<id>` (hash: each member's upstream run, JSON), `P ra:<id>` (hash: the
-//! instants, in ms, a `waiting` alarm was raised for, to when), `P rq` (sorted set:
-//! the jobs with a release queued).
+//! instants, in ms, a `waiting` alarm was raised for, to when), `P rt:<id>` (sorted
+//! set: the members a job that joins by a window took, scored by when; their
+//! `rc:` entries stay while they are kept, so the same key is not queued again),
+//! `P rq` (sorted set: the jobs with a release queued), `P rt` (sorted set: the jobs
+//! with taken members kept).
 
 /// The release helpers, after the prelude in every script.
 pub(super) const HELPERS: &str = r#"
@@ -57,6 +60,7 @@ local function take_release(id, now)
   local after, waits = {}, {}
   local ok, def = pcall(cjson.decode, f[5] or '')
   if ok and type(def) == 'table' and type(def.after) == 'table' then after = def.after end
+  local windowed = ok and type(def) == 'table' and type(def.join_window) == 'table'
   for _, a in ipairs(after) do waits[a] = true end
   local best_key, best
   local function consider(key, members)
@@ -96,7 +100,14 @@ local function take_release(id, now)
   for _, m in ipairs(best) do
     runs[#runs + 1] = redis.call('HGET', ck, m) or ''
     redis.call('ZREM', q, m)
-    redis.call('HDEL', ck, m)
+    if windowed then
+      -- Kept, marked taken (rules::WINDOW_KEPT): a later release of the window is
+      -- not queued.
+      redis.call('ZADD', P .. 'rt:' .. id, now, m)
+      redis.call('ZADD', P .. 'rt', 0, id)
+    else
+      redis.call('HDEL', ck, m)
+    end
     gone[m] = true
   end
   forget_alarms(id, gone, rows)
@@ -133,20 +144,33 @@ local function requeue(id, nows)
   local ok, ctx = pcall(cjson.decode, f[3] or '')
   if not ok or type(ctx) ~= 'table' or type(ctx.upstream) ~= 'table' then return false end
   for _, u in ipairs(ctx.upstream) do
-    local at = ms_of(u.fire_at)
+    local at = ms_of(u.window or u.fire_at)
     if at and type(u.job) == 'string' then
-      queue_release(id, u.job .. '|' .. fmt(at), cjson.encode(u), nows)
+      local m = u.job .. '|' .. fmt(at)
+      -- Its mark as taken goes first, so it is queued again.
+      if redis.call('ZREM', P .. 'rt:' .. id, m) == 1 then redis.call('HDEL', P .. 'rc:' .. id, m) end
+      queue_release(id, m, cjson.encode(u), nows)
     end
   end
   return true
 end
 "#;
 
-/// ARGV: P, limit. Lets up to `limit` jobs with a release queued take their oldest
+/// ARGV: P, limit, how long taken members are kept (ms). Forgets the taken members
+/// kept longer; lets up to `limit` jobs with a release queued take their oldest
 /// (`take_release`); returns how many did.
 pub(super) const TAKE_RELEASES: &str = r"
 local now = now_ms()
 local limit = tonumber(ARGV[2])
+local cutoff = now - tonumber(ARGV[3])
+for _, id in ipairs(redis.call('ZRANGE', P .. 'rt', 0, -1)) do
+  local tk = P .. 'rt:' .. id
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', tk, '-inf', '(' .. fmt(cutoff))) do
+    redis.call('ZREM', tk, m)
+    redis.call('HDEL', P .. 'rc:' .. id, m)
+  end
+  if redis.call('ZCARD', tk) == 0 then redis.call('ZREM', P .. 'rt', id) end
+end
 local ids = redis.call('ZRANGE', P .. 'rq', 0, -1)
 local taken = 0
 for _, id in ipairs(ids) do
@@ -226,7 +250,8 @@ if n > 0 then audit(fmt(now_ms())) end
 return n
 ";
 
-/// A release's member in its job's queue: `<upstream job>|<upstream fire ms>`.
+/// A release's member in its job's queue: `<upstream job>|<key ms>` (the upstream
+/// instant, or its window's start).
 pub(super) fn member(r: &crate::dependency::Release) -> String {
-    format!("{}|{}", r.from.job, r.from.fire_at.as_millis())
+    format!("{}|{}", r.from.job, r.from.key().as_millis())
 }

@@ -99,7 +99,8 @@ impl RedisStore {
     /// [`Jobs::take_releases`](crate::store::Jobs::take_releases).
     pub(super) async fn take_queued(&self, limit: usize) -> Result<u64> {
         let mut call = self.call(&self.scripts.take_releases);
-        call.arg(limit);
+        call.arg(limit)
+            .arg(crate::store::rules::WINDOW_KEPT.as_millis() as u64);
         let n: i64 = self.invoke(call, "take_releases").await?;
         Ok(n.max(0) as u64)
     }

@@ -28,6 +28,7 @@
 //! | `P cred:<kind>:<name>`, `P creds` | hash, sorted set | a runtime account or token (`body` JSON, `created_at`); members `<kind>:<name>` (score 0: listed in name order) |
 //! | `P rq:<id>`, `P rc:<id>`, `P rq` | sorted set, hash, sorted set | releases queued for a job: members `<upstream job>\|<upstream fire>` scored by when they were written; each member's upstream run (JSON); the ids of jobs with a release queued (score 0) |
 //! | `P ra:<id>` | hash | the upstream instants (ms) of a job's queued releases a `waiting` alarm was raised for, to when |
+//! | `P rt:<id>`, `P rt` | sorted sets | the members a job that joins by a window took, scored by when (kept `rules::WINDOW_KEPT`, their `rc:` entries with them); the jobs with any |
 //! | `P seq:run`, `P seq:alarm`, `P seq:audit`, `P schema` | strings | id sequences, schema version |
 
 /// Shared helpers, prepended to every script.
@@ -129,7 +130,8 @@ local id = ARGV[7]
 redis.call('ZREM', P .. 'due', id)
 redis.call('ZREM', P .. 'jobs', id)
 redis.call('ZREM', P .. 'rq', id)
-redis.call('DEL', P .. 'rq:' .. id, P .. 'rc:' .. id, P .. 'ra:' .. id)
+redis.call('ZREM', P .. 'rt', id)
+redis.call('DEL', P .. 'rq:' .. id, P .. 'rc:' .. id, P .. 'ra:' .. id, P .. 'rt:' .. id)
 local n = redis.call('DEL', P .. 'job:' .. id)
 if n > 0 then audit(fmt(now_ms())) end
 return n

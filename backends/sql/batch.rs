@@ -23,7 +23,7 @@ async fn job_states<D: Dialect>(
 ) -> Result<HashMap<String, JobState>> {
     let column = if queued.is_some() {
         format!(
-            ", CASE WHEN EXISTS (SELECT 1 FROM {} q WHERE q.job_id = j.id) THEN 1 ELSE 0 END AS queued",
+            ", CASE WHEN EXISTS (SELECT 1 FROM {} q WHERE q.job_id = j.id AND q.taken_at IS NULL) THEN 1 ELSE 0 END AS queued",
             d.t("releases")
         )
     } else {

@@ -560,7 +560,7 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         let d = &self.d;
         let mut tx = d.begin(op).await?;
         let q = Sql::new(format!(
-            "DELETE FROM {} WHERE job_id = ? AND fire_at = ?",
+            "DELETE FROM {} WHERE job_id = ? AND fire_at = ? AND taken_at IS NULL",
             d.t("releases")
         ))
         .bind(job.as_str())

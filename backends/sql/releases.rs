@@ -13,7 +13,8 @@ use crate::time::Timestamp;
 use std::collections::{HashMap, HashSet};
 
 /// Queues `releases` in `tx` at `now`: those whose job exists, each unless its key
-/// is queued. The released jobs' rows are locked first, so a removal of one (which
+/// is queued (or kept taken: [`rules::WINDOW_KEPT`]), keyed by the upstream
+/// instant or its window's start ([`UpstreamRun::key`](crate::dependency::UpstreamRun::key)). The released jobs' rows are locked first, so a removal of one (which
 /// drops its queue) is either before (nothing queued) or after (dropped with it).
 pub(crate) async fn queue_in<D: Dialect>(
     d: &D,
@@ -55,7 +56,7 @@ pub(crate) async fn queue_in<D: Dialect>(
         q = q
             .bind(r.job.as_str())
             .bind(r.from.job.as_str())
-            .bind(r.from.fire_at.as_millis())
+            .bind(r.from.key().as_millis())
             .bind(r.upstream.clone())
             .bind(now);
     }
@@ -83,17 +84,21 @@ pub(crate) async fn take_in<D: Dialect>(
     ));
     q.args.extend(ids.iter().map(|id| (*id).into()));
     let at = Timestamp::from_millis(now);
-    // The jobs that may take one, with the parents each waits for.
-    let mut able: HashMap<String, Vec<String>> = HashMap::new();
+    // The jobs that may take one, with the parents each waits for and whether it
+    // joins by a window.
+    let mut able: HashMap<String, (Vec<String>, bool)> = HashMap::new();
     for r in d.fetch_in(tx, op, q).await? {
         let state = super::decode::job_state(&r).map_err(e)?;
         let trigger = TriggerKind::parse(&r.text("next_trigger").map_err(e)?).unwrap_or_default();
         if rules::takes_release(Some(&state), trigger, at) {
             // A definition that cannot be read waits for no parent.
-            let after = crate::Job::from_stored(&r.text("definition").map_err(e)?)
+            let job = crate::Job::from_stored(&r.text("definition").map_err(e)?).ok();
+            let after = job
+                .as_ref()
                 .map(|j| j.after().iter().map(ToString::to_string).collect())
                 .unwrap_or_default();
-            able.insert(r.text("id").map_err(e)?, after);
+            let windowed = job.is_some_and(|j| j.join_window().is_some());
+            able.insert(r.text("id").map_err(e)?, (after, windowed));
         }
     }
     if able.is_empty() {
@@ -102,7 +107,7 @@ pub(crate) async fn take_in<D: Dialect>(
     let mut names: Vec<&str> = able.keys().map(String::as_str).collect();
     names.sort_unstable();
     let mut q = Sql::new(format!(
-        "SELECT job_id, source, fire_at, upstream, released_at FROM {} WHERE job_id IN ({}) ORDER BY job_id, released_at, source, fire_at{}",
+        "SELECT job_id, source, fire_at, upstream, released_at FROM {} WHERE job_id IN ({}) AND taken_at IS NULL ORDER BY job_id, released_at, source, fire_at{}",
         d.t("releases"),
         marks(names.len()),
         D::FOR_UPDATE
@@ -123,7 +128,8 @@ pub(crate) async fn take_in<D: Dialect>(
     }
     let mut taken = 0;
     for (job, rows) in queued {
-        let after: Vec<&str> = able[&job].iter().map(String::as_str).collect();
+        let (after, windowed) = &able[&job];
+        let after: Vec<&str> = after.iter().map(String::as_str).collect();
         let keys: Vec<rules::QueuedKey<'_>> = rows
             .iter()
             .map(|(source, fire_at, _, released_at)| rules::QueuedKey {
@@ -146,14 +152,25 @@ pub(crate) async fn take_in<D: Dialect>(
         .bind(job.as_str());
         d.exec_in(tx, op, update).await?;
         for &i in &picked {
-            let delete = Sql::new(format!(
-                "DELETE FROM {} WHERE job_id = ? AND source = ? AND fire_at = ?",
-                d.t("releases")
-            ))
-            .bind(job.as_str())
-            .bind(rows[i].0.as_str())
-            .bind(rows[i].1);
-            d.exec_in(tx, op, delete).await?;
+            // A job that joins by a window keeps what it took, marked, so a later
+            // release of the window is not queued.
+            let gone = if *windowed {
+                Sql::new(format!(
+                    "UPDATE {} SET taken_at = ? WHERE job_id = ? AND source = ? AND fire_at = ?",
+                    d.t("releases")
+                ))
+                .bind(now)
+            } else {
+                Sql::new(format!(
+                    "DELETE FROM {} WHERE job_id = ? AND source = ? AND fire_at = ?",
+                    d.t("releases")
+                ))
+            };
+            let gone = gone
+                .bind(job.as_str())
+                .bind(rows[i].0.as_str())
+                .bind(rows[i].1);
+            d.exec_in(tx, op, gone).await?;
         }
         taken += 1;
     }
@@ -199,6 +216,17 @@ pub(crate) async fn requeue_in<D: Dialect>(
         }
         had.push(id);
     }
+    // Their marks as taken go first, so they are queued again.
+    for r in &releases {
+        let unmark = Sql::new(format!(
+            "DELETE FROM {} WHERE job_id = ? AND source = ? AND fire_at = ? AND taken_at IS NOT NULL",
+            d.t("releases")
+        ))
+        .bind(r.job.as_str())
+        .bind(r.from.job.as_str())
+        .bind(r.from.key().as_millis());
+        d.exec_in(tx, op, unmark).await?;
+    }
     let all: Vec<&Release> = releases.iter().collect();
     queue_in(d, tx, op, &all, now).await?;
     Ok(had)
@@ -217,11 +245,11 @@ impl<D: Dialect> SqlStore<D> {
         let t = d.t("releases");
         let mut q = Sql::new(format!(
             "SELECT r.job_id, r.upstream, r.released_at,
-                    (SELECT MAX(a.alarmed_at) FROM {t} a WHERE a.job_id = r.job_id AND a.fire_at = r.fire_at) AS alarmed_at
-             FROM {t} r"
+                    (SELECT MAX(a.alarmed_at) FROM {t} a WHERE a.job_id = r.job_id AND a.fire_at = r.fire_at AND a.taken_at IS NULL) AS alarmed_at
+             FROM {t} r WHERE r.taken_at IS NULL"
         ));
         if let Some(j) = job {
-            q.push(" WHERE r.job_id = ?", [j.as_str().into()]);
+            q.push(" AND r.job_id = ?", [j.as_str().into()]);
         }
         q.push(
             " ORDER BY r.released_at, r.source, r.fire_at LIMIT ?",
@@ -261,7 +289,7 @@ impl<D: Dialect> SqlStore<D> {
             let mut tx = d.begin(op).await?;
             let now = now_in(d, &mut tx, op).await?;
             let q = Sql::new(format!(
-                "SELECT alarmed_at FROM {} WHERE job_id = ? AND fire_at = ? ORDER BY source{}",
+                "SELECT alarmed_at FROM {} WHERE job_id = ? AND fire_at = ? AND taken_at IS NULL ORDER BY source{}",
                 d.t("releases"),
                 D::FOR_UPDATE
             ))
@@ -277,7 +305,7 @@ impl<D: Dialect> SqlStore<D> {
                 return Ok(false);
             }
             let mark = Sql::new(format!(
-                "UPDATE {} SET alarmed_at = ? WHERE job_id = ? AND fire_at = ?",
+                "UPDATE {} SET alarmed_at = ? WHERE job_id = ? AND fire_at = ? AND taken_at IS NULL",
                 d.t("releases")
             ))
             .bind(now)
@@ -299,9 +327,16 @@ impl<D: Dialect> SqlStore<D> {
             let d = &self.d;
             let mut tx = d.begin(op).await?;
             let now = now_in(d, &mut tx, op).await?;
+            // Marks of windows taken long enough ago are forgotten.
+            let forget = Sql::new(format!(
+                "DELETE FROM {} WHERE taken_at IS NOT NULL AND taken_at < ?",
+                d.t("releases")
+            ))
+            .bind(now - rules::WINDOW_KEPT.as_millis() as i64);
+            d.exec_in(&mut tx, op, forget).await?;
             let q = Sql::new(format!(
                 "SELECT DISTINCT r.job_id FROM {} r JOIN {} j ON j.id = r.job_id
-                 WHERE j.enabled = ? AND j.running_run IS NULL
+                 WHERE r.taken_at IS NULL AND j.enabled = ? AND j.running_run IS NULL
                    AND (j.next_fire_at IS NULL OR (j.next_trigger = ? AND j.next_fire_at > ?))
                  ORDER BY r.job_id LIMIT ?",
                 d.t("releases"),

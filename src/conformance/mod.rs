@@ -36,6 +36,7 @@ mod spans;
 mod store;
 mod store_log;
 mod waiting;
+mod windows;
 
 pub use audit::{
     alarm_outbox_operator_retry_and_discard, audit_log_reads_back, changes_and_their_audit_entries,
@@ -67,6 +68,7 @@ pub use store::{
 };
 pub use store_log::*;
 pub use waiting::waiting_alarms_are_raised_once;
+pub use windows::a_windowed_join_takes_each_window_once;
 
 use crate::lock::LockProvider;
 use crate::store::JobStore;
@@ -116,6 +118,7 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     operators_release_and_skip_instants(store).await;
     a_change_returns_a_taken_release(store).await;
     waiting_alarms_are_raised_once(store).await;
+    a_windowed_join_takes_each_window_once(store).await;
 }
 
 /// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention,

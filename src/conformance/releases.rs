@@ -33,6 +33,7 @@ pub(super) async fn parent_fire(
         status: RunStatus::Succeeded,
         depth: 1,
         released_by: None,
+        window: None,
     };
     let mut req = finish_req(
         run,
@@ -391,6 +392,7 @@ pub async fn operators_release_and_skip_instants(store: &dyn JobStore) {
         status: RunStatus::Succeeded,
         depth: 1,
         released_by: Some("ops@example.com".into()),
+        window: None,
     };
     store
         .queue_releases(

@@ -24,6 +24,7 @@ fn in_place(d: &str, source: &str, at: Timestamp) -> Release {
         status: RunStatus::Succeeded,
         depth: 1,
         released_by: Some("ops@example.com".into()),
+        window: None,
     };
     Release::new(jid(d), from)
 }

@@ -34,21 +34,28 @@ pub(crate) async fn release(core: &Core, lease: Lease) {
 
 /// The releases of `run`'s children when it ends `status` (see
 /// [`dependency`](crate::dependency)); none, with an error logged, past the
-/// longest chain of releases.
-fn releases(run: &Run, status: RunStatus, will_retry: bool) -> Vec<crate::dependency::Release> {
+/// longest chain of releases. A child that joins by a window gets its release keyed
+/// by the window's start: each released child's definition is read (retrying store
+/// failures; `None` when the node stops first).
+async fn releases(
+    core: &Core,
+    run: &Run,
+    status: RunStatus,
+    will_retry: bool,
+) -> Option<Vec<crate::dependency::Release>> {
     if run.fire.job.children().is_empty() {
-        return Vec::new();
+        return Some(Vec::new());
     }
     let from = crate::dependency::UpstreamRun {
         job: run.fire.job_id.clone(),
-        // The fire's logical instant: a released fire's upstream's, else its own
-        // (the same for all its attempts).
+        // The fire's logical instant: a released fire's upstream's (its window's
+        // start when it joined by one), else its own (the same for all its attempts).
         fire_at: run
             .attempt
             .context
             .upstream
             .first()
-            .map_or(run.attempt.base, |u| u.fire_at),
+            .map_or(run.attempt.base, |u| u.key()),
         run: run.run_id,
         status,
         depth: run
@@ -58,6 +65,7 @@ fn releases(run: &Run, status: RunStatus, will_retry: bool) -> Vec<crate::depend
             .first()
             .map_or(1, |u| u.depth.saturating_add(1)),
         released_by: None,
+        window: None,
     };
     if from.depth > crate::dependency::MAX_DEPTH {
         tracing::error!(
@@ -66,7 +74,28 @@ fn releases(run: &Run, status: RunStatus, will_retry: bool) -> Vec<crate::depend
             crate::dependency::MAX_DEPTH
         );
     }
-    crate::dependency::releases_of(&run.fire.job, &from, will_retry)
+    let mut out = crate::dependency::releases_of(&run.fire.job, &from, will_retry);
+    for r in &mut out {
+        let mut backoff = super::backoff::Backoff::default();
+        let child = loop {
+            match core.store.get(&r.job).await {
+                Ok(rec) => break rec,
+                Err(Error::Stopped) => return None,
+                Err(e) => {
+                    core.backend_error("get");
+                    let d = backoff.next_delay();
+                    warn!(error = %e, child = %r.job, retry_in = ?d, "reading a released child failed; retrying");
+                    sleep(d).await;
+                }
+            }
+        };
+        if let Some(w) = child.as_ref().and_then(|c| c.job.join_window()) {
+            let mut from = r.from.clone();
+            from.window = Some(w.start(from.fire_at));
+            *r = crate::dependency::Release::new(r.job.clone(), from);
+        }
+    }
+    Some(out)
 }
 
 /// When `req`'s run is recorded ended with `req`'s token and status: its end
@@ -113,7 +142,7 @@ pub(crate) async fn finish(
         version: run.fire.version,
         next: p.next,
         alarms,
-        releases: releases(run, p.status, p.will_retry),
+        releases: releases(core, run, p.status, p.will_retry).await?,
     };
     let mut backoff = super::backoff::Backoff::default();
     let mut refused_for_good = 0;

@@ -27,7 +27,7 @@ pub(super) async fn raise(core: &Core) -> Result<usize> {
     let mut instants: BTreeMap<(JobId, Timestamp), Vec<&QueuedRelease>> = BTreeMap::new();
     for q in queued.iter().filter(|q| q.alarmed_at.is_none()) {
         instants
-            .entry((q.job.clone(), q.from.fire_at))
+            .entry((q.job.clone(), q.from.key()))
             .or_default()
             .push(q);
     }

@@ -35,6 +35,10 @@ pub struct Dependencies {
     /// The parents whose releases of one instant it waits to have all of (its
     /// definition's `after`).
     pub after: Vec<JobId>,
+    /// The window it joins its parents' releases over (its definition's
+    /// `join_window`; absent: the exact instant).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub join_window: Option<crate::dependency::JoinWindow>,
     /// The jobs that list it as a child, those the caller may see, in id order.
     pub parents: Vec<ParentLink>,
     /// Releases waiting for it, oldest first (at most 1,000): fires of its parents
@@ -107,6 +111,7 @@ impl Ops {
             job: id.clone(),
             children: rec.job.children().to_vec(),
             after: rec.job.after().to_vec(),
+            join_window: rec.job.join_window().cloned(),
             parents,
             queued,
             parents_complete: complete,
@@ -139,6 +144,9 @@ impl Ops {
             ));
         }
         let queued = self.store.releases(Some(id), usize::MAX).await?;
+        // A job that joins by a window is released for the window `fire_at` is in.
+        let window = rec.job.join_window();
+        let key = window.map_or(fire_at, |w| w.start(fire_at));
         let missing: Vec<JobId> = rec
             .job
             .after()
@@ -146,7 +154,7 @@ impl Ops {
             .filter(|p| {
                 !queued
                     .iter()
-                    .any(|q| &q.from.job == *p && q.from.fire_at == fire_at)
+                    .any(|q| &q.from.job == *p && q.from.key() == key)
             })
             .cloned()
             .collect();
@@ -162,6 +170,7 @@ impl Ops {
                         status: crate::RunStatus::Succeeded,
                         depth: 1,
                         released_by: Some(actor.name().to_string()),
+                        window: window.map(|w| w.start(fire_at)),
                     },
                 )
             })
@@ -190,7 +199,9 @@ impl Ops {
         id: &JobId,
         fire_at: crate::Timestamp,
     ) -> Result<u64> {
-        self.visible(actor, id).await?;
+        let rec = self.visible(actor, id).await?;
+        // A job that joins by a window skips the window `fire_at` is in.
+        let key = rec.job.join_window().map_or(fire_at, |w| w.start(fire_at));
         let audit = super::entry(
             actor,
             "job.skip",
@@ -198,7 +209,7 @@ impl Ops {
             None,
             Some(json!({"fire_at": fire_at})),
         );
-        match self.store.drop_releases(id, fire_at, Some(&audit)).await? {
+        match self.store.drop_releases(id, key, Some(&audit)).await? {
             0 => Err(crate::Error::not_found(
                 "queued release",
                 format!("{id} at {fire_at}"),

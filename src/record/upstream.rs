@@ -33,6 +33,19 @@ pub struct UpstreamRun {
     /// is 0 and `status` `succeeded`); absent for a release by a run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released_by: Option<String>,
+    /// For a release of a job with a [`JoinWindow`](crate::dependency::JoinWindow):
+    /// the first instant of the window `fire_at` falls in, which keys the release
+    /// and is the logical instant the released fire passes down; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Timestamp>,
+}
+
+impl UpstreamRun {
+    /// The instant the release is keyed and joined by: its window's start when it
+    /// has one, else `fire_at`.
+    pub fn key(&self) -> Timestamp {
+        self.window.unwrap_or(self.fire_at)
+    }
 }
 
 fn first_step() -> u32 {

@@ -201,6 +201,16 @@ pub fn returns_release(running: bool, next_trigger: TriggerKind) -> bool {
     !running && next_trigger == TriggerKind::Upstream
 }
 
+/// How long a store keeps the releases a job that joins by a window
+/// ([`JoinWindow`](crate::dependency::JoinWindow)) took, marked taken: while kept,
+/// a release of the same key (job, parent, window) is not queued again, so a parent
+/// that fires again in a window already joined does not start a second group that
+/// would wait for the others for ever. A release of a window taken longer ago than
+/// this is queued as new. Each store forgets older marks on a pass of
+/// [`Jobs::take_releases`](super::Jobs::take_releases); a change that puts a taken
+/// release back in the queue ([`returns_release`]) removes its mark.
+pub const WINDOW_KEPT: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
 /// A queued release as [`pick_release`] reads it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueuedKey<'a> {

@@ -224,10 +224,15 @@ try {
   await go('#/jobs/join.d/edit');
   eq(await page.inputValue('#job-form input[name=after]'), 'join.b, join.c', 'the form shows what the job waits for');
   await page.fill('#job-form input[name=wait_deadline]', '10m');
+  await page.fill('#job-form input[name=join_window]', 'day Europe/Paris');
   await page.click('#job-form button[type=submit]');
   await page.waitForSelector('#job-dependencies');
   const kept = JSON.parse(await page.textContent('#job-definition'));
-  eq([kept.after, kept.wait_deadline], [['join.b', 'join.c'], '10m'], 'an edit keeps the parents and stores the wait deadline');
+  eq([kept.after, kept.wait_deadline, kept.join_window], [['join.b', 'join.c'], '10m', { unit: 'day', zone: 'Europe/Paris' }],
+    'an edit keeps the parents and stores the wait deadline and the window');
+  check((await page.textContent('#job-after')).includes('once each day in Europe/Paris'), 'the job page says how it joins');
+  await go('#/jobs/join.d/edit');
+  eq(await page.inputValue('#job-form input[name=join_window]'), 'day Europe/Paris', 'the form shows the window');
 
   step = 'trigger a long run with a payload, open it and its log, kill it';
   await go('#/jobs/long.chatty');

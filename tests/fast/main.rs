@@ -23,6 +23,7 @@ mod engine_recovery;
 mod engine_sim;
 mod engine_waiting;
 mod engine_window;
+mod engine_windows;
 mod handlers;
 mod instruments;
 #[cfg(feature = "conformance")]
