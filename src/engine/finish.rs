@@ -35,8 +35,9 @@ pub(crate) async fn release(core: &Core, lease: Lease) {
 /// The releases of `run`'s children when it ends `status` (see
 /// [`dependency`](crate::dependency)); none, with an error logged, past the
 /// longest chain of releases. A child that joins by a window gets its release keyed
-/// by the window's start: each released child's definition is read (retrying store
-/// failures; `None` when the node stops first).
+/// by the window's start: each released child's definition is read (retrying
+/// temporary store failures; after three other failures, as for a child that cannot
+/// be read, the release keeps its exact instant; `None` when the node stops first).
 async fn releases(
     core: &Core,
     run: &Run,
@@ -77,11 +78,17 @@ async fn releases(
     let mut out = crate::dependency::releases_of(&run.fire.job, &from, will_retry);
     for r in &mut out {
         let mut backoff = super::backoff::Backoff::default();
+        let mut refused = 0;
         let child = loop {
             match core.store.get(&r.job).await {
                 Ok(rec) => break rec,
                 Err(Error::Stopped) => return None,
+                Err(e) if !e.is_temporary() && refused == 2 => {
+                    warn!(error = %e, child = %r.job, "a released child cannot be read: released for the exact instant");
+                    break None;
+                }
                 Err(e) => {
+                    refused += u32::from(!e.is_temporary());
                     core.backend_error("get");
                     let d = backoff.next_delay();
                     warn!(error = %e, child = %r.job, retry_in = ?d, "reading a released child failed; retrying");

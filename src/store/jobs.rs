@@ -273,23 +273,29 @@ pub trait Jobs: Send + Sync + 'static {
     /// item's token; when the rules say so, `item.next` is written into the job;
     /// `item.alarms` enter the outbox as `Pending`; each of `item.releases` whose job
     /// exists is queued unless a release with its key (job, upstream job, upstream
-    /// fire) is. Then each released job, and the item's own job, takes its oldest
-    /// queued release when [`rules::takes_release`](super::rules::takes_release)
-    /// allows. A run of a removed job is still recorded.
+    /// fire's [`key`](crate::dependency::UpstreamRun::key): its instant or its
+    /// window's start) is queued, or kept taken by a job that joins by a window.
+    /// Then each released job, and the item's own job, takes its oldest queued
+    /// release when [`rules::takes_release`](super::rules::takes_release) allows (a
+    /// job that joins by a window keeps what it took, marked). A run of a removed job
+    /// is still recorded.
     async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>>;
 
     /// Releases queued for `job` (every job's when `None`), oldest first (by
     /// `released_at`, then upstream job and fire), at most `limit`. A release whose
-    /// stored context cannot be decoded is left out.
+    /// stored context cannot be decoded is left out, and so are the releases a job
+    /// that joins by a window took (kept marked: [`rules::WINDOW_KEPT`](super::rules::WINDOW_KEPT)).
     async fn releases(
         &self,
         job: Option<&JobId>,
         limit: usize,
     ) -> Result<Vec<crate::dependency::QueuedRelease>>;
 
-    /// Lets up to `limit` jobs that have releases queued take their oldest, each
-    /// under [`rules::takes_release`](super::rules::takes_release) in one atomic
-    /// step; returns how many were taken. The engine calls it on every maintenance
+    /// Forgets the marks of windows taken longer ago than
+    /// [`rules::WINDOW_KEPT`](super::rules::WINDOW_KEPT), then lets up to `limit`
+    /// jobs that have releases queued take their oldest, each under
+    /// [`rules::takes_release`](super::rules::takes_release) in one atomic step;
+    /// returns how many were taken. The engine calls it on every maintenance
     /// pass, for the jobs that became able to take a release through a change (a
     /// resume, an upsert) rather than a finish.
     async fn take_releases(&self, limit: usize) -> Result<u64>;
