@@ -32,6 +32,27 @@ pub(crate) fn never(name: &str, handler: &str, children: &[&str]) -> jobwheel::J
         )
 }
 
+/// Stores the diamond a → b, c → `d` (`d` as given, waiting for b and c): `a`
+/// fires every minute, `b` runs handler `h`, `c` handler `flaky`.
+pub(crate) async fn failing_diamond(sched: &Scheduler, d: Job) {
+    sched.upsert(d).await.unwrap();
+    for (name, handler) in [("b", "h"), ("c", "flaky")] {
+        sched
+            .upsert(never(name, handler, &["d"]).build().unwrap())
+            .await
+            .unwrap();
+    }
+    sched
+        .upsert(
+            never("a", "h", &["b", "c"])
+                .schedule(Schedule::every(Duration::from_secs(60)).unwrap())
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
 /// A handler that records its runs and fails every fire released for an instant
 /// after `t0`.
 pub(crate) fn fails_after(
@@ -469,32 +490,8 @@ async fn a_failed_branch_blocks_its_instant_until_an_operator_releases_or_skips_
         .unwrap();
     let h = s.start().await.unwrap();
     let sched = h.scheduler();
-    sched
-        .upsert(
-            never("d", "h", &[])
-                .after(vec![id("b"), id("c")])
-                .build()
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    sched
-        .upsert(never("b", "h", &["d"]).build().unwrap())
-        .await
-        .unwrap();
-    sched
-        .upsert(never("c", "flaky", &["d"]).build().unwrap())
-        .await
-        .unwrap();
-    sched
-        .upsert(
-            never("a", "h", &["b", "c"])
-                .schedule(Schedule::every(Duration::from_secs(60)).unwrap())
-                .build()
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let d = never("d", "h", &[]).after(vec![id("b"), id("c")]);
+    failing_diamond(sched, d.build().unwrap()).await;
     advance(Duration::from_secs(150)).await;
     sched.pause("a").await.unwrap();
     advance(Duration::from_secs(60)).await;

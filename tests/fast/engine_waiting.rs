@@ -4,9 +4,9 @@
 
 use crate::support;
 
-use crate::engine_dependencies::{fails_after, id, never};
+use crate::engine_dependencies::{failing_diamond, fails_after, id, never};
 use jobwheel::store::{AlarmOutbox, Jobs};
-use jobwheel::{AlarmKind, Clock, Schedule, Scheduler};
+use jobwheel::{AlarmKind, Clock, Scheduler};
 use std::time::Duration;
 use support::*;
 
@@ -33,31 +33,10 @@ async fn a_join_waiting_past_its_deadline_raises_one_alarm_per_instant() {
     }
     let sched = handles[0].scheduler();
     let deadline = Duration::from_secs(300);
-    sched
-        .upsert(
-            never("d", "h", &[])
-                .after(vec![id("b"), id("c")])
-                .wait_deadline(deadline)
-                .build()
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    for (name, handler) in [("b", "h"), ("c", "flaky")] {
-        sched
-            .upsert(never(name, handler, &["d"]).build().unwrap())
-            .await
-            .unwrap();
-    }
-    sched
-        .upsert(
-            never("a", "h", &["b", "c"])
-                .schedule(Schedule::every(Duration::from_secs(60)).unwrap())
-                .build()
-                .unwrap(),
-        )
-        .await
-        .unwrap();
+    let d = never("d", "h", &[])
+        .after(vec![id("b"), id("c")])
+        .wait_deadline(deadline);
+    failing_diamond(sched, d.build().unwrap()).await;
     let waiting = || async {
         store
             .alarms(&jobwheel::AlarmQuery::new(100))

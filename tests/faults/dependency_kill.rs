@@ -74,6 +74,33 @@ fn exactly_once(runs: &[RunRecord], parent: &str, child: &str, bad: &mut Vec<Str
     n
 }
 
+/// The run log once nothing runs, no release is queued and no job has a fire other
+/// than its schedule's pending (checked each second, at most `secs` times).
+pub(super) async fn drained(
+    c: &Cluster,
+    store: &dyn jobwheel::JobStore,
+    secs: u32,
+) -> Vec<RunRecord> {
+    let mut runs = Vec::new();
+    for _ in 0..secs {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        runs = c.runs().await;
+        let busy = runs.iter().any(|r| r.status == RunStatus::Running);
+        let queued = !store.releases(None, 10).await.unwrap().is_empty();
+        let pending = store
+            .list(&jobwheel::JobQuery::new(100))
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|j| j.next_trigger() != TriggerKind::Schedule);
+        if !busy && !queued && !pending {
+            break;
+        }
+    }
+    runs
+}
+
 async fn kill_under_dependencies(backend: &'static str) {
     let Some(t) = targets(backend) else { return };
     let _serial = SERIAL.lock().await;
@@ -133,23 +160,7 @@ async fn kill_under_dependencies(backend: &'static str) {
     }
     // The killed nodes' leases lapse (3 s), their runs are recovered and retried,
     // and the chains drain.
-    let mut runs = Vec::new();
-    for _ in 0..60 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        runs = c.runs().await;
-        let busy = runs.iter().any(|r| r.status == RunStatus::Running);
-        let queued = !store.releases(None, 10).await.unwrap().is_empty();
-        let pending = store
-            .list(&jobwheel::JobQuery::new(100))
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .any(|j| j.next_trigger() != TriggerKind::Schedule);
-        if !busy && !queued && !pending {
-            break;
-        }
-    }
+    let runs = drained(&c, &*store, 60).await;
     c.stop_all();
     let mut bad = Vec::new();
     let (mut parents, mut children) = (0, 0);

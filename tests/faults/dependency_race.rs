@@ -12,7 +12,7 @@ use super::fault_cluster::{SERIAL, targets};
 use crate::support;
 use jobwheel::dependency::ChildLink;
 use jobwheel::store::Jobs;
-use jobwheel::{Job, JobId, RetryPolicy, RunStatus, Schedule, Timestamp, TriggerKind};
+use jobwheel::{Job, JobId, RetryPolicy, RunStatus, Schedule, Timestamp};
 use std::collections::BTreeMap;
 use std::time::Duration;
 use support::faults::Cluster;
@@ -86,23 +86,7 @@ async fn race_on_two_nodes(backend: &'static str) {
     store.upsert(&a, Some(first)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(FIRES as u64 * 1000 + 1500)).await;
     store.set_enabled(&jid("a"), false, None).await.unwrap();
-    let mut runs = Vec::new();
-    for _ in 0..30 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        runs = c.runs().await;
-        let busy = runs.iter().any(|r| r.status == RunStatus::Running);
-        let queued = !store.releases(None, 10).await.unwrap().is_empty();
-        let pending = store
-            .list(&jobwheel::JobQuery::new(10))
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .any(|j| j.next_trigger() != TriggerKind::Schedule);
-        if !busy && !queued && !pending {
-            break;
-        }
-    }
+    let runs = super::dependency_kill::drained(&c, &*store, 30).await;
     c.stop_all();
     // Per origin instant: the branches' runs (node, end) and the joins that ran.
     let mut branches: BTreeMap<Timestamp, Vec<(String, String, Timestamp)>> = BTreeMap::new();
