@@ -74,6 +74,29 @@ fn exactly_once(runs: &[RunRecord], parent: &str, child: &str, bad: &mut Vec<Str
     n
 }
 
+/// A store handle of a test's own on the cluster's tables: the Redis store for
+/// `redis`, else PostgreSQL.
+pub(super) async fn own_store(
+    backend: &str,
+    t: &support::faults::Target,
+    c: &Cluster,
+) -> Box<dyn jobwheel::JobStore> {
+    match &t.redis {
+        Some(url) if backend == "redis" => Box::new(
+            jobwheel::redis::RedisStore::connect_with_prefix(url, &c.prefix)
+                .await
+                .unwrap(),
+        ),
+        _ => Box::new(
+            jobwheel::postgres::PgStore::builder(&t.url)
+                .prefix(&c.prefix)
+                .build()
+                .await
+                .unwrap(),
+        ),
+    }
+}
+
 /// The run log once nothing runs, no release is queued and no job has a fire other
 /// than its schedule's pending (checked each second, at most `secs` times).
 pub(super) async fn drained(
@@ -109,20 +132,7 @@ async fn kill_under_dependencies(backend: &'static str) {
         c.spawn(n, false);
     }
     // A store handle of the test's own, beside the cluster's.
-    let store: Box<dyn jobwheel::JobStore> = match &t.redis {
-        Some(url) if backend == "redis" => Box::new(
-            jobwheel::redis::RedisStore::connect_with_prefix(url, &c.prefix)
-                .await
-                .unwrap(),
-        ),
-        _ => Box::new(
-            jobwheel::postgres::PgStore::builder(&t.url)
-                .prefix(&c.prefix)
-                .build()
-                .await
-                .unwrap(),
-        ),
-    };
+    let store = own_store(backend, &t, &c).await;
     let now = store.now().await.unwrap();
     let first = jobwheel::Timestamp::from_millis((now.as_millis() / 1000 + 2) * 1000);
     for i in 0..PARENTS {

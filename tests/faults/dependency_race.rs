@@ -38,20 +38,7 @@ async fn race_on_two_nodes(backend: &'static str) {
     let mut c = Cluster::new(&t, "race").await;
     c.spawn_with("n1", false, &["--handlers", "work,left"]);
     c.spawn_with("n2", false, &["--handlers", "work,right"]);
-    let store: Box<dyn jobwheel::JobStore> = match &t.redis {
-        Some(url) if backend == "redis" => Box::new(
-            jobwheel::redis::RedisStore::connect_with_prefix(url, &c.prefix)
-                .await
-                .unwrap(),
-        ),
-        _ => Box::new(
-            jobwheel::postgres::PgStore::builder(&t.url)
-                .prefix(&c.prefix)
-                .build()
-                .await
-                .unwrap(),
-        ),
-    };
+    let store = super::dependency_kill::own_store(backend, &t, &c).await;
     let branch = serde_json::json!({ "sleep_ms": 20, "align_ms": 250 });
     let d = job("d", "work", Schedule::never(), serde_json::json!({}));
     let d = d
