@@ -32,7 +32,7 @@ impl RunLog for MemoryStore {
         let n = inner.runs.len();
         inner
             .runs
-            .retain(|_, r| r.ended_at.is_none_or(|e| e >= before));
+            .retain(|_, r| r.ended_at.is_none() || r.started_at >= before);
         let purged = n - inner.runs.len();
         if purged > 0 {
             let inner = &mut *inner;

@@ -1,4 +1,4 @@
-//! The MySQL 8 / MariaDB 10.6+ backend: [`MySqlStore`] and [`MySqlLocks`] (feature
+//! The MariaDB 10.6+ backend: [`MySqlStore`] and [`MySqlLocks`] (feature
 //! `mysql`).
 //!
 //! Neither server has array parameters, and MySQL has no `RETURNING`, so each batched
@@ -25,6 +25,7 @@ mod locks;
 use crate::error::{Error, Result};
 use crate::record::DueKey;
 use crate::sql::migrate::Embedded;
+use crate::sql::partitions::{self, DayParts, Part};
 use crate::sql::{Dialect, Sql, check_ident, sql_handles, union_values};
 use sqlx::mysql::{MySqlPool, MySqlPoolOptions, MySqlRow};
 use sqlx::{MySql, Transaction};
@@ -78,6 +79,11 @@ const MIGRATIONS: &[Embedded] = &[
         10,
         "marks on queued releases (alarmed, taken)",
         include_str!("migrations/0010_release_marks.sql"),
+    ),
+    (
+        11,
+        "the run log partitioned by day",
+        include_str!("migrations/0011_day_partitions.sql"),
     ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
@@ -176,10 +182,68 @@ impl Dialect for MySqlDialect {
     }
 
     crate::sql::executes_on!(MySql, std::convert::identity, |pool| pool.begin());
+
+    fn run_id(&self, now_ms: i64) -> Option<String> {
+        let next = format!("NEXT VALUE FOR {}", self.t("run_ids"));
+        Some(partitions::run_id_for(&now_ms.to_string(), &next, "DIV"))
+    }
+
+    async fn purge_runs(&self, before: i64) -> Result<u64> {
+        partitions::purge(self, before).await
+    }
+
+    async fn prepare_log(&self) -> Result<()> {
+        partitions::prepare(self).await
+    }
+}
+
+/// The run log's day partitions are partitions of `<prefix>runs` and
+/// `<prefix>run_lines`, with `pmax` last (ids past the last day: a day is added by
+/// splitting it, which moves no row while it is empty).
+impl DayParts for MySqlDialect {
+    fn list_parts(&self) -> Sql {
+        Sql::new(
+            "SELECT CAST(PARTITION_NAME AS CHAR) AS tag FROM information_schema.PARTITIONS
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND PARTITION_NAME IS NOT NULL",
+        )
+        .bind(self.t("runs"))
+    }
+
+    fn part_of(&self, table: &str, tag: &str) -> String {
+        format!("{} PARTITION ({tag})", self.t(table))
+    }
+
+    fn add_day(&self, day: i64) -> Vec<Sql> {
+        let tag = Part::Day(day).tag();
+        let hi = (day + 1) * partitions::ID_STEP;
+        ["runs", "run_lines"]
+            .iter()
+            .map(|t| {
+                Sql::new(format!(
+                    "ALTER TABLE {} REORGANIZE PARTITION pmax INTO
+                     (PARTITION {tag} VALUES LESS THAN ({hi}), PARTITION pmax VALUES LESS THAN MAXVALUE)",
+                    self.t(t)
+                ))
+            })
+            .collect()
+    }
+
+    fn drop_part(&self, tag: &str) -> Vec<Sql> {
+        ["run_lines", "runs"]
+            .iter()
+            .map(|t| {
+                Sql::new(format!(
+                    "ALTER TABLE {} DROP PARTITION IF EXISTS {tag}",
+                    self.t(t)
+                ))
+            })
+            .collect()
+    }
 }
 
 sql_handles! {
-    /// A [`JobStore`](crate::JobStore) in MySQL 8 or MariaDB 10.6+. A pool given to
+    /// A [`JobStore`](crate::JobStore) in MariaDB 10.6+ (its run log needs MariaDB's
+    /// sequences). A pool given to
     /// `from_pool` should open its sessions in `READ COMMITTED` (the builder's do), so
     /// that concurrent claimers take no gap locks.
     store MySqlStore;

@@ -71,6 +71,8 @@ impl PgDialect {
     /// runs, mark the jobs running. Refused items are explained by a second read.
     pub(super) async fn start_batch(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
         let (jobs, runs_t) = (self.t("jobs"), self.t("runs"));
+        let next = format!("nextval('{}')", self.t("run_ids"));
+        let run_id = crate::sql::partitions::run_id_for("n.ms", &next, "/");
         let col = |f: fn(&StartRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
         let contexts: Vec<Option<String>> = runs.iter().map(|r| r.context.to_stored()).collect();
         let rows = sqlx::query(AssertSqlSafe(format!(
@@ -86,10 +88,10 @@ impl PgDialect {
              ), ok AS (
                  SELECT DISTINCT ON (r.job_id) r.* FROM req r JOIN locked l ON l.ord = r.ord ORDER BY r.job_id, r.ord
              ), ins AS (
-                 INSERT INTO {runs_t} (job_id, fire_at, trigger, node, attempt, token, status, started_at, will_retry,
+                 INSERT INTO {runs_t} (id, job_id, fire_at, trigger, node, attempt, token, status, started_at, will_retry,
                      covered_fires, covered_through, context)
-                 SELECT job_id, fire_at, trig, node, attempt::int4, token, 'running', {NOW_MS}, false, cfires, cthrough, context
-                 FROM ok
+                 SELECT {run_id}, job_id, fire_at, trig, node, attempt::int4, token, 'running', n.ms, false, cfires, cthrough, context
+                 FROM ok, (SELECT {NOW_MS} AS ms) n
                  RETURNING id, job_id, token, started_at
              ), upd AS (
                  UPDATE {jobs} j SET last_token = ins.token, running_run = ins.id FROM ins WHERE j.id = ins.job_id

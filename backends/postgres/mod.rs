@@ -25,6 +25,7 @@ mod locks;
 use crate::error::{Error, Result};
 use crate::record::{DueKey, FinishOutcome, FinishRun, StartOutcome, StartRun};
 use crate::sql::migrate::Embedded;
+use crate::sql::partitions::{self, DayParts, Part};
 use crate::sql::{Dialect, Sql, check_ident, sql_handles, value_rows};
 use sqlx::postgres::{PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Transaction};
@@ -87,6 +88,11 @@ const MIGRATIONS: &[Embedded] = &[
         12,
         "marks on queued releases (alarmed, taken)",
         include_str!("migrations/0012_release_marks.sql"),
+    ),
+    (
+        13,
+        "the run log partitioned by day",
+        include_str!("migrations/0013_day_partitions.sql"),
     ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
@@ -221,8 +227,61 @@ impl Dialect for PgDialect {
         self.start_batch(runs).await
     }
 
+    fn run_id(&self, now_ms: i64) -> Option<String> {
+        let next = format!("nextval('{}')", self.t("run_ids"));
+        Some(partitions::run_id_for(&now_ms.to_string(), &next, "/"))
+    }
+
+    async fn purge_runs(&self, before: i64) -> Result<u64> {
+        partitions::purge(self, before).await
+    }
+
+    async fn prepare_log(&self) -> Result<()> {
+        partitions::prepare(self).await
+    }
+
     async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
         self.finish_batch(runs).await
+    }
+}
+
+/// The run log's day partitions are tables `<prefix>runs_<tag>` and
+/// `<prefix>run_lines_<tag>` in the tables' schema.
+impl DayParts for PgDialect {
+    fn list_parts(&self) -> Sql {
+        let skip = self.tables.prefix.len() + "runs_".len() + 1;
+        Sql::new(format!(
+            "SELECT substr(c.relname, {skip}) AS tag FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+             WHERE i.inhparent = to_regclass(?)"
+        ))
+        .bind(self.t("runs"))
+    }
+
+    fn part_of(&self, table: &str, tag: &str) -> String {
+        format!("{}_{tag}", self.t(table))
+    }
+
+    fn add_day(&self, day: i64) -> Vec<Sql> {
+        let tag = Part::Day(day).tag();
+        let (lo, hi) = (day * partitions::ID_STEP, (day + 1) * partitions::ID_STEP);
+        ["runs", "run_lines"]
+            .iter()
+            .map(|t| {
+                Sql::new(format!(
+                    "CREATE TABLE IF NOT EXISTS {} PARTITION OF {} FOR VALUES FROM ({lo}) TO ({hi})",
+                    self.part_of(t, &tag),
+                    self.t(t)
+                ))
+            })
+            .collect()
+    }
+
+    fn drop_part(&self, tag: &str) -> Vec<Sql> {
+        vec![Sql::new(format!(
+            "DROP TABLE IF EXISTS {}, {}",
+            self.part_of("run_lines", tag),
+            self.part_of("runs", tag)
+        ))]
     }
 }
 

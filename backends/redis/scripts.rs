@@ -17,7 +17,7 @@
 //! | `P run:<id>` | hash | `job`, `fire`, `trigger`, `node`, `attempt`, `token`, `status`, `started`, `ended`, `error`, `retry`, `cfires` and `cthrough` (a misfire record's span, or empty), `ctx` (the context it ran with as JSON, or empty; before it, `payload`) |
 //! | `P runs`, `P runs:job:<id>` | sorted sets | run ids (score = id), for the run log |
 //! | `P running` | sorted set | runs in `running` state |
-//! | `P ended` | sorted set | finished runs, score `ended` (for purges) |
+//! | `P ended` | sorted set | finished runs, score `started` (for purges) |
 //! | `P lines:<run id>` | sorted set | a local run's log lines: each member is the offset and the line joined by a vertical bar, scored by the offset (deleted with the run) |
 //! | `P stats:<day>`, `P stats:days` | hash, sorted set | run counts per status per UTC day number |
 //! | `P node:<id>`, `P nodes` | hash, sorted set | node info and last beat (score) |
@@ -361,7 +361,7 @@ for _ = 1, tonumber(ARGV[2]) do
       redis.call('HSET', rk, 'status', st, 'ended', nows, 'error', e, 'has_error', has_err,
         'retry', retry)
       unrunning[#unrunning + 1] = rid
-      ended[#ended + 1] = nows; ended[#ended + 1] = rid
+      ended[#ended + 1] = r[5]; ended[#ended + 1] = rid
       local day = day_of(r[5])
       local c = counts[day] or {}
       counts[day] = c

@@ -142,12 +142,19 @@ async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOut
         }
     }
     if !accepted.is_empty() {
+        // Where the dialect writes run ids, each row's from the same clock reading as
+        // its `started_at`.
+        let (id_col, id_val) = match d.run_id(now) {
+            Some(expr) => ("id, ", format!("{expr}, ")),
+            None => ("", String::new()),
+        };
+        let row = format!("({id_val}?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)");
         let mut insert = Sql::new(format!(
-            "INSERT INTO {} (job_id, fire_at, {}, node, attempt, token, status, started_at, will_retry,
+            "INSERT INTO {} ({id_col}job_id, fire_at, {}, node, attempt, token, status, started_at, will_retry,
              covered_fires, covered_through, context) VALUES {}",
             d.t("runs"),
             D::TRIGGER,
-            vec!["(?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)"; accepted.len()].join(", ")
+            vec![row; accepted.len()].join(", ")
         ));
         for &i in &accepted {
             let r = &runs[i];

@@ -47,20 +47,11 @@ impl<D: Dialect> RunLog for SqlStore<D> {
     }
 
     async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
-        let op = "purge_runs";
-        let (runs, lines) = (self.d.t("runs"), self.d.t("run_lines"));
-        let ended = "ended_at IS NOT NULL AND ended_at < ?";
-        let purge_lines = Sql::new(format!(
-            "DELETE FROM {lines} WHERE run_id IN (SELECT id FROM {runs} WHERE {ended})"
-        ))
-        .bind(before.as_millis());
-        let purge_runs =
-            Sql::new(format!("DELETE FROM {runs} WHERE {ended}")).bind(before.as_millis());
-        let mut tx = self.d.begin(op).await?;
-        self.d.exec_in(&mut tx, op, purge_lines).await?;
-        let n = self.d.exec_in(&mut tx, op, purge_runs).await?;
-        self.d.commit(tx, op).await?;
-        Ok(n)
+        self.d.purge_runs(before.as_millis()).await
+    }
+
+    async fn prepare_log(&self) -> Result<()> {
+        self.d.prepare_log().await
     }
 
     async fn append_lines(&self, chunks: &[LogLines]) -> Result<()> {
@@ -300,4 +291,22 @@ impl<D: Dialect> NodeRegistry for SqlStore<D> {
         .bind(address);
         Ok(self.d.exec("deregister_executor", q).await? > 0)
     }
+}
+
+/// Deletes the finished runs started before `before` (ms) and their lines, in one
+/// transaction (a run log in one table).
+pub(crate) async fn purge_rows<D: Dialect>(d: &D, before: i64) -> Result<u64> {
+    let op = "purge_runs";
+    let (runs, lines) = (d.t("runs"), d.t("run_lines"));
+    let gone = "ended_at IS NOT NULL AND started_at < ?";
+    let purge_lines = Sql::new(format!(
+        "DELETE FROM {lines} WHERE run_id IN (SELECT id FROM {runs} WHERE {gone})"
+    ))
+    .bind(before);
+    let purge_runs = Sql::new(format!("DELETE FROM {runs} WHERE {gone}")).bind(before);
+    let mut tx = d.begin(op).await?;
+    d.exec_in(&mut tx, op, purge_lines).await?;
+    let n = d.exec_in(&mut tx, op, purge_runs).await?;
+    d.commit(tx, op).await?;
+    Ok(n)
 }

@@ -18,9 +18,10 @@ pub(crate) mod decode;
 mod handles;
 mod jobs;
 pub(crate) mod locks;
-mod log;
+pub(crate) mod log;
 pub(crate) mod migrate;
 mod outbox;
+pub(crate) mod partitions;
 pub(crate) mod releases;
 
 use crate::error::{Error, Result};
@@ -281,6 +282,23 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
     ) -> impl Future<Output = Result<Option<Vec<usize>>>> + Send {
         let _ = (jobs, defs);
         async { Ok(None) }
+    }
+    /// The SQL of the id of a run that starts at `now_ms` (the clock reading its
+    /// `started_at` gets), where the dialect writes run ids itself
+    /// ([`partitions::run_id_for`]); `None` (the default): the table numbers them.
+    fn run_id(&self, now_ms: i64) -> Option<String> {
+        let _ = now_ms;
+        None
+    }
+    /// [`RunLog::purge_runs`](crate::store::RunLog::purge_runs) with `before` in
+    /// epoch ms; by default two `DELETE`s in one transaction.
+    fn purge_runs(&self, before: i64) -> impl Future<Output = Result<u64>> + Send {
+        log::purge_rows(self, before)
+    }
+    /// [`RunLog::prepare_log`](crate::store::RunLog::prepare_log); by default
+    /// nothing to do.
+    fn prepare_log(&self) -> impl Future<Output = Result<()>> + Send {
+        async { Ok(()) }
     }
     /// Records starts; by default with the rules decided in Rust over locked rows
     /// ([`batch::start`]).

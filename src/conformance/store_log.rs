@@ -72,20 +72,33 @@ pub async fn run_log_queries(store: &dyn JobStore) {
     cleanup(store, &[a, b]).await;
 }
 
-/// `purge_runs` removes finished runs that ended before the cutoff, and only those.
+/// `purge_runs` removes the finished runs that started before the cutoff (also one
+/// that ended after it), and only those: a run started before it and still running
+/// stays.
 pub async fn purge_runs(store: &dyn JobStore) {
     let id = unique("purge");
+    let long = unique("purge-long");
+    let hold = unique("purge-hold");
     let t0 = long_ago(store).await;
-    store.upsert(&job(&id), Some(t0)).await.unwrap();
+    for j in [&id, &long, &hold] {
+        store.upsert(&job(j), Some(t0)).await.unwrap();
+    }
     let old = started(store, start_req(&id, t0, 1, 1)).await;
     finish_one(
         store,
         finish_req(old, &id, 1, RunStatus::Succeeded, Some(t0)),
     )
     .await;
+    let across = started(store, start_req(&long, t0, 1, 1)).await;
+    let still = started(store, start_req(&hold, t0, 1, 1)).await;
     tokio::time::sleep(Duration::from_millis(30)).await;
     let cutoff = store.now().await.unwrap();
     tokio::time::sleep(Duration::from_millis(30)).await;
+    finish_one(
+        store,
+        finish_req(across, &long, 1, RunStatus::Failed, Some(t0)),
+    )
+    .await;
     let new = started(store, start_req(&id, t0, 1, 2)).await;
     finish_one(
         store,
@@ -94,7 +107,10 @@ pub async fn purge_runs(store: &dyn JobStore) {
     .await;
     let running = started(store, start_req(&id, t0, 1, 3)).await;
     let n = store.purge_runs(cutoff).await.unwrap();
-    assert!(n >= 1, "purge reports what it removed");
+    assert!(
+        n >= 2,
+        "purge reports what it removed (others' old runs too)"
+    );
     let left: Vec<RunId> = store
         .runs(&RunQuery::new().job(jid(&id)))
         .await
@@ -102,17 +118,32 @@ pub async fn purge_runs(store: &dyn JobStore) {
         .into_iter()
         .map(|r| r.id)
         .collect();
+    assert_eq!(left, [running, new], "runs started after the cutoff stay");
+    let runs_of = |j: &str| {
+        let q = RunQuery::new().job(jid(j));
+        async move { store.runs(&q).await.unwrap() }
+    };
+    assert!(
+        runs_of(&long).await.is_empty(),
+        "a run started before the cutoff goes, though it ended after it"
+    );
+    let held: Vec<RunId> = runs_of(&hold).await.iter().map(|r| r.id).collect();
     assert_eq!(
-        left,
-        [running, new],
-        "runs ended after the cutoff and running runs stay"
+        held,
+        [still],
+        "a run started before the cutoff and running stays"
     );
     finish_one(
         store,
         finish_req(running, &id, 3, RunStatus::Succeeded, None),
     )
     .await;
-    cleanup(store, &[id]).await;
+    finish_one(
+        store,
+        finish_req(still, &hold, 1, RunStatus::Succeeded, None),
+    )
+    .await;
+    cleanup(store, &[id, long, hold]).await;
 }
 
 /// Run log lines: appended by offset (a line stored at an offset is kept, so a

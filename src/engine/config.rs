@@ -61,7 +61,9 @@ pub struct SchedulerConfig {
     /// (default 30 s).
     #[serde(with = "humantime_serde")]
     pub shutdown_grace: Duration,
-    /// Delete finished runs older than this; `None` (default) keeps them all.
+    /// Delete finished runs that started on a UTC day wholly older than this (so a
+    /// run is kept between this and a day more); `None` (default) keeps them all.
+    /// Checked hourly.
     #[serde(with = "humantime_serde")]
     pub run_retention: Option<Duration>,
     /// Delete alarm events that are done (sent, not needed, or failed for good) and

@@ -185,8 +185,10 @@ async fn maintain(
     }
     if last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
         let now = core.store.now().await?;
+        core.store.prepare_log().await?;
         if let Some(keep) = core.config.run_retention {
-            let cutoff = now - keep;
+            // Whole UTC days: a store with a day-partitioned log drops them whole.
+            let cutoff = day_start(now - keep);
             let n = core.store.purge_runs(cutoff).await?;
             info!(purged = n, before = %cutoff, "run retention");
         }
@@ -383,4 +385,10 @@ fn count_recovery(core: &Core, out: Option<&FinishOutcome>) {
         }
         _ => {}
     }
+}
+
+/// The start of the UTC day `t` falls in.
+fn day_start(t: crate::time::Timestamp) -> crate::time::Timestamp {
+    const DAY_MS: i64 = 86_400_000;
+    crate::time::Timestamp::from_millis(t.as_millis().div_euclid(DAY_MS) * DAY_MS)
 }

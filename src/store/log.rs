@@ -17,9 +17,21 @@ pub trait RunLog: Send + Sync + 'static {
     /// Runs matching `query`, newest first (by id, descending).
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>>;
 
-    /// Deletes finished runs that ended before `before`, and their log lines.
-    /// Returns how many runs.
+    /// Deletes the finished runs that started before `before`, and their log lines;
+    /// running runs stay. Returns how many runs. A store that keeps its log in day
+    /// partitions (PostgreSQL, MariaDB) drops a whole day's partition when every run
+    /// of it goes, so a `before` at the start of a UTC day (what the engine's
+    /// retention passes) deletes no row one by one.
     async fn purge_runs(&self, before: Timestamp) -> Result<u64>;
+
+    /// Makes ready what the log needs to record the coming days' runs: a store that
+    /// keeps its log in day partitions creates those of the next
+    /// [`DAYS_AHEAD`](crate::store::DAYS_AHEAD) days that are missing. Idempotent,
+    /// safe on many nodes at once; called by `migrate` and hourly by every node's
+    /// maintenance. The default does nothing.
+    async fn prepare_log(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// Appends lines to runs' logs (a local handler's `tracing` events, written by
     /// the node that runs it). A line already stored at its offset is kept as it
@@ -79,6 +91,7 @@ macro_rules! forward {
         impl<S: RunLog + ?Sized> RunLog for $ptr {
             async fn runs(&self, q: &RunQuery) -> Result<Vec<RunRecord>> { (**self).runs(q).await }
             async fn purge_runs(&self, before: Timestamp) -> Result<u64> { (**self).purge_runs(before).await }
+            async fn prepare_log(&self) -> Result<()> { (**self).prepare_log().await }
             async fn append_lines(&self, chunks: &[LogLines]) -> Result<()> { (**self).append_lines(chunks).await }
             async fn lines(&self, run: RunId, offset: u64, limit: usize) -> Result<Vec<LogLine>> { (**self).lines(run, offset, limit).await }
             async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> { (**self).daily_stats(from, to).await }

@@ -50,6 +50,12 @@ pub use audit::AuditLog;
 pub use credentials::Credentials;
 pub use jobs::{Applied, JobChange, Jobs, SchemaVersion};
 pub use log::RunLog;
+
+/// How many days ahead a store that keeps its run log in day partitions has them
+/// ready ([`RunLog::prepare_log`]): today's and the next seven. A run starting on a
+/// day with no partition is refused, so every node's hourly maintenance keeps this
+/// margin.
+pub const DAYS_AHEAD: u32 = 7;
 pub use outbox::{AlarmChange, AlarmOutbox};
 pub use page::{CorruptRow, Page};
 pub use query::{AlarmClaim, AlarmQuery, AuditQuery, DueQuery, JobQuery, RunQuery};
@@ -170,6 +176,9 @@ macro_rules! delegate_store {
             }
             async fn purge_runs(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
                 self.$field.purge_runs(before).await
+            }
+            async fn prepare_log(&self) -> $crate::Result<()> {
+                self.$field.prepare_log().await
             }
             async fn append_lines(&self, chunks: &[$crate::LogLines]) -> $crate::Result<()> {
                 self.$field.append_lines(chunks).await

@@ -468,22 +468,35 @@ async fn run_retention_purges_old_runs_hourly() {
         )
         .await
         .unwrap();
-    advance(Duration::from_secs(3 * 3600 + 60)).await;
-    h.shutdown().await;
-    assert_eq!(log.of("tick").len(), 19, "fires at 0, 10, …, 180 min");
+    // To 2 January 02:01: one day purged whole at 01:00 (an hour's retention
+    // reaches back into the 1st), the 2nd not yet.
+    advance(Duration::from_secs(26 * 3600 + 60)).await;
     let runs = runs_of(&store, "tick").await;
-    let now = at("2026-01-01T03:01:00Z");
-    assert!(runs.len() < 19, "old runs were purged: {} left", runs.len());
-    // The purge runs hourly, so what is left ended at most retention + one hour ago.
+    let second = at("2026-01-02T00:00:00Z");
+    assert!(
+        runs.iter().all(|r| r.started_at >= second),
+        "the 1st's runs were purged"
+    );
+    assert_eq!(
+        runs.len(),
+        13,
+        "the 2nd's fires at 00:00, 00:10, …, 02:00 stay"
+    );
+    // To 3 January 02:01: the 2nd goes whole too.
+    advance(Duration::from_secs(24 * 3600)).await;
+    h.shutdown().await;
+    assert_eq!(
+        log.of("tick").len(),
+        2 * 144 + 13,
+        "a fire every 10 minutes"
+    );
+    let runs = runs_of(&store, "tick").await;
     assert!(
         runs.iter()
-            .all(|r| now.duration_since(r.ended_at.unwrap()) <= Duration::from_secs(2 * 3600)),
+            .all(|r| r.started_at >= at("2026-01-03T00:00:00Z")),
         "{runs:?}"
     );
-    assert!(
-        runs.iter().any(|r| r.fire_at == at("2026-01-01T03:00:00Z")),
-        "recent runs stay"
-    );
+    assert_eq!(runs.len(), 13, "the 3rd's fires stay");
 }
 
 #[tokio::test(start_paused = true)]

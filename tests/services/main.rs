@@ -16,6 +16,8 @@ mod alarms;
     feature = "redis"
 ))]
 mod connect;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod day_partitions;
 #[cfg(all(feature = "mysql", feature = "conformance"))]
 mod mysql;
 #[cfg(all(feature = "postgres", feature = "conformance"))]

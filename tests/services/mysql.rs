@@ -46,6 +46,12 @@ async fn drop_tables(url: &str, prefix: &str) {
     .execute(store.pool())
     .await
     .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP SEQUENCE IF EXISTS {prefix}run_ids"
+    )))
+    .execute(store.pool())
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -204,7 +210,36 @@ async fn payload_overrides_become_contexts_on_upgrade() {
         },
         &p,
         "MEDIUMTEXT",
-        6,
+        6..11,
+    )
+    .await;
+    drop_tables(&url, &p).await;
+}
+
+#[tokio::test]
+async fn retention_drops_whole_day_partitions() {
+    let Some(url) = url() else { return };
+    let p = prefix("days");
+    let store = open(&url, &p).await;
+    let db = crate::day_partitions::maria(store.pool(), &p);
+    crate::day_partitions::retention_drops_whole_days(&db, Arc::new(store.clone())).await;
+    drop_tables(&url, &p).await;
+}
+
+#[tokio::test]
+async fn the_upgrade_to_day_partitions_keeps_every_row() {
+    let Some(url) = url() else { return };
+    let p = prefix("upgrade");
+    let store = MySqlStore::builder(&url).prefix(&p).build().await.unwrap();
+    let db = crate::day_partitions::maria(store.pool(), &p);
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/backends/mysql/migrations");
+    let handle: Arc<dyn JobStore> = Arc::new(store.clone());
+    crate::day_partitions::the_upgrade_keeps_every_row(
+        &db,
+        dir,
+        handle,
+        || store.migrate(),
+        20_000,
     )
     .await;
     drop_tables(&url, &p).await;

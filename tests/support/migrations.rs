@@ -105,9 +105,12 @@ pub async fn records_are_checked<E, EFut, M, MFut>(
 
 /// A store migrated before fire contexts existed (payload overrides in
 /// `jobs.next_payload` and `runs.payload`) keeps them: the migration that makes
-/// `next_context` and `context` turns each into the context's `payload`. `version`
-/// is that migration; `text` the dialect's type for the old columns; `reopen` gives a
-/// store on new connections once migrated (as a restarted process has).
+/// `next_context` and `context` turns each into the context's `payload`. `versions`
+/// are the migrations run again: from that one up to the one that partitioned the
+/// run log by day, which converts the tables as they are and stays applied (the end
+/// of the range; `i64::MAX` where there is none); `text` the dialect's type for the
+/// old columns; `reopen` gives a store on new connections once migrated (as a
+/// restarted process has).
 pub async fn payload_overrides_become_contexts<E, EFut, M, MFut, R, RFut>(
     exec: E,
     migrate: M,
@@ -115,7 +118,7 @@ pub async fn payload_overrides_become_contexts<E, EFut, M, MFut, R, RFut>(
     reopen: R,
     t: &str,
     text: &str,
-    version: i64,
+    versions: std::ops::Range<i64>,
 ) where
     E: Fn(String) -> EFut,
     EFut: Future<Output = Result<u64, String>>,
@@ -173,7 +176,8 @@ pub async fn payload_overrides_become_contexts<E, EFut, M, MFut, R, RFut>(
         .await
         .unwrap();
     exec(format!(
-        "DELETE FROM {t}migrations WHERE version >= {version}"
+        "DELETE FROM {t}migrations WHERE version >= {} AND version < {}",
+        versions.start, versions.end
     ))
     .await
     .unwrap();

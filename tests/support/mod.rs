@@ -83,6 +83,12 @@ pub async fn drop_pg_tables(url: &str, prefix: &str) {
     .execute(store.pool())
     .await
     .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP SEQUENCE IF EXISTS public.{prefix}run_ids"
+    )))
+    .execute(store.pool())
+    .await
+    .unwrap();
 }
 
 /// A server URL from `var`: `None` (with the test reported skipped) when it is unset
