@@ -3,8 +3,9 @@
 //!
 //! ```sh
 //! cargo bench --bench throughput --all-features -- --backend postgres \
-//!     [--workload all|drain|lag|mixed|poll] [--nodes 2] [--jobs 20000] \
-//!     [--rate 1000] [--seconds 10] [--stream 300] [--lead 2000] [--stored 1000000] [--json] \
+//!     [--workload all|drain|lag|mixed|poll|scale] [--nodes 2] [--jobs 20000] \
+//!     [--rate 1000] [--seconds 10] [--stream 300] [--lead 2000] [--stored 1000000] \
+//!     [--rounds 4] [--json] \
 //!     [--concurrency 2048] [--claim-batch 2000] [--claim-window 4000] [--write-batch 1000] \
 //!     [--handler-ms 0] [--no-limit] [--profile] [--store-calls]
 //! ```
@@ -26,6 +27,9 @@
 //! * **poll**: one `due` scan of 1,000 due jobs with 1,000 jobs stored, then with
 //!   `--stored` jobs stored (the rest far in the future): the scan's median time, and for
 //!   the memory backend the resident memory per stored job.
+//! * **scale** (only when named): the due scan and the drain beside `--stored` idle
+//!   jobs (default 10,000,000) against the same beside 1,000, `--rounds` alternating
+//!   rounds (see `throughput/scale.rs`).
 //!
 //! Each workload prints one table row; `--json` prints one JSON object per row too;
 //! `--no-limit` leaves the limit measurement out (for profiling the drain alone);
@@ -43,6 +47,8 @@ mod mixed;
 mod profile;
 #[path = "../tests/support/redis_keys.rs"]
 mod redis_keys;
+#[path = "throughput/scale.rs"]
+mod scale;
 #[path = "throughput/store_calls.rs"]
 mod store_calls;
 
@@ -264,7 +270,7 @@ fn pct(sorted: &[u64], p: f64) -> f64 {
         .map_or(f64::NAN, |v| *v as f64 / 1000.0)
 }
 
-fn micros_now() -> i64 {
+pub(crate) fn micros_now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -272,7 +278,7 @@ fn micros_now() -> i64 {
 }
 
 /// Starts `nodes` schedulers whose `noop` handler records `(fire_at ms, lag µs)`.
-async fn schedulers(
+pub(crate) async fn schedulers(
     backend: &str,
     prefix: &str,
     nodes: usize,
@@ -470,7 +476,7 @@ fn rss_bytes() -> u64 {
 }
 
 /// Median time of `due(now, 1000)` over 21 calls.
-async fn scan(store: &dyn JobStore) -> (f64, usize) {
+pub(crate) async fn scan(store: &dyn JobStore) -> (f64, usize) {
     let mut times = Vec::new();
     let mut n = 0;
     for _ in 0..21 {
@@ -578,6 +584,12 @@ fn main() {
         }
         if matches!(workload.as_str(), "all" | "poll") {
             rows.push(poll(&backend, num("--stored", 1_000_000)).await);
+        }
+        // Not in `all`: it stores `--stored` jobs twice over.
+        if workload == "scale" {
+            let jobs = num("--jobs", 20_000).max(1_000);
+            let stored = num("--stored", 10_000_000);
+            rows.push(scale::scale(&backend, nodes, jobs, stored, num("--rounds", 4)).await);
         }
     });
     if let Some(calls) = store_calls {

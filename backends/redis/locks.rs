@@ -1,3 +1,4 @@
+use super::conn::{RedisConn, by_slot};
 use super::{NAME, redis_err};
 use crate::error::Result;
 use crate::lock::{Lease, LockProvider, LockRequest};
@@ -71,11 +72,14 @@ end
 return out
 ";
 
-/// Fenced leases on one Redis node. Each batched call is one script call (one round
-/// trip). See the [module docs](super) for what this does and does not guarantee.
+/// Fenced leases on one Redis server or a Redis Cluster. A lease's key and its token
+/// counter share a hash tag (`lock:{<key>}`, `token:{<key>}`), so each lease is one
+/// slot; a batched call is one script call (one round trip) on one server, and one
+/// per slot among its keys, all at once, on a cluster. See the [module docs](super)
+/// for what this does and does not guarantee.
 #[derive(Clone)]
 pub struct RedisLocks {
-    conn: ConnectionManager,
+    conn: RedisConn,
     prefix: Arc<str>,
     acquire: Arc<Script>,
     renew: Arc<Script>,
@@ -86,6 +90,7 @@ impl fmt::Debug for RedisLocks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLocks")
             .field("prefix", &self.prefix)
+            .field("cluster", &self.conn.is_cluster())
             .finish_non_exhaustive()
     }
 }
@@ -98,16 +103,30 @@ impl RedisLocks {
         RedisLocks::new(conn, "jobwheel:")
     }
 
+    /// Connects to a Redis Cluster through its seed nodes (`redis://127.0.0.1:7000`,
+    /// any of them will do), with keys under `prefix` (checked as for
+    /// [`new`](Self::new); `jobwheel:` is the usual one; a prefix with a hash tag of
+    /// its own, `{jobs}:`, puts every key in one slot). Connecting and each answer
+    /// time out after [`CONNECT_TIMEOUT`](super::CONNECT_TIMEOUT), and a call that
+    /// fails on the connection opens it again (the topology read afresh), so a node
+    /// whose calls went to a primary that died follows the failover. Errors name
+    /// `redis.cluster` for no seed or a URL that cannot be parsed.
+    pub async fn connect_cluster(seeds: &[&str], prefix: &str) -> Result<Self> {
+        super::check_prefix(prefix)?;
+        let conn = super::conn::open_cluster(seeds, super::CONNECT_TIMEOUT).await?;
+        Ok(RedisLocks::checked(conn, prefix))
+    }
+
     /// On the application's existing connection manager, with keys under `prefix`
     /// (1-100 printable ASCII characters without spaces; an error names
     /// `redis.prefix` otherwise).
     pub fn new(conn: ConnectionManager, prefix: &str) -> Result<Self> {
         super::check_prefix(prefix)?;
-        Ok(RedisLocks::checked(conn, prefix))
+        Ok(RedisLocks::checked(conn.into(), prefix))
     }
 
     /// With a prefix already checked.
-    pub(super) fn checked(conn: ConnectionManager, prefix: &str) -> Self {
+    pub(super) fn checked(conn: RedisConn, prefix: &str) -> Self {
         RedisLocks {
             conn,
             prefix: prefix.into(),
@@ -118,11 +137,55 @@ impl RedisLocks {
     }
 
     fn lock_key(&self, key: &str) -> String {
-        format!("{}lock:{key}", self.prefix)
+        format!("{}lock:{{{key}}}", self.prefix)
     }
 
     fn counter_key(&self, key: &str) -> String {
-        format!("{}token:{key}", self.prefix)
+        format!("{}token:{{{key}}}", self.prefix)
+    }
+
+    /// Runs `call` for each group of positions of `keys` that share a slot (one
+    /// group on one server), all at once, and puts each group's answers back at its
+    /// positions: `call` answers `per` values per position.
+    async fn per_slot<F, Fut>(&self, keys: &[String], per: usize, call: F) -> Result<Vec<i64>>
+    where
+        F: Fn(Vec<usize>) -> Fut,
+        Fut: std::future::Future<Output = Result<Vec<i64>>>,
+    {
+        let groups = by_slot(self.conn.is_cluster(), keys);
+        let answers = futures::future::join_all(groups.iter().map(|g| call(g.clone()))).await;
+        let mut out = vec![0; keys.len() * per];
+        for (g, answer) in groups.iter().zip(answers) {
+            let answer = answer?;
+            if answer.len() != g.len() * per {
+                return Err(crate::error::Error::backend(
+                    NAME,
+                    "locks",
+                    false,
+                    format!("{} values for {} keys", answer.len(), g.len()),
+                ));
+            }
+            for (k, &pos) in g.iter().enumerate() {
+                out[pos * per..(pos + 1) * per].copy_from_slice(&answer[k * per..(k + 1) * per]);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl RedisLocks {
+    /// One script call ([`eval`](super::conn::eval)), its error mapped.
+    async fn eval(
+        &self,
+        script: &Script,
+        code: &str,
+        keys: &[String],
+        args: &[String],
+        operation: &'static str,
+    ) -> Result<Vec<i64>> {
+        super::conn::eval(&self.conn, script, code, keys, args)
+            .await
+            .map_err(redis_err(operation))
     }
 }
 
@@ -140,19 +203,23 @@ impl LockProvider for RedisLocks {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
-        let mut call = self.acquire.prepare_invoke();
-        for r in requests {
-            call.key(self.lock_key(&r.key))
-                .key(self.counter_key(&r.key));
-        }
-        call.arg(owner);
-        for r in requests {
-            call.arg(duration_ms(r.ttl).max(1));
-        }
-        let out: Vec<i64> = call
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err("acquire"))?;
+        let keys: Vec<String> = requests.iter().map(|r| self.lock_key(&r.key)).collect();
+        let keys = &keys;
+        let out = self
+            .per_slot(keys, 2, |group| async move {
+                let mut ks = Vec::with_capacity(2 * group.len());
+                let mut args = vec![owner.to_string()];
+                for &i in &group {
+                    ks.push(keys[i].clone());
+                    ks.push(self.counter_key(&requests[i].key));
+                }
+                for &i in &group {
+                    args.push(duration_ms(requests[i].ttl).max(1).to_string());
+                }
+                self.eval(&self.acquire, ACQUIRE, &ks, &args, "acquire")
+                    .await
+            })
+            .await?;
         Ok(requests
             .iter()
             .zip(out.chunks(2))
@@ -171,15 +238,16 @@ impl LockProvider for RedisLocks {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
-        let mut call = self.renew.prepare_invoke();
-        call.arg(duration_ms(ttl).max(1));
-        for l in leases {
-            call.key(self.lock_key(&l.key)).arg(holder(l));
-        }
-        let out: Vec<i64> = call
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err("renew"))?;
+        let keys: Vec<String> = leases.iter().map(|l| self.lock_key(&l.key)).collect();
+        let keys = &keys;
+        let out = self
+            .per_slot(keys, 1, |group| async move {
+                let ks: Vec<String> = group.iter().map(|&i| keys[i].clone()).collect();
+                let mut args = vec![duration_ms(ttl).max(1).to_string()];
+                args.extend(group.iter().map(|&i| holder(&leases[i])));
+                self.eval(&self.renew, RENEW, &ks, &args, "renew").await
+            })
+            .await?;
         Ok(leases
             .iter()
             .zip(out)
@@ -196,14 +264,16 @@ impl LockProvider for RedisLocks {
         if leases.is_empty() {
             return Ok(Vec::new());
         }
-        let mut call = self.release.prepare_invoke();
-        for l in leases {
-            call.key(self.lock_key(&l.key)).arg(holder(l));
-        }
-        let out: Vec<i64> = call
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err("release"))?;
+        let keys: Vec<String> = leases.iter().map(|l| self.lock_key(&l.key)).collect();
+        let keys = &keys;
+        let out = self
+            .per_slot(keys, 1, |group| async move {
+                let ks: Vec<String> = group.iter().map(|&i| keys[i].clone()).collect();
+                let args: Vec<String> = group.iter().map(|&i| holder(&leases[i])).collect();
+                self.eval(&self.release, RELEASE, &ks, &args, "release")
+                    .await
+            })
+            .await?;
         Ok(out.into_iter().map(|r| r == 1).collect())
     }
 }

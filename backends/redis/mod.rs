@@ -28,8 +28,19 @@
 //!   start with an older token and a finish whose token is not the job's last one.
 //!
 //! Every lock key lives under the configured prefix (default `jobwheel:`).
+//!
+//! # On a Redis Cluster
+//!
+//! [`RedisLocks::connect_cluster`] runs the same
+//! scripts on a cluster: a lease's two keys share a hash tag, and a batch is split
+//! by slot, one script per slot, all at once. A failover can lose a grant the
+//! replica had not received; the promoted replica may then grant the key again, to a
+//! larger token (its clock's µs), and the store's fencing refuses the older holder.
+//! [`RedisStore`] still needs one server (or a prefix with a hash tag, which puts
+//! every key on one primary).
 
 mod audit;
+mod conn;
 mod decode;
 mod locks;
 mod log;

@@ -87,7 +87,7 @@ impl RedisStore {
 
     /// Leases on this store's connection, with keys under its prefix.
     pub fn locks(&self) -> super::RedisLocks {
-        super::RedisLocks::checked(self.conn.clone(), &self.prefix)
+        super::RedisLocks::checked(self.conn.clone().into(), &self.prefix)
     }
 
     /// Writes the schema version under the prefix. Idempotent; refuses a keyspace

@@ -3,13 +3,17 @@
 //! the next drain) and the servers are left as they were found.
 
 /// The tables `migrate()` creates under a prefix.
-const TABLES: [&str; 7] = [
+const TABLES: [&str; 11] = [
     "alarms",
+    "audit",
+    "credentials",
     "executors",
     "jobs",
     "locks",
     "migrations",
     "nodes",
+    "releases",
+    "run_lines",
     "runs",
 ];
 
@@ -20,11 +24,12 @@ pub async fn cleanup(backend: &str, prefix: &str, pg: &str, mysql: &str, redis: 
         .map(|t| format!("{prefix}{t}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let sql = format!("DROP TABLE IF EXISTS {drop}");
+    // The run ids' sequence too (PostgreSQL and MariaDB).
+    let sql = format!("DROP TABLE IF EXISTS {drop}; DROP SEQUENCE IF EXISTS {prefix}run_ids");
     if backend.starts_with("postgres") {
         let done = async {
             let pool = sqlx::PgPool::connect(pg).await?;
-            sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
                 .execute(&pool)
                 .await
         };
@@ -35,7 +40,7 @@ pub async fn cleanup(backend: &str, prefix: &str, pg: &str, mysql: &str, redis: 
     if backend == "mysql" {
         let done = async {
             let pool = sqlx::MySqlPool::connect(mysql).await?;
-            sqlx::query(sqlx::AssertSqlSafe(sql.clone()))
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql.clone()))
                 .execute(&pool)
                 .await
         };

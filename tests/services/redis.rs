@@ -87,7 +87,7 @@ async fn a_token_counter_expires_a_day_after_its_lease() {
     let client = redis::Client::open(url.as_str()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
     let ttl: i64 = redis::cmd("PTTL")
-        .arg(format!("jobwheel:token:{key}"))
+        .arg(format!("jobwheel:token:{{{key}}}"))
         .query_async(&mut conn)
         .await
         .unwrap();

@@ -1,0 +1,299 @@
+//! Redis locks on a Redis Cluster (3 primaries, 3 replicas on loopback, started by
+//! `./scripts/test` through `scripts/redis-cluster`): the unchanged lock suite, each
+//! lease's keys in one slot with the leases spread over every primary (from
+//! `CLUSTER KEYSLOT` and `CLUSTER SHARDS`), and three schedulers on PostgreSQL with
+//! the cluster's locks running every fire once. Needs `JOBWHEEL_REDIS_CLUSTER` (the
+//! seed URLs, comma-separated); without it the test is skipped with a message, except
+//! under `CI=true`.
+#![cfg(all(feature = "redis", feature = "postgres"))]
+
+use crate::support;
+use jobwheel::redis::RedisLocks;
+use jobwheel::{JobStore, LockProvider, LockRequest, conformance};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn seeds() -> Option<Vec<String>> {
+    let urls = support::server_url("JOBWHEEL_REDIS_CLUSTER")?;
+    Some(urls.split(',').map(str::to_string).collect())
+}
+
+async fn locks(seeds: &[String], prefix: &str) -> RedisLocks {
+    let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    RedisLocks::connect_cluster(&seeds, prefix)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("JOBWHEEL_REDIS_CLUSTER is set but the cluster is unreachable: {e}")
+        })
+}
+
+/// `CLUSTER KEYSLOT key` asked of one node.
+async fn keyslot(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> u16 {
+    redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
+/// The primaries' addresses by slot range, from `CLUSTER NODES` (`ip:port@bus`
+/// fields of nodes flagged `master`, then their slot ranges).
+async fn primaries(conn: &mut redis::aio::MultiplexedConnection) -> Vec<(String, Vec<(u16, u16)>)> {
+    let text: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(conn)
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if !f.get(2)?.contains("master") || f.get(2)?.contains("fail") {
+                return None;
+            }
+            let addr = f[1].split('@').next()?.to_string();
+            let ranges = f[8..]
+                .iter()
+                .filter(|r| !r.starts_with('['))
+                .map(|r| match r.split_once('-') {
+                    Some((a, b)) => (a.parse().unwrap(), b.parse().unwrap()),
+                    None => (r.parse().unwrap(), r.parse().unwrap()),
+                })
+                .collect();
+            Some((addr, ranges))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn redis_locks_pass_the_lock_suite_on_a_cluster() {
+    let Some(seeds) = seeds() else { return };
+    let prefix = format!("t{:08x}:", fastrand::u32(..));
+    conformance::lock_suite(&locks(&seeds, &prefix).await).await;
+}
+
+/// A lease's lock and token counter hash to one slot (one script per lease, never
+/// `CROSSSLOT`); a batch of 300 keys spans every primary and is granted in one call,
+/// each key stored on the primary that serves its slot.
+#[tokio::test]
+async fn a_lease_is_one_slot_and_a_batch_spans_every_primary() {
+    let Some(seeds) = seeds() else { return };
+    let prefix = format!("t{:08x}:", fastrand::u32(..));
+    let l = locks(&seeds, &prefix).await;
+    let client = redis::Client::open(seeds[0].as_str()).unwrap();
+    let mut one = client.get_multiplexed_async_connection().await.unwrap();
+    let shards = primaries(&mut one).await;
+    assert_eq!(shards.len(), 3, "three primaries: {shards:?}");
+    let owner = |slot: u16| {
+        shards
+            .iter()
+            .find(|(_, r)| r.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+            .map(|(addr, _)| addr.clone())
+            .expect("every slot is served")
+    };
+    let keys: Vec<String> = (0..300).map(|i| format!("job-{i}")).collect();
+    let mut served: HashMap<String, usize> = HashMap::new();
+    for k in &keys {
+        let lock = keyslot(&mut one, &format!("{prefix}lock:{{{k}}}")).await;
+        let token = keyslot(&mut one, &format!("{prefix}token:{{{k}}}")).await;
+        assert_eq!(lock, token, "{k}: lock and counter in one slot");
+        *served.entry(owner(lock)).or_default() += 1;
+    }
+    assert_eq!(served.len(), 3, "the keys cover every primary: {served:?}");
+    let requests: Vec<LockRequest> = keys
+        .iter()
+        .map(|k| LockRequest {
+            key: k.clone(),
+            ttl: Duration::from_secs(30),
+        })
+        .collect();
+    let leases: Vec<_> = l
+        .acquire("a", &requests)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|g| g.expect("every free key is granted"))
+        .collect();
+    let tokens: HashSet<u64> = leases.iter().map(|g| g.token).collect();
+    assert!(tokens.iter().all(|&t| t > 0));
+    // Each lock is on the primary serving its slot, held by its lease.
+    for (k, g) in keys.iter().zip(&leases).step_by(37) {
+        let addr = owner(keyslot(&mut one, &format!("{prefix}lock:{{{k}}}")).await);
+        let node = redis::Client::open(format!("redis://{addr}")).unwrap();
+        let mut c = node.get_multiplexed_async_connection().await.unwrap();
+        let held: String = redis::cmd("GET")
+            .arg(format!("{prefix}lock:{{{k}}}"))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(held, format!("a:{}", g.token));
+    }
+    let again = l.acquire("b", &requests).await.unwrap();
+    assert!(again.iter().all(Option::is_none), "held keys are refused");
+    let renewed = l.renew(&leases, Duration::from_secs(60)).await.unwrap();
+    assert!(renewed.iter().all(Option::is_some));
+    let released = l.release(&leases).await.unwrap();
+    assert!(released.iter().all(|&r| r), "every lease released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_store_with_cluster_locks_runs_every_fire_once() {
+    let Some(seeds) = seeds() else { return };
+    let Some(pg_url) = support::server_url("JOBWHEEL_POSTGRES_URL") else {
+        return;
+    };
+    let prefix = format!("t{:08x}_rc_", fastrand::u32(..));
+    support::cluster::fleet_runs_every_fire_exactly_once(
+        || {
+            let (pg_url, seeds, prefix) = (pg_url.clone(), seeds.clone(), prefix.clone());
+            async move {
+                let store = jobwheel::postgres::PgStore::builder(&pg_url)
+                    .prefix(&prefix)
+                    .build()
+                    .await
+                    .unwrap();
+                store.migrate().await.unwrap();
+                let locks = locks(&seeds, &format!("{prefix}:")).await;
+                (
+                    Arc::new(store) as Arc<dyn JobStore>,
+                    Arc::new(locks) as Arc<dyn LockProvider>,
+                )
+            }
+        },
+        support::cluster::Fleet::three_nodes(100),
+    )
+    .await;
+    support::drop_pg_tables(&pg_url, &prefix).await;
+}
+
+/// Three schedulers on PostgreSQL with the cluster's locks, 60 jobs every second for
+/// 18 s; 6 s in, the primary serving the first job's lease is killed with `kill -9`
+/// and its replica takes over. No fire runs twice, none is skipped (a fire whose
+/// lease could not be had during the failover runs late), and every job keeps firing
+/// after it. The killed node is started again afterwards (it rejoins as a replica).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_killed_mid_run_loses_no_fire() {
+    use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
+    use std::sync::Mutex;
+    let Some(seeds) = seeds() else { return };
+    let Some(pg_url) = support::server_url("JOBWHEEL_POSTGRES_URL") else {
+        return;
+    };
+    let prefix = format!("t{:08x}_rk_", fastrand::u32(..));
+    let lock_prefix = format!("{prefix}:");
+    let seen: Arc<Mutex<HashMap<(String, i64), u32>>> = Arc::default();
+    let mut handles = Vec::new();
+    for n in 0..3 {
+        let store = jobwheel::postgres::PgStore::builder(&pg_url)
+            .prefix(&prefix)
+            .build()
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let s = seen.clone();
+        let sched = Scheduler::builder()
+            .store(store)
+            .locks(locks(&seeds, &lock_prefix).await)
+            .handler("count", move |ctx: JobContext| {
+                *s.lock()
+                    .unwrap()
+                    .entry((ctx.job.id().to_string(), ctx.fire_at.as_millis()))
+                    .or_default() += 1;
+                async { Ok::<(), JobError>(()) }
+            })
+            .config(SchedulerConfig::default().node_id(format!("rk-{n}")))
+            .build()
+            .unwrap();
+        handles.push(sched.start().await.unwrap());
+    }
+    for i in 0..60 {
+        let job = Job::builder(
+            format!("every-{i}"),
+            "count",
+            Schedule::every(Duration::from_secs(1)).unwrap(),
+        )
+        .build()
+        .unwrap();
+        handles[i % 3].scheduler().upsert(job).await.unwrap();
+    }
+    let began = Timestamp::now();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // The primary that serves `every-0`'s lease.
+    let client = redis::Client::open(seeds[0].as_str()).unwrap();
+    let mut one = client.get_multiplexed_async_connection().await.unwrap();
+    let slot = keyslot(&mut one, &format!("{lock_prefix}lock:{{every-0}}")).await;
+    let victim = primaries(&mut one)
+        .await
+        .into_iter()
+        .find(|(_, r)| r.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+        .expect("the slot is served")
+        .0;
+    let node = redis::Client::open(format!("redis://{victim}")).unwrap();
+    let mut c = node.get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let pid = info
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .expect("process_id")
+        .trim()
+        .to_string();
+    let killed_at = Timestamp::now();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let ended = Timestamp::now();
+    for h in handles {
+        h.shutdown().await;
+    }
+    // Back to three primaries and three replicas for the tests after this one.
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-cluster");
+    let restarted = std::process::Command::new(script).output().unwrap();
+    assert!(restarted.status.success(), "{restarted:?}");
+    let new_primary = primaries(&mut one)
+        .await
+        .into_iter()
+        .find(|(_, r)| r.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+        .expect("the slot is served again")
+        .0;
+    assert_ne!(new_primary, victim, "a replica took the slot over");
+
+    let seen = seen.lock().unwrap().clone();
+    let dups: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(dups.is_empty(), "fires ran twice: {dups:?}");
+    for i in 0..60 {
+        let id = format!("every-{i}");
+        let mut fires: Vec<i64> = seen
+            .keys()
+            .filter(|(j, _)| *j == id)
+            .map(|(_, f)| *f)
+            .collect();
+        fires.sort_unstable();
+        assert!(
+            fires.windows(2).all(|w| w[1] - w[0] == 1000),
+            "{id} skipped a second: {fires:?}"
+        );
+        assert!(
+            fires.first().is_some_and(|&f| f < killed_at.as_millis())
+                && fires
+                    .last()
+                    .is_some_and(|&f| f >= ended.as_millis() - 3_000),
+            "{id} fired before the kill and kept firing after it: {fires:?}"
+        );
+    }
+    println!(
+        "cluster failover: primary {victim} killed {} ms after the start, {} fires, none twice, none skipped",
+        killed_at.as_millis() - began.as_millis(),
+        seen.len()
+    );
+    support::drop_pg_tables(&pg_url, &prefix).await;
+}
