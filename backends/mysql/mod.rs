@@ -146,6 +146,7 @@ impl Dialect for MySqlDialect {
     const ON_CONFLICT_IGNORE: &'static str = "";
     // Bulk upserts in 4 transactions at once (measured in docs/BENCHMARKS.md).
     const BULK_WRITERS: usize = 4;
+    const DAY_IDS: bool = true;
     const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
     // A named lock with a timeout: sqlx's own `GET_LOCK(…, -1)` does not wait on
     // MariaDB, where a negative timeout is not "forever".

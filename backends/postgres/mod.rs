@@ -167,6 +167,7 @@ impl Dialect for PgDialect {
     // Bulk upserts in 4 transactions at once (measured in docs/BENCHMARKS.md).
     const BULK_WRITERS: usize = 4;
     const INSERTS_ABSENT: bool = true;
+    const DAY_IDS: bool = true;
     const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
     // One session holds an advisory lock for the whole run, so nodes migrating at once
     // never race on `CREATE … IF NOT EXISTS` (which PostgreSQL does not make safe

@@ -36,6 +36,15 @@ impl<D: Dialect> RunLog for SqlStore<D> {
         if let Some(b) = q.before {
             sql.push(" AND id < ?", [b.0.into()]);
         }
+        if D::DAY_IDS {
+            let (since, until) = (
+                q.since.map(|t| t.as_millis()),
+                q.until.map(|t| t.as_millis()),
+            );
+            for (cond, args) in super::partitions::id_bounds(since, until) {
+                sql.push(cond, args.into_iter().map(Into::into));
+            }
+        }
         sql.push(
             " ORDER BY id DESC LIMIT ?",
             [(q.effective_limit().min(i64::MAX as usize) as i64).into()],

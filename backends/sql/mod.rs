@@ -283,6 +283,9 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
         let _ = (jobs, defs);
         async { Ok(None) }
     }
+    /// Whether run ids carry their start day and the run log is partitioned by it
+    /// ([`partitions`]): queries by start time then bound the id too.
+    const DAY_IDS: bool = false;
     /// The SQL of the id of a run that starts at `now_ms` (the clock reading its
     /// `started_at` gets), where the dialect writes run ids itself
     /// ([`partitions::run_id_for`]); `None` (the default): the table numbers them.

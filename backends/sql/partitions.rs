@@ -24,6 +24,31 @@ use chrono::{Datelike, NaiveDate};
 pub(crate) const ID_STEP: i64 = 1 << 33;
 /// A UTC day in milliseconds.
 const DAY_MS: i64 = 86_400_000;
+/// Every id of the `legacy` partition is below this (day 10,000 is in 1997, before
+/// any day partition; a table numbered 86 trillion runs before it would be past it),
+/// and every day partition's id above it.
+pub(crate) const LEGACY_BELOW: i64 = 10_000 * ID_STEP;
+
+/// Conditions on the run id equivalent to `started_at >= since` and `started_at <
+/// until` (an id carries its run's start day), which let the database read only the
+/// partitions of those days (and `legacy`).
+pub(crate) fn id_bounds(since: Option<i64>, until: Option<i64>) -> Vec<(&'static str, Vec<i64>)> {
+    let mut out = Vec::new();
+    if let Some(s) = since {
+        out.push((
+            " AND (id >= ? OR id < ?)",
+            vec![s.div_euclid(DAY_MS) * ID_STEP, LEGACY_BELOW],
+        ));
+    }
+    if let Some(u) = until {
+        // started_at < until: started on the day of `until - 1 ms` at the latest.
+        out.push((
+            " AND id < ?",
+            vec![((u - 1).div_euclid(DAY_MS) + 1) * ID_STEP],
+        ));
+    }
+    out
+}
 
 /// The id expression of a run starting at `now_ms`, given the SQL of the sequence's
 /// next value: a day's first id plus that value modulo [`ID_STEP`] (`div` is the
@@ -208,5 +233,22 @@ mod tests {
         assert_eq!(Part::parse("d2026120"), None);
         // Ids of the year 2200 stay below 2^53.
         assert!((day + 200 * 366) * ID_STEP < 1 << 53);
+        // Bounds for runs started on the 6th from 10:00 up to the 7th's midnight.
+        let ms = day * DAY_MS;
+        assert_eq!(
+            id_bounds(Some(ms + 36_000_000), Some(ms + DAY_MS)),
+            vec![
+                (
+                    " AND (id >= ? OR id < ?)",
+                    vec![day * ID_STEP, LEGACY_BELOW]
+                ),
+                (" AND id < ?", vec![(day + 1) * ID_STEP]),
+            ]
+        );
+        // Until one ms past midnight: the 7th's first millisecond counts.
+        assert_eq!(
+            id_bounds(None, Some(ms + DAY_MS + 1))[0].1,
+            vec![(day + 2) * ID_STEP]
+        );
     }
 }
