@@ -75,7 +75,7 @@ impl PgDialect {
         let run_id = crate::sql::partitions::run_id_for("n.ms", &next, "/");
         let col = |f: fn(&StartRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
         let contexts: Vec<Option<String>> = runs.iter().map(|r| r.context.to_stored()).collect();
-        let rows = sqlx::query(AssertSqlSafe(format!(
+        let sql = format!(
             "WITH req AS (
                  SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::int8[], $7::text[],
                                       $8::int8[], $9::int8[], $10::text[])
@@ -103,19 +103,48 @@ impl PgDialect {
              LEFT JOIN ok ON ok.ord = r.ord
              LEFT JOIN ins ON ins.job_id = ok.job_id
              ORDER BY r.ord"
-        )))
-        .bind(runs.iter().map(|r| r.job_id.to_string()).collect::<Vec<_>>())
-        .bind(col(|r| r.fire_at.as_millis()))
-        .bind(col(|r| r.version as i64))
-        .bind(col(|r| r.token as i64))
-        .bind(runs.iter().map(|r| r.node.clone()).collect::<Vec<_>>())
-        .bind(col(|r| i64::from(r.attempt)))
-        .bind(runs.iter().map(|r| r.trigger.as_str().to_string()).collect::<Vec<_>>())
-        .bind(runs.iter().map(|r| crate::sql::decode::span_columns(r.covers).0).collect::<Vec<_>>())
-        .bind(runs.iter().map(|r| crate::sql::decode::span_columns(r.covers).1).collect::<Vec<_>>())
-        .bind(contexts)
-        .fetch_all(&self.pool)
-        .await
+        );
+        let query = || {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(
+                    runs.iter()
+                        .map(|r| r.job_id.to_string())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(col(|r| r.fire_at.as_millis()))
+                .bind(col(|r| r.version as i64))
+                .bind(col(|r| r.token as i64))
+                .bind(runs.iter().map(|r| r.node.clone()).collect::<Vec<_>>())
+                .bind(col(|r| i64::from(r.attempt)))
+                .bind(
+                    runs.iter()
+                        .map(|r| r.trigger.as_str().to_string())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    runs.iter()
+                        .map(|r| crate::sql::decode::span_columns(r.covers).0)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    runs.iter()
+                        .map(|r| crate::sql::decode::span_columns(r.covers).1)
+                        .collect::<Vec<_>>(),
+                )
+                .bind(contexts.clone())
+        };
+        let rows = match query().fetch_all(&self.pool).await {
+            // A day with no partition of the run log (maintenance has not made it):
+            // make the missing days and try once more.
+            Err(e) if missing_partition(&e) => {
+                tracing::warn!(
+                    "a run started on a day the run log has no partition for; making it"
+                );
+                crate::sql::partitions::prepare(self).await?;
+                query().fetch_all(&self.pool).await
+            }
+            other => other,
+        }
         .map_err(db_err("start_runs"))?;
         // The job columns are the state before this statement; refusals are explained
         // in request order, as if the items ran one after another. A job running a
@@ -382,4 +411,13 @@ impl PgDialect {
             })
             .collect())
     }
+}
+
+/// Whether PostgreSQL refused a row because no partition takes it (SQLSTATE 23514,
+/// raised for a run whose day has no partition of the run log; the run log has no
+/// other check).
+fn missing_partition(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "23514")
 }

@@ -185,7 +185,11 @@ async fn maintain(
     }
     if last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
         let now = core.store.now().await?;
-        core.store.prepare_log().await?;
+        // Not a reason to skip the rest: the days ahead leave a week to try again.
+        if let Err(e) = core.store.prepare_log().await {
+            core.backend_error("prepare_log");
+            warn!(error = %e, "making the run log's days ahead failed");
+        }
         if let Some(keep) = core.config.run_retention {
             // Whole UTC days: a store with a day-partitioned log drops them whole.
             let cutoff = day_start(now - keep);

@@ -52,9 +52,8 @@ pub use jobs::{Applied, JobChange, Jobs, SchemaVersion};
 pub use log::RunLog;
 
 /// How many days ahead a store that keeps its run log in day partitions has them
-/// ready ([`RunLog::prepare_log`]): today's and the next seven. A run starting on a
-/// day with no partition is refused, so every node's hourly maintenance keeps this
-/// margin.
+/// ready ([`RunLog::prepare_log`]): today's and the next seven, made by every node's
+/// hourly maintenance, so the partition a start needs is there a week ahead.
 pub const DAYS_AHEAD: u32 = 7;
 pub use outbox::{AlarmChange, AlarmOutbox};
 pub use page::{CorruptRow, Page};

@@ -253,6 +253,26 @@ pub(crate) async fn retention_drops_whole_days(db: &Db, store: Arc<dyn JobStore>
     );
     assert_eq!(db.parts("run_lines").await, expect);
 
+    if db.pg {
+        // A start on a day with no partition (today's dropped: maintenance has not
+        // made it) makes the missing days and is recorded.
+        (db.exec)(format!(
+            "DROP TABLE {t}runs_{d}; DROP TABLE {t}run_lines_{d}",
+            t = db.t,
+            d = tag(today)
+        ))
+        .await;
+        assert!(!db.parts("runs").await.contains(&tag(today)));
+        let healed = start_one(&*store, &format!("{}healed", db.p)).await;
+        assert_eq!(healed / STEP, today);
+        assert_eq!(
+            db.parts("runs").await,
+            expect,
+            "today's partition made again"
+        );
+        assert_eq!(db.parts("run_lines").await, expect);
+    }
+
     db.partitioned_days_ago(today, 5).await;
     db.runs("old", 0, 1_000, 50, 10).await;
     for k in 1..=5 {
@@ -329,7 +349,13 @@ pub(crate) async fn retention_drops_whole_days(db: &Db, store: Arc<dyn JobStore>
         "yesterday intact"
     );
     assert_eq!(db.count("run_lines", &tag(today - 1)).await, 20);
-    assert_eq!(db.count("runs", &tag(today)).await, 1, "today intact");
+    // The fresh run, and on PostgreSQL the one that made today's partition again.
+    let today_runs = if db.pg { 2 } else { 1 };
+    assert_eq!(
+        db.count("runs", &tag(today)).await,
+        today_runs,
+        "today intact"
+    );
     println!(
         "{} retention: {n} runs in {took:?} (four days' partitions)",
         if db.pg { "postgres" } else { "mariadb" }

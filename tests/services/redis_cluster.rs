@@ -66,6 +66,15 @@ async fn primaries(conn: &mut redis::aio::MultiplexedConnection) -> Vec<(String,
         .collect()
 }
 
+/// The address of the primary that serves `slot`.
+fn serving(shards: &[(String, Vec<(u16, u16)>)], slot: u16) -> String {
+    shards
+        .iter()
+        .find(|(_, r)| r.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+        .map(|(addr, _)| addr.clone())
+        .unwrap_or_else(|| panic!("slot {slot} is served: {shards:?}"))
+}
+
 #[tokio::test]
 async fn redis_locks_pass_the_lock_suite_on_a_cluster() {
     let Some(seeds) = seeds() else { return };
@@ -85,13 +94,7 @@ async fn a_lease_is_one_slot_and_a_batch_spans_every_primary() {
     let mut one = client.get_multiplexed_async_connection().await.unwrap();
     let shards = primaries(&mut one).await;
     assert_eq!(shards.len(), 3, "three primaries: {shards:?}");
-    let owner = |slot: u16| {
-        shards
-            .iter()
-            .find(|(_, r)| r.iter().any(|&(a, b)| (a..=b).contains(&slot)))
-            .map(|(addr, _)| addr.clone())
-            .expect("every slot is served")
-    };
+    let owner = |slot: u16| serving(&shards, slot);
     let keys: Vec<String> = (0..300).map(|i| format!("job-{i}")).collect();
     let mut served: HashMap<String, usize> = HashMap::new();
     for k in &keys {
@@ -223,12 +226,7 @@ async fn a_primary_killed_mid_run_loses_no_fire() {
     let client = redis::Client::open(seeds[0].as_str()).unwrap();
     let mut one = client.get_multiplexed_async_connection().await.unwrap();
     let slot = keyslot(&mut one, &format!("{lock_prefix}lock:{{every-0}}")).await;
-    let victim = primaries(&mut one)
-        .await
-        .into_iter()
-        .find(|(_, r)| r.iter().any(|&(a, b)| (a..=b).contains(&slot)))
-        .expect("the slot is served")
-        .0;
+    let victim = serving(&primaries(&mut one).await, slot);
     let node = redis::Client::open(format!("redis://{victim}")).unwrap();
     let mut c = node.get_multiplexed_async_connection().await.unwrap();
     let info: String = redis::cmd("INFO")
@@ -259,12 +257,7 @@ async fn a_primary_killed_mid_run_loses_no_fire() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-cluster");
     let restarted = std::process::Command::new(script).output().unwrap();
     assert!(restarted.status.success(), "{restarted:?}");
-    let new_primary = primaries(&mut one)
-        .await
-        .into_iter()
-        .find(|(_, r)| r.iter().any(|&(a, b)| (a..=b).contains(&slot)))
-        .expect("the slot is served again")
-        .0;
+    let new_primary = serving(&primaries(&mut one).await, slot);
     assert_ne!(new_primary, victim, "a replica took the slot over");
 
     let seen = seen.lock().unwrap().clone();
