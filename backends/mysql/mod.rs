@@ -146,7 +146,6 @@ impl Dialect for MySqlDialect {
     const ON_CONFLICT_IGNORE: &'static str = "";
     // Bulk upserts in 4 transactions at once (measured in docs/BENCHMARKS.md).
     const BULK_WRITERS: usize = 4;
-    const DAY_IDS: bool = true;
     const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
     // A named lock with a timeout: sqlx's own `GET_LOCK(…, -1)` does not wait on
     // MariaDB, where a negative timeout is not "forever".
@@ -184,9 +183,8 @@ impl Dialect for MySqlDialect {
 
     crate::sql::executes_on!(MySql, std::convert::identity, |pool| pool.begin());
 
-    fn run_id(&self, now_ms: i64) -> Option<String> {
-        let next = format!("NEXT VALUE FOR {}", self.t("run_ids"));
-        Some(partitions::run_id_for(&now_ms.to_string(), &next, "DIV"))
+    fn run_sequence(&self) -> Option<String> {
+        Some(format!("NEXT VALUE FOR {}", self.t("run_ids")))
     }
 
     async fn purge_runs(&self, before: i64) -> Result<u64> {

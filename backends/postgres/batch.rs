@@ -71,8 +71,7 @@ impl PgDialect {
     /// runs, mark the jobs running. Refused items are explained by a second read.
     pub(super) async fn start_batch(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
         let (jobs, runs_t) = (self.t("jobs"), self.t("runs"));
-        let next = format!("nextval('{}')", self.t("run_ids"));
-        let run_id = crate::sql::partitions::run_id_for("n.ms", &next, "/");
+        let run_id = crate::sql::partitions::run_id_for("n.ms", &self.next_run_id(), Self::DIV);
         let col = |f: fn(&StartRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
         let contexts: Vec<Option<String>> = runs.iter().map(|r| r.context.to_stored()).collect();
         let sql = format!(

@@ -140,6 +140,11 @@ pub(crate) struct PgDialect {
 }
 
 impl PgDialect {
+    /// The next value of the run ids' sequence, in SQL.
+    fn next_run_id(&self) -> String {
+        format!("nextval('{}')", self.t("run_ids"))
+    }
+
     /// `tables` were checked when they were made.
     fn new(pool: PgPool, tables: &Tables) -> Result<Self> {
         Ok(PgDialect {
@@ -167,7 +172,6 @@ impl Dialect for PgDialect {
     // Bulk upserts in 4 transactions at once (measured in docs/BENCHMARKS.md).
     const BULK_WRITERS: usize = 4;
     const INSERTS_ABSENT: bool = true;
-    const DAY_IDS: bool = true;
     const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
     // One session holds an advisory lock for the whole run, so nodes migrating at once
     // never race on `CREATE … IF NOT EXISTS` (which PostgreSQL does not make safe
@@ -228,9 +232,8 @@ impl Dialect for PgDialect {
         self.start_batch(runs).await
     }
 
-    fn run_id(&self, now_ms: i64) -> Option<String> {
-        let next = format!("nextval('{}')", self.t("run_ids"));
-        Some(partitions::run_id_for(&now_ms.to_string(), &next, "/"))
+    fn run_sequence(&self) -> Option<String> {
+        Some(self.next_run_id())
     }
 
     async fn purge_runs(&self, before: i64) -> Result<u64> {

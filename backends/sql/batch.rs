@@ -4,7 +4,7 @@
 
 use super::decode::SqlRow;
 use super::outbox::insert_alarms;
-use super::{Dialect, Sql, decode, marks, now_in, retrying};
+use super::{Dialect, Sql, decode, marks, now_in, partitions, retrying};
 use crate::error::{Error, Result};
 use crate::record::*;
 use crate::store::rules::{self, JobState, RunState};
@@ -144,8 +144,14 @@ async fn start_once<D: Dialect>(d: &D, runs: &[StartRun]) -> Result<Vec<StartOut
     if !accepted.is_empty() {
         // Where the dialect writes run ids, each row's from the same clock reading as
         // its `started_at`.
-        let (id_col, id_val) = match d.run_id(now) {
-            Some(expr) => ("id, ", format!("{expr}, ")),
+        let (id_col, id_val) = match d.run_sequence() {
+            Some(next) => (
+                "id, ",
+                format!(
+                    "{}, ",
+                    partitions::run_id_for(&now.to_string(), &next, D::DIV)
+                ),
+            ),
             None => ("", String::new()),
         };
         let row = format!("({id_val}?, ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)");

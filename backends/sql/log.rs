@@ -36,7 +36,7 @@ impl<D: Dialect> RunLog for SqlStore<D> {
         if let Some(b) = q.before {
             sql.push(" AND id < ?", [b.0.into()]);
         }
-        if D::DAY_IDS {
+        if self.d.run_sequence().is_some() {
             let (since, until) = (
                 q.since.map(|t| t.as_millis()),
                 q.until.map(|t| t.as_millis()),

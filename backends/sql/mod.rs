@@ -283,14 +283,11 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
         let _ = (jobs, defs);
         async { Ok(None) }
     }
-    /// Whether run ids carry their start day and the run log is partitioned by it
-    /// ([`partitions`]): queries by start time then bound the id too.
-    const DAY_IDS: bool = false;
-    /// The SQL of the id of a run that starts at `now_ms` (the clock reading its
-    /// `started_at` gets), where the dialect writes run ids itself
-    /// ([`partitions::run_id_for`]); `None` (the default): the table numbers them.
-    fn run_id(&self, now_ms: i64) -> Option<String> {
-        let _ = now_ms;
+    /// The SQL of the next value of the run ids' sequence where run ids carry their
+    /// start day and the run log is partitioned by it ([`partitions`]: the start
+    /// writes each id with [`partitions::run_id_for`], queries by start time bound
+    /// the id too); `None` (the default): the table numbers its runs.
+    fn run_sequence(&self) -> Option<String> {
         None
     }
     /// [`RunLog::purge_runs`](crate::store::RunLog::purge_runs) with `before` in

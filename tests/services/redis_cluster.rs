@@ -14,6 +14,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Held by each test on the cluster: one of them kills a primary, which the others
+/// must not run beside.
+static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn seeds() -> Option<Vec<String>> {
     let urls = support::server_url("JOBWHEEL_REDIS_CLUSTER")?;
     Some(urls.split(',').map(str::to_string).collect())
@@ -75,9 +79,26 @@ fn serving(shards: &[(String, Vec<(u16, u16)>)], slot: u16) -> String {
         .unwrap_or_else(|| panic!("slot {slot} is served: {shards:?}"))
 }
 
+/// A PostgreSQL store with tables under `prefix`, migrated, and the cluster's locks
+/// with keys under `<prefix>:`.
+async fn store_and_locks(
+    pg_url: &str,
+    seeds: &[String],
+    prefix: &str,
+) -> (jobwheel::postgres::PgStore, RedisLocks) {
+    let store = jobwheel::postgres::PgStore::builder(pg_url)
+        .prefix(prefix)
+        .build()
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    (store, locks(seeds, &format!("{prefix}:")).await)
+}
+
 #[tokio::test]
 async fn redis_locks_pass_the_lock_suite_on_a_cluster() {
     let Some(seeds) = seeds() else { return };
+    let _cluster = CLUSTER.lock().await;
     let prefix = format!("t{:08x}:", fastrand::u32(..));
     conformance::lock_suite(&locks(&seeds, &prefix).await).await;
 }
@@ -88,6 +109,7 @@ async fn redis_locks_pass_the_lock_suite_on_a_cluster() {
 #[tokio::test]
 async fn a_lease_is_one_slot_and_a_batch_spans_every_primary() {
     let Some(seeds) = seeds() else { return };
+    let _cluster = CLUSTER.lock().await;
     let prefix = format!("t{:08x}:", fastrand::u32(..));
     let l = locks(&seeds, &prefix).await;
     let client = redis::Client::open(seeds[0].as_str()).unwrap();
@@ -143,6 +165,7 @@ async fn a_lease_is_one_slot_and_a_batch_spans_every_primary() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_with_cluster_locks_runs_every_fire_once() {
     let Some(seeds) = seeds() else { return };
+    let _cluster = CLUSTER.lock().await;
     let Some(pg_url) = support::server_url("JOBWHEEL_POSTGRES_URL") else {
         return;
     };
@@ -151,13 +174,7 @@ async fn postgres_store_with_cluster_locks_runs_every_fire_once() {
         || {
             let (pg_url, seeds, prefix) = (pg_url.clone(), seeds.clone(), prefix.clone());
             async move {
-                let store = jobwheel::postgres::PgStore::builder(&pg_url)
-                    .prefix(&prefix)
-                    .build()
-                    .await
-                    .unwrap();
-                store.migrate().await.unwrap();
-                let locks = locks(&seeds, &format!("{prefix}:")).await;
+                let (store, locks) = store_and_locks(&pg_url, &seeds, &prefix).await;
                 (
                     Arc::new(store) as Arc<dyn JobStore>,
                     Arc::new(locks) as Arc<dyn LockProvider>,
@@ -180,6 +197,7 @@ async fn a_primary_killed_mid_run_loses_no_fire() {
     use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
     use std::sync::Mutex;
     let Some(seeds) = seeds() else { return };
+    let _cluster = CLUSTER.lock().await;
     let Some(pg_url) = support::server_url("JOBWHEEL_POSTGRES_URL") else {
         return;
     };
@@ -188,16 +206,11 @@ async fn a_primary_killed_mid_run_loses_no_fire() {
     let seen: Arc<Mutex<HashMap<(String, i64), u32>>> = Arc::default();
     let mut handles = Vec::new();
     for n in 0..3 {
-        let store = jobwheel::postgres::PgStore::builder(&pg_url)
-            .prefix(&prefix)
-            .build()
-            .await
-            .unwrap();
-        store.migrate().await.unwrap();
+        let (store, locks) = store_and_locks(&pg_url, &seeds, &prefix).await;
         let s = seen.clone();
         let sched = Scheduler::builder()
             .store(store)
-            .locks(locks(&seeds, &lock_prefix).await)
+            .locks(locks)
             .handler("count", move |ctx: JobContext| {
                 *s.lock()
                     .unwrap()
