@@ -3,16 +3,17 @@
 //!
 //! ```sh
 //! cargo bench --bench throughput --all-features -- --backend postgres \
-//!     [--workload all|drain|lag|mixed|poll|scale] [--nodes 2] [--jobs 20000] \
+//!     [--workload all|drain|lag|mixed|poll|scale|cluster] [--nodes 2] [--jobs 20000] \
 //!     [--rate 1000] [--seconds 10] [--stream 300] [--lead 2000] [--stored 1000000] \
 //!     [--rounds 4] [--json] \
 //!     [--concurrency 2048] [--claim-batch 2000] [--claim-window 4000] [--write-batch 1000] \
 //!     [--handler-ms 0] [--no-limit] [--profile] [--store-calls]
 //! ```
 //!
-//! `--backend memory | sqlite | postgres | mysql | redis | postgres+redis`; server URLs
-//! from `JOBWHEEL_POSTGRES_URL`, `JOBWHEEL_MYSQL_URL`, `JOBWHEEL_REDIS_URL` (default:
-//! the local development servers). Workloads:
+//! `--backend memory | sqlite | postgres | mysql | redis | redis-cluster | postgres+redis`;
+//! server URLs from `JOBWHEEL_POSTGRES_URL`, `JOBWHEEL_MYSQL_URL`, `JOBWHEEL_REDIS_URL`,
+//! `JOBWHEEL_REDIS_CLUSTER` (default: the local development servers, and the cluster
+//! `scripts/redis-cluster` starts on 7101-7106). Workloads:
 //!
 //! * **drain**: `--jobs` one-shot jobs due now, drained by `--nodes` schedulers with
 //!   noop handlers (or handlers sleeping `--handler-ms`): runs/s, and the limit
@@ -30,6 +31,9 @@
 //! * **scale** (only when named): the due scan and the drain beside `--stored` idle
 //!   jobs (default 10,000,000) against the same beside 1,000, `--rounds` alternating
 //!   rounds (see `throughput/scale.rs`).
+//! * **cluster** (only when named): the drain on the Redis store sharded over the
+//!   local Redis Cluster (3 primaries) against the same on one Redis server,
+//!   `--rounds` alternating rounds (see `throughput/scale.rs`).
 //!
 //! Each workload prints one table row; `--json` prints one JSON object per row too;
 //! `--no-limit` leaves the limit measurement out (for profiling the drain alone);
@@ -90,9 +94,28 @@ fn redis_url() -> String {
     env_url("JOBWHEEL_REDIS_URL", "redis://127.0.0.1:6379/15")
 }
 
+/// The Redis Cluster's node URLs (`scripts/redis-cluster` starts one on 7101-7106).
+fn cluster_seeds() -> Vec<String> {
+    std::env::var("JOBWHEEL_REDIS_CLUSTER")
+        .map(|v| v.split(',').map(str::to_string).collect())
+        .unwrap_or_else(|_| {
+            (7101..=7106)
+                .map(|p| format!("redis://127.0.0.1:{p}"))
+                .collect()
+        })
+}
+
 /// Drops what a workload stored under `prefix` (tables, or Redis keys `prefix*`).
 async fn cleanup(backend: &str, prefix: &str) {
-    cleanup::cleanup(backend, prefix, &pg_url(), &mysql_url(), &redis_url()).await;
+    cleanup::cleanup(
+        backend,
+        prefix,
+        &pg_url(),
+        &mysql_url(),
+        &redis_url(),
+        &cluster_seeds(),
+    )
+    .await;
 }
 
 fn env_url(var: &str, default: &str) -> String {
@@ -157,8 +180,18 @@ async fn open(backend: &str, prefix: &str) -> Backend {
             let locks = store.locks();
             (Arc::new(store), Arc::new(locks))
         }
+        "redis-cluster" => {
+            let seeds = cluster_seeds();
+            let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+            let store = jobwheel::redis::RedisStore::connect_cluster(&seeds, &format!("{prefix}:"))
+                .await
+                .unwrap();
+            store.migrate().await.unwrap();
+            let locks = store.locks();
+            (Arc::new(store), Arc::new(locks))
+        }
         other => panic!(
-            "unknown backend {other:?}; use memory, sqlite, postgres, mysql, redis or postgres+redis"
+            "unknown backend {other:?}; use memory, sqlite, postgres, mysql, redis, redis-cluster or postgres+redis"
         ),
     }
 }
@@ -590,6 +623,11 @@ fn main() {
             let jobs = num("--jobs", 20_000).max(1_000);
             let stored = num("--stored", 10_000_000);
             rows.push(scale::scale(&backend, nodes, jobs, stored, num("--rounds", 4)).await);
+        }
+        // Not in `all`: needs the local Redis Cluster beside the Redis server.
+        if workload == "cluster" {
+            let jobs = num("--jobs", 20_000).max(1_000);
+            rows.push(scale::cluster_vs_one(nodes, jobs, num("--rounds", 4)).await);
         }
     });
     if let Some(calls) = store_calls {

@@ -119,13 +119,7 @@ impl Inner {
                 })
             })
             .collect();
-        out.sort_by(|a, b| {
-            (a.released_at, &a.from.job, a.from.fire_at).cmp(&(
-                b.released_at,
-                &b.from.job,
-                b.from.fire_at,
-            ))
-        });
+        out.sort_by(|a, b| a.list_order().cmp(&b.list_order()));
         out.truncate(limit);
         out
     }

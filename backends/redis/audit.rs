@@ -1,8 +1,8 @@
-//! The audit log of [`RedisStore`], and the runtime credentials (each change
+//! The audit log of one shard of [`RedisStore`](super::RedisStore), and the runtime credentials (each change
 //! audited by its script).
 
 use super::decode::{Fields, corrupt, decode, field, int, opt_text};
-use super::store::{PURGE_CHUNK, RedisStore};
+use super::shard::{PURGE_CHUNK, Shard};
 use crate::error::Result;
 use crate::record::{AuditEntry, AuditRecord, Credential, CredentialKind, CredentialRecord};
 use crate::store::{AuditLog, AuditQuery, Credentials};
@@ -35,7 +35,7 @@ fn decode_audit(id: &str, h: &Fields) -> Result<AuditRecord> {
 }
 
 #[async_trait]
-impl AuditLog for RedisStore {
+impl AuditLog for Shard {
     async fn append_audit(&self, e: &AuditEntry) -> Result<()> {
         let call = self.audited_call(&self.scripts.append_audit, Some(e));
         let _: i64 = self.invoke(call, "append_audit").await?;
@@ -86,7 +86,7 @@ impl AuditLog for RedisStore {
 }
 
 #[async_trait]
-impl Credentials for RedisStore {
+impl Credentials for Shard {
     async fn add_credential(&self, c: &Credential, audit: &AuditEntry) -> Result<bool> {
         let body = serde_json::to_string(c).map_err(|e| corrupt("encode credential", e))?;
         let mut call = self.audited_call(&self.scripts.add_credential, Some(audit));

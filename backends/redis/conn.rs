@@ -39,6 +39,16 @@ impl Cluster {
         self.conn.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// After a call: one that failed on the connection (timeout, I/O, dropped) opens
+    /// a new connection for the next call.
+    async fn after<T>(&self, out: &redis::RedisResult<T>) {
+        if let Err(e) = out
+            && (e.is_timeout() || e.is_io_error() || e.is_connection_dropped())
+        {
+            self.reopen().await;
+        }
+    }
+
     /// Opens a new connection unless one was opened within the last second.
     async fn reopen(&self) {
         let Ok(mut last) = self.opened.try_lock() else {
@@ -62,6 +72,52 @@ impl RedisConn {
     }
 }
 
+/// Commands and pipelines on either connection, so the store's reads are written
+/// once: on a cluster a command goes to the node serving its key (a pipeline's keys
+/// must share a slot), and a call that fails on the connection reopens it as
+/// [`eval`] does.
+impl redis::aio::ConnectionLike for RedisConn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            RedisConn::Server(c) => c.req_packed_command(cmd),
+            RedisConn::Cluster(cluster) => Box::pin(async move {
+                let out = cluster.current().req_packed_command(cmd).await;
+                cluster.after(&out).await;
+                out
+            }),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            RedisConn::Server(c) => c.req_packed_commands(pipeline, offset, count),
+            RedisConn::Cluster(cluster) => Box::pin(async move {
+                let out = cluster
+                    .current()
+                    .req_packed_commands(pipeline, offset, count)
+                    .await;
+                cluster.after(&out).await;
+                out
+            }),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            RedisConn::Server(c) => c.get_db(),
+            RedisConn::Cluster(_) => 0,
+        }
+    }
+}
+
 impl From<redis::aio::ConnectionManager> for RedisConn {
     fn from(c: redis::aio::ConnectionManager) -> Self {
         RedisConn::Server(c)
@@ -78,17 +134,13 @@ pub(crate) async fn eval<T: redis::FromRedisValue>(
     script: &redis::Script,
     code: &str,
     keys: &[String],
-    args: &[String],
+    args: impl redis::ToRedisArgs + Send + Sync,
 ) -> redis::RedisResult<T> {
     match conn {
-        RedisConn::Server(c) => eval_on(&mut c.clone(), script, code, keys, args).await,
+        RedisConn::Server(c) => eval_on(&mut c.clone(), script, code, keys, &args).await,
         RedisConn::Cluster(cluster) => {
-            let out = eval_on(&mut cluster.current(), script, code, keys, args).await;
-            if let Err(e) = &out
-                && (e.is_timeout() || e.is_io_error() || e.is_connection_dropped())
-            {
-                cluster.reopen().await;
-            }
+            let out = eval_on(&mut cluster.current(), script, code, keys, &args).await;
+            cluster.after(&out).await;
             out
         }
     }
@@ -99,11 +151,11 @@ async fn eval_on<T: redis::FromRedisValue>(
     script: &redis::Script,
     code: &str,
     keys: &[String],
-    args: &[String],
+    args: impl redis::ToRedisArgs + Send + Sync,
 ) -> redis::RedisResult<T> {
     let call = |verb: &str, first: &str| {
         let mut cmd = redis::cmd(verb);
-        cmd.arg(first).arg(keys.len()).arg(keys).arg(args);
+        cmd.arg(first).arg(keys.len()).arg(keys).arg(&args);
         cmd
     };
     match call("EVALSHA", script.get_hash()).query_async(conn).await {

@@ -1,11 +1,11 @@
-//! The run log, node registry and alarm outbox of [`RedisStore`].
+//! The run log, node registry and alarm outbox of one shard of [`RedisStore`](super::RedisStore).
 
 use super::decode::{
     Fields, corrupt, decode_alarm, decode_executor, decode_node, encode, executor_key,
     executor_member, int,
 };
 use super::redis_err;
-use super::store::{PURGE_CHUNK, RedisStore, flag_ms};
+use super::shard::{PURGE_CHUNK, Shard, flag_ms};
 use crate::error::Result;
 use crate::record::*;
 use crate::store::{
@@ -22,7 +22,7 @@ const PAGE: usize = 256;
 /// Day numbers are days since 1970-01-01 (UTC).
 const EPOCH_DAY: NaiveDate = NaiveDate::from_ymd_opt(1970, 1, 1).unwrap();
 
-impl RedisStore {
+impl Shard {
     /// Ids from a score-ordered set, newest first, below `before`.
     pub(super) async fn ids_below(
         &self,
@@ -170,6 +170,29 @@ impl RedisStore {
         Ok(page)
     }
 
+    /// The ids of the nodes registered on this shard.
+    pub(super) async fn node_ids(&self) -> Result<Vec<String>> {
+        redis::cmd("ZRANGE")
+            .arg(self.key("nodes"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err("nodes"))
+    }
+
+    /// This shard's running runs, oldest first.
+    pub(super) async fn running_runs(&self) -> Result<Vec<RunRecord>> {
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg(self.key("running"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err("orphaned_runs"))?;
+        self.run_records(&ids).await
+    }
+
     /// The events of `ids` that can be read, and those that cannot.
     pub(super) async fn alarm_records(&self, ids: &[String]) -> Result<Page<AlarmRecord>> {
         let keys = ids.iter().map(|id| self.key(&format!("alarm:{id}")));
@@ -219,7 +242,7 @@ impl RedisStore {
 }
 
 #[async_trait]
-impl RunLog for RedisStore {
+impl RunLog for Shard {
     async fn runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
         self.query_runs(query).await
     }
@@ -264,7 +287,7 @@ impl RunLog for RedisStore {
             .arg("LIMIT")
             .arg(0)
             .arg(limit)
-            .query_async(&mut self.connection().clone())
+            .query_async(&mut self.conn.clone())
             .await
             .map_err(redis_err("lines"))?;
         members
@@ -286,7 +309,7 @@ impl RunLog for RedisStore {
 }
 
 #[async_trait]
-impl NodeRegistry for RedisStore {
+impl NodeRegistry for Shard {
     async fn heartbeat(&self, node: &NodeInfo) -> Result<Timestamp> {
         let mut call = self.call(&self.scripts.heartbeat);
         call.arg(&node.node_id).arg(encode(node)?);
@@ -349,7 +372,7 @@ impl NodeRegistry for RedisStore {
 }
 
 #[async_trait]
-impl AlarmOutbox for RedisStore {
+impl AlarmOutbox for Shard {
     async fn claim_alarms(&self, claim: &AlarmClaim) -> Result<Page<AlarmRecord>> {
         if claim.limit == 0 {
             return Ok(Page::default());

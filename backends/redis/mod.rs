@@ -1,5 +1,5 @@
 //! The Redis backend (feature `redis`): [`RedisStore`], a complete job store, and
-//! [`RedisLocks`], fenced leases on one Redis node.
+//! [`RedisLocks`], fenced leases, each on one Redis server or a Redis Cluster.
 //!
 //! ```no_run
 //! # async fn t() -> jobwheel::Result<()> {
@@ -36,22 +36,32 @@
 //! by slot, one script per slot, all at once. A failover can lose a grant the
 //! replica had not received; the promoted replica may then grant the key again, to a
 //! larger token (its clock's µs), and the store's fencing refuses the older holder.
-//! [`RedisStore`] still needs one server (or a prefix with a hash tag, which puts
-//! every key on one primary).
+//!
+//! [`RedisStore::connect_cluster`] splits the store into shards (a count fixed when
+//! the keyspace is first migrated, [`DEFAULT_SHARDS`] unless chosen), each under a
+//! hash tag of its own spread evenly over the slots; a job's keys are its shard's,
+//! so every script runs on one node (see [`RedisStore`]). Replication is
+//! asynchronous, so a failover can lose the last writes a dying primary
+//! acknowledged; what that repeats is in `docs/RELIABILITY.md` ("The Redis store on
+//! a Redis Cluster").
 
 mod audit;
 mod conn;
 mod decode;
+mod forward;
 mod locks;
 mod log;
 mod prepared;
 mod release_scripts;
 mod releases;
+mod routed;
+mod routed_log;
 mod scripts;
+mod shard;
 mod store;
 
 pub use locks::RedisLocks;
-pub use store::RedisStore;
+pub use store::{DEFAULT_SHARDS, MAX_SHARDS, RedisStore};
 
 use crate::error::Error;
 

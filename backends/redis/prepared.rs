@@ -4,42 +4,70 @@
 use super::scripts::{self, source};
 use redis::Script;
 
+/// A script and its source: sent by hash, and on `NOSCRIPT` by source to the node
+/// that serves its keys (see [`conn::eval`](super::conn::eval)).
+pub(super) struct Lua {
+    pub(super) script: Script,
+    pub(super) code: String,
+}
+
+/// One call of a script: its arguments as the server will see them (`ARGV`).
+pub(super) struct Call<'a> {
+    pub(super) lua: &'a Lua,
+    pub(super) args: Vec<Vec<u8>>,
+}
+
+impl Call<'_> {
+    /// Appends `value` to the arguments.
+    pub(super) fn arg<T: redis::ToRedisArgs>(&mut self, value: T) -> &mut Self {
+        value.write_redis_args(&mut self.args);
+        self
+    }
+}
+
 /// The scripts, compiled once per store (each is sent by SHA after its first use).
 pub(super) struct Scripts {
-    pub(super) upsert: Script,
-    pub(super) remove: Script,
-    pub(super) set_enabled: Script,
-    pub(super) trigger: Script,
-    pub(super) due: Script,
-    pub(super) start: Script,
-    pub(super) finish: Script,
-    pub(super) take_releases: Script,
-    pub(super) queue_releases: Script,
-    pub(super) drop_releases: Script,
-    pub(super) releases: Script,
-    pub(super) alarm_waiting: Script,
-    pub(super) purge: Script,
-    pub(super) append_lines: Script,
-    pub(super) heartbeat: Script,
-    pub(super) reap: Script,
-    pub(super) deregister: Script,
-    pub(super) orphaned: Script,
-    pub(super) executor_beat: Script,
-    pub(super) reap_executors: Script,
-    pub(super) deregister_executor: Script,
-    pub(super) purge_alarms: Script,
-    pub(super) claim_alarms: Script,
-    pub(super) complete_alarm: Script,
-    pub(super) apply_alarm: Script,
-    pub(super) append_audit: Script,
-    pub(super) purge_audit: Script,
-    pub(super) add_credential: Script,
-    pub(super) remove_credential: Script,
+    pub(super) upsert: Lua,
+    pub(super) remove: Lua,
+    pub(super) set_enabled: Lua,
+    pub(super) trigger: Lua,
+    pub(super) due: Lua,
+    pub(super) start: Lua,
+    pub(super) finish: Lua,
+    pub(super) take_releases: Lua,
+    pub(super) queue_releases: Lua,
+    pub(super) drop_releases: Lua,
+    pub(super) releases: Lua,
+    pub(super) alarm_waiting: Lua,
+    pub(super) accept_forwards: Lua,
+    pub(super) purge: Lua,
+    pub(super) append_lines: Lua,
+    pub(super) heartbeat: Lua,
+    pub(super) reap: Lua,
+    pub(super) deregister: Lua,
+    pub(super) orphaned: Lua,
+    pub(super) executor_beat: Lua,
+    pub(super) reap_executors: Lua,
+    pub(super) deregister_executor: Lua,
+    pub(super) purge_alarms: Lua,
+    pub(super) claim_alarms: Lua,
+    pub(super) complete_alarm: Lua,
+    pub(super) apply_alarm: Lua,
+    pub(super) append_audit: Lua,
+    pub(super) purge_audit: Lua,
+    pub(super) add_credential: Lua,
+    pub(super) remove_credential: Lua,
 }
 
 impl Scripts {
     pub(super) fn new() -> Self {
-        let s = |body| Script::new(&source(body));
+        let s = |body| {
+            let code = source(body);
+            Lua {
+                script: Script::new(&code),
+                code,
+            }
+        };
         Scripts {
             upsert: s(scripts::UPSERT),
             remove: s(scripts::REMOVE),
@@ -53,6 +81,7 @@ impl Scripts {
             drop_releases: s(super::release_scripts::DROP_RELEASES),
             releases: s(super::release_scripts::RELEASES),
             alarm_waiting: s(super::release_scripts::ALARM_WAITING),
+            accept_forwards: s(super::release_scripts::ACCEPT_FORWARDS),
             purge: s(scripts::PURGE),
             append_lines: s(scripts::APPEND_LINES),
             heartbeat: s(scripts::HEARTBEAT),

@@ -135,6 +135,18 @@ local function ms_of(t)
   if frac ~= '' then ms = tonumber(string.sub(frac .. '000', 1, 3)) end
   return ((days * 24 + tonumber(h)) * 60 + tonumber(mi)) * 60000 + tonumber(s) * 1000 + ms
 end
+-- An upstream run (a flat object) as JSON. cjson writes numbers with 14 significant
+-- digits, which would round a run id (ids reach 2^52 when issued from the clock), so
+-- whole numbers are written whole.
+local function encode_upstream(u)
+  local parts = {}
+  for k, v in pairs(u) do
+    local s
+    if type(v) == 'number' and v == math.floor(v) then s = fmt(v) else s = cjson.encode(v) end
+    parts[#parts + 1] = cjson.encode(tostring(k)) .. ':' .. s
+  end
+  return '{' .. table.concat(parts, ',') .. '}'
+end
 -- rules::returns_release: before a change replaces job `id`'s next fire, a taken
 -- release that has not started (trigger `upstream`, no run) goes back to the queue.
 -- Returns whether one did.
@@ -149,7 +161,7 @@ local function requeue(id, nows)
       local m = u.job .. '|' .. fmt(at)
       -- Its mark as taken goes first, so it is queued again.
       if redis.call('ZREM', P .. 'rt:' .. id, m) == 1 then redis.call('HDEL', P .. 'rc:' .. id, m) end
-      queue_release(id, m, cjson.encode(u), nows)
+      queue_release(id, m, encode_upstream(u), nows)
     end
   end
   return true
@@ -248,6 +260,28 @@ redis.call('HDEL', P .. 'ra:' .. id, fire)
 if redis.call('ZCARD', q) == 0 then redis.call('ZREM', P .. 'rq', id) end
 if n > 0 then audit(fmt(now_ms())) end
 return n
+";
+
+/// ARGV: P, the source shard's index, n, then per forward: its id on the source,
+/// job, member, upstream run (JSON). Queues each release a finish on another shard
+/// wrote for a job of this one (as a finish does) unless its id from that shard was
+/// delivered already (`P fin:<source>`, kept a day), then lets each job take one;
+/// returns how many were new.
+pub(super) const ACCEPT_FORWARDS: &str = r"
+local now = now_ms()
+local nows = fmt(now)
+local fin = P .. 'fin:' .. ARGV[2]
+local n, new = tonumber(ARGV[3]), 0
+for k = 4, 3 + 4 * n, 4 do
+  if not redis.call('ZSCORE', fin, ARGV[k]) then
+    redis.call('ZADD', fin, now, ARGV[k])
+    queue_release(ARGV[k + 1], ARGV[k + 2], ARGV[k + 3], nows)
+    new = new + 1
+  end
+end
+for k = 4, 3 + 4 * n, 4 do take_release(ARGV[k + 1], now) end
+redis.call('ZREMRANGEBYSCORE', fin, '-inf', '(' .. fmt(now - 86400000))
+return new
 ";
 
 /// A release's member in its job's queue: `<upstream job>|<key ms>` (the upstream

@@ -2,13 +2,13 @@
 //! [`dependency`](crate::dependency)); their scripts and key layout are in
 //! `release_scripts`.
 
-use super::RedisStore;
+use super::shard::Shard;
 use crate::error::Result;
 use crate::job::JobId;
 use crate::record::AuditEntry;
 use crate::time::Timestamp;
 
-impl RedisStore {
+impl Shard {
     /// [`Jobs::releases`](crate::store::Jobs::releases).
     pub(super) async fn queued_releases(
         &self,
@@ -41,13 +41,7 @@ impl RedisStore {
                 alarmed_at,
             });
         }
-        got.sort_by(|a, b| {
-            (a.released_at, &a.from.job, a.from.fire_at).cmp(&(
-                b.released_at,
-                &b.from.job,
-                b.from.fire_at,
-            ))
-        });
+        got.sort_by(|a, b| a.list_order().cmp(&b.list_order()));
         got.truncate(limit);
         Ok(got)
     }

@@ -29,7 +29,10 @@
 //! | `P rq:<id>`, `P rc:<id>`, `P rq` | sorted set, hash, sorted set | releases queued for a job: members `<upstream job>\|<upstream fire>` scored by when they were written; each member's upstream run (JSON); the ids of jobs with a release queued (score 0) |
 //! | `P ra:<id>` | hash | the upstream instants (ms) of a job's queued releases a `waiting` alarm was raised for, to when |
 //! | `P rt:<id>`, `P rt` | sorted sets | the members a job that joins by a window took, scored by when (kept `rules::WINDOW_KEPT`, their `rc:` entries with them); the jobs with any |
-//! | `P seq:run`, `P seq:alarm`, `P seq:audit`, `P schema` | strings | id sequences, schema version |
+//! | `P fwd` | hash | releases of jobs on other shards written by a finish, not yet delivered: id → JSON `[shard, job, member, upstream run]` |
+//! | `P fin:<shard>` | sorted set | the ids of forwards from shard `<shard>` delivered here, scored by when (kept a day: a repeated delivery is ignored) |
+//! | `P shard` | hash | `of` (the shard count) and `at` (this shard's index) when the keyspace is one shard of several |
+//! | `P seq:run`, `P seq:alarm`, `P seq:audit`, `P seq:fwd`, `P schema` | strings | id sequences, schema version |
 
 /// Shared helpers, prepended to every script.
 const PRELUDE: &str = r#"
@@ -56,17 +59,38 @@ local function bulk(cmd, key, items)
   end
 end
 local function day_of(ms) return fmt(math.floor(tonumber(ms) / 86400000)) end
+-- The next id of sequence `name` (`run`, `alarm`, `audit`, `fwd`). A keyspace that is
+-- one shard of n (`P shard`: `of` n, `at` its index s) issues ids from the clock,
+-- `floor(ms * 2048 / n) * n + s`, strictly increasing and congruent to s mod n, so
+-- the shard of an id is `id mod n` and ids of different shards order by time to
+-- the millisecond (below 2^53 until the year 2109); an unsharded keyspace counts.
+local shard_of = false
+local function next_id(name)
+  local k = P .. 'seq:' .. name
+  if shard_of == false then
+    local f = redis.call('HMGET', P .. 'shard', 'of', 'at')
+    if f[1] then shard_of = { tonumber(f[1]), tonumber(f[2]) } else shard_of = nil end
+  end
+  if not shard_of then return fmt(redis.call('INCR', k)) end
+  local n, s = shard_of[1], shard_of[2]
+  local last = tonumber(redis.call('GET', k) or '-1')
+  local id = math.floor(now_ms() * 2048 / n) * n + s
+  if id <= last then id = last + n end
+  id = fmt(id)
+  redis.call('SET', k, id)
+  return id
+end
 -- The audit entry in ARGV[2..6] (actor, action, target, before JSON, after JSON; an
 -- empty actor: none), appended with the change it records.
 local function audit(nows)
   if ARGV[2] == '' then return end
-  local id = redis.call('INCR', P .. 'seq:audit')
+  local id = next_id('audit')
   redis.call('HSET', P .. 'audit:' .. id, 'at', nows, 'actor', ARGV[2], 'action', ARGV[3],
     'target', ARGV[4], 'before', ARGV[5], 'after', ARGV[6])
   redis.call('ZADD', P .. 'audit', id, id)
 end
 local function enqueue(ev, nows)
-  local aid = redis.call('INCR', P .. 'seq:alarm')
+  local aid = next_id('alarm')
   redis.call('HSET', P .. 'alarm:' .. aid, 'event', ev, 'status', 'pending', 'attempts', '0',
     'next', nows, 'claimed_by', '', 'claim_until', '', 'last_error', '', 'created', nows)
   redis.call('ZADD', P .. 'alarms', aid, aid)
@@ -236,13 +260,12 @@ return out
 /// Returns per item a triple: (`ok`, run id, started) or (refusal, current token, '');
 /// a repeat of the start that recorded the job's running run in an earlier call
 /// (same token, fire and attempt) gets that run's `ok` triple and writes nothing.
-/// Per started run it writes the run hash, its job's run index and the job; the global
-/// indexes, the run-id sequence and the day's counter are written once per batch.
+/// Per started run it writes the run hash, its job's run index, the job and the run-id
+/// sequence; the shard's indexes and the day's counter are written once per batch.
 pub(super) const START: &str = r"
 local now = now_ms()
 local nows, day = fmt(now), day_of(now)
 local out = {}
-local seq = tonumber(redis.call('GET', P .. 'seq:run') or '0')
 local runs, running, undue, fresh = {}, {}, {}, {}
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
@@ -273,8 +296,7 @@ for _ = 1, tonumber(ARGV[2]) do
   elseif code then
     out[#out + 1] = code; out[#out + 1] = cur; out[#out + 1] = ''
   else
-    seq = seq + 1
-    local rid = fmt(seq)
+    local rid = next_id('run')
     redis.call('HSET', P .. 'run:' .. rid, 'job', id, 'fire', fire, 'trigger', trig,
       'node', node, 'attempt', att, 'token', tok, 'status', 'running', 'started', nows,
       'ended', '', 'error', '', 'retry', '0', 'cfires', cfires, 'cthrough', cthrough,
@@ -288,7 +310,6 @@ for _ = 1, tonumber(ARGV[2]) do
   end
 end
 if #undue > 0 then
-  redis.call('SET', P .. 'seq:run', fmt(seq))
   bulk('ZADD', P .. 'runs', runs)
   bulk('ZADD', P .. 'running', runs)
   bulk('ZREM', P .. 'due', undue)
@@ -300,7 +321,10 @@ return out
 
 /// ARGV: P, n, then per item: run, job, token, takeover, status, has error, error,
 /// will retry, version, next at, next trigger, next attempt, next resume, next context
-/// (or empty), alarm count, alarm JSON….
+/// (or empty), alarm count, alarm JSON…, release count, per release its job, member
+/// and upstream run (JSON), forward count, per forward the shard of its job, the job,
+/// member and upstream run (releases of jobs on other shards, kept in `P fwd` to be
+/// delivered there, see `forward`).
 /// Returns per item a triple: (`ok`, rescheduled, ended) or (refusal, current token, '').
 /// Per finished run it reads the run and its job and writes each once; the due index,
 /// the running and ended indexes and the day counters are written once per batch (the
@@ -320,7 +344,9 @@ for _ = 1, tonumber(ARGV[2]) do
   local alarms_at = i + 15
   local nr = tonumber(ARGV[alarms_at + na])
   local rel_at = alarms_at + na + 1
-  i = rel_at + 3 * nr
+  local nf = tonumber(ARGV[rel_at + 3 * nr])
+  local fwd_at = rel_at + 3 * nr + 1
+  i = fwd_at + 4 * nf
   local rk = P .. 'run:' .. rid
   local r = redis.call('HMGET', rk, 'status', 'token', 'fire', 'job', 'started')
   if not r[1] then
@@ -370,6 +396,10 @@ for _ = 1, tonumber(ARGV[2]) do
       for k = alarms_at, alarms_at + na - 1 do enqueue(ARGV[k], nows) end
       for k = rel_at, rel_at + 3 * nr - 1, 3 do
         releases[#releases + 1] = { ARGV[k], ARGV[k + 1], ARGV[k + 2] }
+      end
+      for k = fwd_at, fwd_at + 4 * nf - 1, 4 do
+        redis.call('HSET', P .. 'fwd', next_id('fwd'),
+          cjson.encode({ ARGV[k], ARGV[k + 1], ARGV[k + 2], ARGV[k + 3] }))
       end
       finished[#finished + 1] = jid
       out[#out + 1] = 'ok'; out[#out + 1] = resched; out[#out + 1] = nows

@@ -18,7 +18,14 @@ const TABLES: [&str; 11] = [
 ];
 
 /// Drops the workload's tables or keys under `prefix`; failures are printed, not fatal.
-pub async fn cleanup(backend: &str, prefix: &str, pg: &str, mysql: &str, redis: &str) {
+pub async fn cleanup(
+    backend: &str,
+    prefix: &str,
+    pg: &str,
+    mysql: &str,
+    redis: &str,
+    cluster: &[String],
+) {
     let drop = TABLES
         .iter()
         .map(|t| format!("{prefix}{t}"))
@@ -48,10 +55,15 @@ pub async fn cleanup(backend: &str, prefix: &str, pg: &str, mysql: &str, redis: 
             eprintln!("cleanup: mysql: {e}");
         }
     }
-    if backend.contains("redis")
+    if matches!(backend, "redis" | "postgres+redis")
         && let Err(e) = crate::redis_keys::drop_keys(redis, prefix).await
     {
         eprintln!("cleanup: redis: {e}");
+    }
+    if backend == "redis-cluster"
+        && let Err(e) = crate::redis_keys::drop_cluster_keys(cluster, prefix).await
+    {
+        eprintln!("cleanup: redis cluster: {e}");
     }
     if backend == "sqlite" {
         for end in ["", "-wal", "-shm"] {

@@ -7,6 +7,10 @@
 //! too: the due scan of 1,000 due jobs (median of 21), then a drain of `--jobs`
 //! one-shots due now (those 1,000 among them) by `--nodes` schedulers. The row gives the medians of each side
 //! and their ratio.
+//!
+//! The **cluster** workload alternates the same drain between the Redis store on one
+//! server (`redis`) and sharded over the local Redis Cluster (`redis-cluster`), each
+//! round on fresh keys, and gives the medians and their ratio.
 
 use super::{cleanup, micros_now, open, scan, schedulers};
 use jobwheel::{Job, JobStore, Schedule, Timestamp};
@@ -108,5 +112,33 @@ pub async fn scale(
         "workload": "scale", "backend": backend, "nodes": nodes, "stored": stored,
         "scan_ms_1000_stored": scan_s, "scan_ms_many_stored": scan_l,
         "drain_1000_stored": drain_s, "drain_many_stored": drain_l,
+    })
+}
+
+/// The cluster workload (see the module's docs).
+pub async fn cluster_vs_one(nodes: usize, jobs: usize, rounds: usize) -> serde_json::Value {
+    let sides = ["redis", "redis-cluster"];
+    let mut drains = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for side in order {
+            let backend = sides[side];
+            let prefix = format!("c{:04x}_", fastrand::u32(..0xffff));
+            let (store, _) = open(backend, &prefix).await;
+            fill(&*store, &format!("r{round}s"), 0, 1_000, Timestamp::now()).await;
+            drains[side].push(drain_once(backend, &prefix, nodes, jobs, round).await);
+            cleanup(backend, &prefix).await;
+        }
+    }
+    let [one, cluster] = drains.clone().map(median);
+    println!(
+        "cluster | redis store | {nodes} nodes | drain of {jobs}: Redis Cluster (3 primaries) {cluster:.0} vs one Redis {one:.0} runs/s ({:.2}x) | {rounds} rounds each, alternating: {:?} vs {:?}",
+        cluster / one,
+        drains[1].iter().map(|r| r.round()).collect::<Vec<_>>(),
+        drains[0].iter().map(|r| r.round()).collect::<Vec<_>>(),
+    );
+    json!({
+        "workload": "cluster", "nodes": nodes, "jobs": jobs,
+        "drain_one_redis": one, "drain_redis_cluster": cluster,
     })
 }

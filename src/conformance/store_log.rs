@@ -249,13 +249,7 @@ pub async fn daily_stats(store: &dyn JobStore) {
                 "a day outside the range: {}",
                 d.day
             );
-            acc.total += d.total;
-            acc.running += d.running;
-            acc.succeeded += d.succeeded;
-            acc.failed += d.failed;
-            acc.misfired += d.misfired;
-            acc.lost += d.lost;
-            acc.returned += d.returned;
+            acc.add_all(&d);
             acc
         })
     };

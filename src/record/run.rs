@@ -344,6 +344,20 @@ impl DailyStats {
         self.add(status, 1);
     }
 
+    /// Adds every count of `other` (another store's, or another shard's, of the same
+    /// day) to these.
+    pub fn add_all(&mut self, other: &DailyStats) {
+        self.total += other.total;
+        self.running += other.running;
+        self.succeeded += other.succeeded;
+        self.failed += other.failed;
+        self.timed_out += other.timed_out;
+        self.cancelled += other.cancelled;
+        self.lost += other.lost;
+        self.misfired += other.misfired;
+        self.returned += other.returned;
+    }
+
     /// Counts `n` runs of `status`.
     pub fn add(&mut self, status: RunStatus, n: u64) {
         self.total += n;

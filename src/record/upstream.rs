@@ -98,3 +98,11 @@ pub struct QueuedRelease {
     #[serde(default)]
     pub alarmed_at: Option<Timestamp>,
 }
+
+impl QueuedRelease {
+    /// The order [`Jobs::releases`](crate::store::Jobs::releases) lists releases in:
+    /// oldest written first, then by upstream job and fire.
+    pub fn list_order(&self) -> (Timestamp, &JobId, Timestamp) {
+        (self.released_at, &self.from.job, self.from.fire_at)
+    }
+}

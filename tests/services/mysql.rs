@@ -158,8 +158,11 @@ async fn every_job_keeps_firing_when_the_lock_provider_changes() {
             (
                 "redis",
                 Arc::new(
-                    jobwheel::redis::RedisLocks::new(redis.connection().clone(), &redis_prefix)
-                        .unwrap(),
+                    jobwheel::redis::RedisLocks::new(
+                        redis.connection().unwrap().clone(),
+                        &redis_prefix,
+                    )
+                    .unwrap(),
                 ),
             ),
             ("mysql", sql_locks()),

@@ -128,7 +128,8 @@ async fn every_job_keeps_firing_when_the_lock_provider_changes() {
         .unwrap();
     let redis_locks = || -> Arc<dyn LockProvider> {
         Arc::new(
-            jobwheel::redis::RedisLocks::new(redis.connection().clone(), &redis_prefix).unwrap(),
+            jobwheel::redis::RedisLocks::new(redis.connection().unwrap().clone(), &redis_prefix)
+                .unwrap(),
         )
     };
     let pg_locks: Arc<dyn LockProvider> = Arc::new(store.locks());

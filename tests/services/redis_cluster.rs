@@ -8,7 +8,7 @@
 #![cfg(all(feature = "redis", feature = "postgres"))]
 
 use crate::support;
-use jobwheel::redis::RedisLocks;
+use jobwheel::redis::{RedisLocks, RedisStore};
 use jobwheel::{JobStore, LockProvider, LockRequest, conformance};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -93,6 +93,129 @@ async fn store_and_locks(
         .unwrap();
     store.migrate().await.unwrap();
     (store, locks(seeds, &format!("{prefix}:")).await)
+}
+
+/// The Redis store on the cluster with keys under `prefix` (the default shard
+/// count), not migrated.
+async fn cluster_store(seeds: &[String], prefix: &str) -> RedisStore {
+    let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    RedisStore::connect_cluster(&seeds, prefix)
+        .await
+        .unwrap_or_else(|e| {
+            panic!("JOBWHEEL_REDIS_CLUSTER is set but the cluster is unreachable: {e}")
+        })
+}
+
+/// The Redis store on the cluster (8 shards) passes the store, raw-row and lock
+/// suites. Every key of one job, and each shard's due index, is in one slot (its
+/// shard's); the shards' slots are served by all three primaries, and the suites'
+/// keys are stored on each of them.
+#[tokio::test]
+async fn the_redis_store_on_a_cluster_passes_the_suites_with_shards_on_every_primary() {
+    let Some(seeds) = seeds() else { return };
+    let _cluster = CLUSTER.lock().await;
+    let prefix = format!("t{:08x}:cs:", fastrand::u32(..));
+    let store = cluster_store(&seeds, &prefix).await;
+    store.migrate().await.unwrap();
+    store.migrate().await.expect("migrate is idempotent");
+    assert_eq!(store.shards(), jobwheel::redis::DEFAULT_SHARDS as usize);
+    conformance::store_suite(&store).await;
+    let client = redis::cluster::ClusterClient::new(seeds.clone()).unwrap();
+    let raw = support::raw_rows::RedisRows {
+        conn: client.get_async_connection().await.unwrap(),
+        store: store.clone(),
+    };
+    conformance::raw_rows_suite(Arc::new(store.clone()), &raw).await;
+    conformance::lock_suite(&store.locks()).await;
+
+    let node = redis::Client::open(seeds[0].as_str()).unwrap();
+    let mut one = node.get_multiplexed_async_connection().await.unwrap();
+    let shards = primaries(&mut one).await;
+    assert_eq!(shards.len(), 3, "three primaries: {shards:?}");
+    let mut served: HashMap<String, usize> = HashMap::new();
+    for (i, sp) in store.shard_prefixes().iter().enumerate() {
+        let due = keyslot(&mut one, &format!("{sp}due")).await;
+        for rest in ["running", "runs", "alarms", "audit", "seq:run", "fwd"] {
+            assert_eq!(
+                keyslot(&mut one, &format!("{sp}{rest}")).await,
+                due,
+                "shard {i}: {rest}"
+            );
+        }
+        *served.entry(serving(&shards, due)).or_default() += 1;
+    }
+    assert_eq!(
+        served.len(),
+        3,
+        "the shards cover every primary: {served:?}"
+    );
+    for k in 0..50 {
+        let id = jobwheel::JobId::new(format!("job-{k}")).unwrap();
+        let sp = &store.shard_prefixes()[store.shard_of(&id)];
+        let slot = keyslot(&mut one, &format!("{sp}due")).await;
+        for key in ["job", "runs:job", "rq", "rc", "ra", "rt"] {
+            assert_eq!(
+                keyslot(&mut one, &format!("{sp}{key}:{id}")).await,
+                slot,
+                "{id}: {key}"
+            );
+        }
+    }
+    // Where the suites' keys are: on every primary.
+    let mut stored = Vec::new();
+    for (addr, _) in &shards {
+        let c = redis::Client::open(format!("redis://{addr}")).unwrap();
+        let mut c = c.get_multiplexed_async_connection().await.unwrap();
+        let (_, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(0)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(100_000)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        stored.push(keys.len());
+    }
+    assert!(
+        stored.iter().all(|&n| n > 0),
+        "keys on every primary: {stored:?}"
+    );
+    support::redis_keys::drop_cluster_keys(&seeds, &prefix)
+        .await
+        .unwrap();
+}
+
+/// Three schedulers on the Redis store and locks on the cluster: the fleet harness
+/// (jobs on every shard, one-shots, a stream) runs every fire exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_schedulers_on_the_redis_store_on_a_cluster_run_every_fire_once() {
+    let Some(seeds) = seeds() else { return };
+    let _cluster = CLUSTER.lock().await;
+    let prefix = format!("t{:08x}:cf:", fastrand::u32(..));
+    cluster_store(&seeds, &prefix)
+        .await
+        .migrate()
+        .await
+        .unwrap();
+    support::cluster::fleet_runs_every_fire_exactly_once(
+        || {
+            let (seeds, prefix) = (seeds.clone(), prefix.clone());
+            async move {
+                let store = cluster_store(&seeds, &prefix).await;
+                let locks = store.locks();
+                (
+                    Arc::new(store) as Arc<dyn JobStore>,
+                    Arc::new(locks) as Arc<dyn LockProvider>,
+                )
+            }
+        },
+        support::cluster::Fleet::three_nodes(100),
+    )
+    .await;
+    support::redis_keys::drop_cluster_keys(&seeds, &prefix)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -189,25 +312,69 @@ async fn postgres_store_with_cluster_locks_runs_every_fire_once() {
 
 /// Three schedulers on PostgreSQL with the cluster's locks, 60 jobs every second for
 /// 18 s; 6 s in, the primary serving the first job's lease is killed with `kill -9`
-/// and its replica takes over. No fire runs twice, none is skipped (a fire whose
-/// lease could not be had during the failover runs late), and every job keeps firing
-/// after it. The killed node is started again afterwards (it rejoins as a replica).
+/// and its replica takes over. See [`failover`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_killed_mid_run_loses_no_fire() {
-    use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
-    use std::sync::Mutex;
     let Some(seeds) = seeds() else { return };
     let _cluster = CLUSTER.lock().await;
     let Some(pg_url) = support::server_url("JOBWHEEL_POSTGRES_URL") else {
         return;
     };
     let prefix = format!("t{:08x}_rk_", fastrand::u32(..));
-    let lock_prefix = format!("{prefix}:");
+    let victim_key = format!("{prefix}:lock:{{every-0}}");
+    failover(&seeds, &victim_key, || async {
+        let (store, locks) = store_and_locks(&pg_url, &seeds, &prefix).await;
+        (
+            Arc::new(store) as Arc<dyn JobStore>,
+            Arc::new(locks) as Arc<dyn LockProvider>,
+        )
+    })
+    .await;
+    support::drop_pg_tables(&pg_url, &prefix).await;
+}
+
+/// The same with the Redis store and its locks both on the cluster, the primary
+/// serving the first job's shard killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_killed_under_the_redis_store_loses_no_fire() {
+    let Some(seeds) = seeds() else { return };
+    let _cluster = CLUSTER.lock().await;
+    let prefix = format!("t{:08x}:sk:", fastrand::u32(..));
+    let store = cluster_store(&seeds, &prefix).await;
+    store.migrate().await.unwrap();
+    let shard = store.shard_of(&jobwheel::JobId::new("every-0").unwrap());
+    let victim_key = format!("{}job:every-0", store.shard_prefixes()[shard]);
+    failover(&seeds, &victim_key, || async {
+        let store = cluster_store(&seeds, &prefix).await;
+        let locks = store.locks();
+        (
+            Arc::new(store) as Arc<dyn JobStore>,
+            Arc::new(locks) as Arc<dyn LockProvider>,
+        )
+    })
+    .await;
+    support::redis_keys::drop_cluster_keys(&seeds, &prefix)
+        .await
+        .unwrap();
+}
+
+/// Three schedulers from `backend`, 60 jobs every second for 18 s; 6 s in, the
+/// primary serving `victim_key` is killed with `kill -9` and its replica takes over.
+/// No fire runs twice, none is skipped (a fire that could not start during the
+/// failover runs late), and every job keeps firing after it. The killed node is
+/// started again afterwards (it rejoins as a replica).
+async fn failover<F, Fut>(seeds: &[String], victim_key: &str, backend: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = (Arc<dyn JobStore>, Arc<dyn LockProvider>)>,
+{
+    use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
+    use std::sync::Mutex;
     let seen: Arc<Mutex<HashMap<(String, i64), u32>>> = Arc::default();
     let mut handles = Vec::new();
     for n in 0..3 {
-        let (store, locks) = store_and_locks(&pg_url, &seeds, &prefix).await;
         let s = seen.clone();
+        let (store, locks) = backend().await;
         let sched = Scheduler::builder()
             .store(store)
             .locks(locks)
@@ -238,7 +405,7 @@ async fn a_primary_killed_mid_run_loses_no_fire() {
     // The primary that serves `every-0`'s lease.
     let client = redis::Client::open(seeds[0].as_str()).unwrap();
     let mut one = client.get_multiplexed_async_connection().await.unwrap();
-    let slot = keyslot(&mut one, &format!("{lock_prefix}lock:{{every-0}}")).await;
+    let slot = keyslot(&mut one, victim_key).await;
     let victim = serving(&primaries(&mut one).await, slot);
     let node = redis::Client::open(format!("redis://{victim}")).unwrap();
     let mut c = node.get_multiplexed_async_connection().await.unwrap();
@@ -270,7 +437,17 @@ async fn a_primary_killed_mid_run_loses_no_fire() {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-cluster");
     let restarted = std::process::Command::new(script).output().unwrap();
     assert!(restarted.status.success(), "{restarted:?}");
-    let new_primary = serving(&primaries(&mut one).await, slot);
+    // Asked of a node that was not killed.
+    let alive = seeds
+        .iter()
+        .find(|u| !u.ends_with(victim.as_str()))
+        .expect("another node");
+    let mut other = redis::Client::open(alive.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let new_primary = serving(&primaries(&mut other).await, slot);
     assert_ne!(new_primary, victim, "a replica took the slot over");
 
     let seen = seen.lock().unwrap().clone();
@@ -301,5 +478,4 @@ async fn a_primary_killed_mid_run_loses_no_fire() {
         killed_at.as_millis() - began.as_millis(),
         seen.len()
     );
-    support::drop_pg_tables(&pg_url, &prefix).await;
 }

@@ -45,11 +45,65 @@ async fn redis_store_passes_the_conformance_suites() {
     store.migrate().await.expect("migrate is idempotent");
     conformance::store_suite(&store).await;
     let raw = support::raw_rows::RedisRows {
-        conn: store.connection().clone(),
-        prefix: p.clone(),
+        conn: store.connection().unwrap().clone(),
+        store: store.clone(),
     };
     conformance::raw_rows_suite(Arc::new(store.clone()), &raw).await;
     conformance::lock_suite(&locks).await;
+    drop_keys(&url, &p).await;
+}
+
+/// The store split into 4 shards on one server (each shard's keys under a hash tag
+/// of its own): the same suites, and every key the suites wrote is under a shard's
+/// prefix or one of the store's own two (`shards`, `schema`).
+#[tokio::test]
+async fn a_sharded_redis_store_passes_the_conformance_suites() {
+    let Some(url) = url() else { return };
+    let p = prefix("shards");
+    let store = RedisStore::connect_with_prefix(&url, &p)
+        .await
+        .unwrap()
+        .with_shards(4)
+        .unwrap();
+    store.migrate().await.unwrap();
+    let again = RedisStore::connect_with_prefix(&url, &p).await.unwrap();
+    assert_eq!(again.shards(), 4, "a new connection reads the shard count");
+    let refused = again
+        .clone()
+        .with_shards(5)
+        .unwrap()
+        .migrate()
+        .await
+        .unwrap_err();
+    assert_eq!(refused.field(), Some("redis.shards"), "{refused}");
+    conformance::store_suite(&store).await;
+    let raw = support::raw_rows::RedisRows {
+        conn: store.connection().unwrap().clone(),
+        store: store.clone(),
+    };
+    conformance::raw_rows_suite(Arc::new(store.clone()), &raw).await;
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{p}*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let prefixes = store.shard_prefixes();
+    let mut per_shard = vec![0usize; prefixes.len()];
+    for k in &keys {
+        match prefixes.iter().position(|sp| k.starts_with(sp.as_str())) {
+            Some(i) => per_shard[i] += 1,
+            None => assert!(
+                *k == format!("{p}shards") || *k == format!("{p}schema"),
+                "{k} is under no shard's prefix"
+            ),
+        }
+    }
+    assert!(
+        per_shard.iter().all(|&n| n > 10),
+        "the suites' keys spread over every shard: {per_shard:?}"
+    );
     drop_keys(&url, &p).await;
 }
 
@@ -118,7 +172,7 @@ async fn payload_overrides_written_before_contexts_read_back() {
         .unwrap();
     store.upsert(&job, Some(at)).await.unwrap();
     let payload = serde_json::json!({"report": "<b>é</b>", "q": "\"quoted\""});
-    let mut conn = store.connection().clone();
+    let mut conn = store.connection().unwrap().clone();
     let cmd = |args: &[&str]| {
         let mut c = redis::cmd(args[0]);
         for a in &args[1..] {

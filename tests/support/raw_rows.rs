@@ -136,20 +136,29 @@ impl RawRows for MySqlRows {
     }
 }
 
-/// Hashes and index entries under one Redis key prefix.
+/// Hashes and index entries under the prefix of the shard each belongs to.
 #[cfg(feature = "redis")]
-pub struct RedisRows {
-    /// A connection to the store's server.
-    pub conn: redis::aio::ConnectionManager,
-    /// The key prefix.
-    pub prefix: String,
+pub struct RedisRows<C> {
+    /// A connection to the store's server or cluster.
+    pub conn: C,
+    /// The store, for the prefix of the shard each row goes to.
+    pub store: jobwheel::redis::RedisStore,
+}
+
+#[cfg(feature = "redis")]
+impl<C> RedisRows<C> {
+    /// The prefix of the shard that holds job `id`.
+    fn job_prefix(&self, id: &str) -> String {
+        let shard = self.store.shard_of(&jobwheel::JobId::new(id).unwrap());
+        self.store.shard_prefixes()[shard].clone()
+    }
 }
 
 #[cfg(feature = "redis")]
 #[async_trait]
-impl RawRows for RedisRows {
+impl<C: redis::aio::ConnectionLike + Clone + Send + Sync> RawRows for RedisRows<C> {
     async fn write_job(&self, id: &str, definition: &str, next_fire_at: Timestamp) {
-        let p = &self.prefix;
+        let p = &self.job_prefix(id);
         let now = Timestamp::now().as_millis().to_string();
         let next = next_fire_at.as_millis();
         let fields = [
@@ -176,7 +185,7 @@ impl RawRows for RedisRows {
     }
 
     async fn write_node(&self, id: &str, info: &str, beat: Timestamp) {
-        let p = &self.prefix;
+        let p = &self.store.shard_prefixes()[0];
         let beat = beat.as_millis();
         redis::pipe()
             .atomic()
