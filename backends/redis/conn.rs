@@ -118,6 +118,33 @@ impl redis::aio::ConnectionLike for RedisConn {
     }
 }
 
+impl RedisConn {
+    /// `WAIT replicas timeout` on the node that serves `key` (on one server, the
+    /// server): how many replicas acknowledged every write sent on this connection
+    /// before it, once `replicas` did or `timeout` passed.
+    pub(crate) async fn wait(
+        &self,
+        key: &str,
+        replicas: u16,
+        timeout: Duration,
+    ) -> redis::RedisResult<i64> {
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(timeout.as_millis() as u64);
+        match self {
+            RedisConn::Server(c) => cmd.query_async(&mut c.clone()).await,
+            RedisConn::Cluster(cluster) => {
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                    Route::with_key(key, SlotAddr::Master),
+                ));
+                let out = cluster.current().route_command(cmd, to).await;
+                cluster.after(&out).await;
+                Ok(redis::from_redis_value(out?)?)
+            }
+        }
+    }
+}
+
 impl From<redis::aio::ConnectionManager> for RedisConn {
     fn from(c: redis::aio::ConnectionManager) -> Self {
         RedisConn::Server(c)

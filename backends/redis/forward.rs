@@ -60,6 +60,7 @@ impl RedisStore {
                 call.arg(id).arg(job).arg(member).arg(run);
             }
             let _: i64 = to.invoke(call, "deliver releases").await?;
+            self.replicated(to, "deliver releases").await;
             Ok::<_, crate::Error>(forwards.into_iter().map(|f| f.0).collect::<Vec<_>>())
         });
         // Each target's share is removed once delivered, whatever the others do.

@@ -181,15 +181,16 @@ impl Shard {
             .map_err(redis_err("nodes"))
     }
 
-    /// This shard's running runs, oldest first.
-    pub(super) async fn running_runs(&self) -> Result<Vec<RunRecord>> {
-        let ids: Vec<String> = redis::cmd("ZRANGE")
-            .arg(self.key("running"))
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err("orphaned_runs"))?;
+    /// This shard's running runs whose node is not in `live`, oldest first, at
+    /// most `limit`.
+    pub(super) async fn orphaned_among(
+        &self,
+        limit: usize,
+        live: &[String],
+    ) -> Result<Vec<RunRecord>> {
+        let mut call = self.call(&self.scripts.orphaned_among);
+        call.arg(crate::limits::page(limit)).arg(live);
+        let ids: Vec<String> = self.invoke(call, "orphaned_runs").await?;
         self.run_records(&ids).await
     }
 

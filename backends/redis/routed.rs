@@ -111,6 +111,7 @@ impl RedisStore {
                     .copied()
                     .zip(self.shards[*shard].finish(&routed).await?)
                     .collect();
+                self.replicated(&self.shards[*shard], "finish_runs").await;
                 for i in wrong {
                     out.push((i, self.refuse_wrong_job(&runs[i]).await?));
                 }
@@ -264,19 +265,27 @@ impl Jobs for RedisStore {
 
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
         if !self.is_split() {
-            return self.home().start_runs(runs).await;
+            let out = self.home().start_runs(runs).await?;
+            self.replicated(self.home(), "start_runs").await;
+            return Ok(out);
         }
         self.scatter(
             runs,
             |r| self.job_index(&r.job_id),
-            |shard, share| async move { self.shards[shard].start_runs(&share).await },
+            |shard, share| async move {
+                let out = self.shards[shard].start_runs(&share).await?;
+                self.replicated(&self.shards[shard], "start_runs").await;
+                Ok(out)
+            },
         )
         .await
     }
 
     async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
         if !self.is_split() {
-            return self.home().finish_runs(runs).await;
+            let out = self.home().finish_runs(runs).await?;
+            self.replicated(self.home(), "finish_runs").await;
+            return Ok(out);
         }
         self.finish_split(runs).await
     }

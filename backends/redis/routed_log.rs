@@ -13,7 +13,7 @@ use crate::store::{
 use crate::time::Timestamp;
 use async_trait::async_trait;
 use chrono::NaiveDate;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -95,15 +95,14 @@ impl NodeRegistry for RedisStore {
         if !self.is_split() {
             return self.home().orphaned_runs(limit).await;
         }
-        // The nodes are on shard 0; each shard's running runs are checked against
-        // them here, oldest first.
-        let live: HashSet<String> = self.home().node_ids().await?.into_iter().collect();
+        // The nodes are registered on shard 0; each shard checks its running runs
+        // against them.
+        let live = self.home().node_ids().await?;
         let mut all: Vec<RunRecord> = self
-            .each(|s| s.running_runs())
+            .each(|s| s.orphaned_among(limit, &live))
             .await?
             .into_iter()
             .flatten()
-            .filter(|r| !live.contains(&r.node))
             .collect();
         all.sort_by_key(|r| r.id.0);
         all.truncate(crate::limits::page(limit));

@@ -526,6 +526,22 @@ end
 return out
 ";
 
+/// ARGV: P, limit, then the ids of the live nodes. Ids of running runs whose node
+/// is not among them, oldest first (a shard's own: the nodes are registered on
+/// shard 0).
+pub(super) const ORPHANED_AMONG: &str = r"
+local out = {}
+local limit = tonumber(ARGV[2])
+local live = {}
+for k = 3, #ARGV do live[ARGV[k]] = true end
+for _, rid in ipairs(redis.call('ZRANGE', P .. 'running', 0, -1)) do
+  if #out >= limit then break end
+  local node = redis.call('HGET', P .. 'run:' .. rid, 'node')
+  if node and not live[node] then table.insert(out, rid) end
+end
+return out
+";
+
 /// ARGV: P, owner, limit, lease ms. Claims due and lapsed events, lowest id first;
 /// returns their ids.
 pub(super) const CLAIM_ALARMS: &str = r"

@@ -66,6 +66,8 @@ pub struct RedisStore {
     pub(super) shards: Arc<[Shard]>,
     /// Where the next alarm claim starts, so every shard's outbox is served in turn.
     pub(super) claim_from: Arc<AtomicUsize>,
+    /// Replicas that must acknowledge each start and finish, and how long to wait.
+    pub(super) wait: Option<(u16, std::time::Duration)>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -192,6 +194,7 @@ impl RedisStore {
             layout,
             shards: shards.into(),
             claim_from: Arc::new(AtomicUsize::new(0)),
+            wait: None,
         })
     }
 
@@ -201,7 +204,66 @@ impl RedisStore {
     /// [`Error::Invalid`] naming `redis.shards` outside the range, `redis.prefix`
     /// for a prefix with braces.
     pub fn with_shards(self, shards: u16) -> Result<Self> {
-        RedisStore::laid_out(self.conn, &self.prefix, Layout::Sharded(shards))
+        let wait = self.wait;
+        let mut store = RedisStore::laid_out(self.conn, &self.prefix, Layout::Sharded(shards))?;
+        store.wait = wait;
+        Ok(store)
+    }
+
+    /// This store waiting, after each batch of starts and of finishes and each
+    /// delivery of releases across shards, until `replicas` replicas of the primary
+    /// that wrote it acknowledged the write (`WAIT`), or `timeout` passed (then a
+    /// warning is logged naming the shard and how many did; the write stands). With
+    /// every replica of each primary counted, a failover to any of them keeps every
+    /// start and finish the engine was told of (see `docs/RELIABILITY.md`). A `WAIT`
+    /// holds the connection it is sent on until it returns, so calls behind it wait
+    /// too. Errors: [`Error::Invalid`] naming `redis.wait_replicas` for 0 replicas,
+    /// `redis.wait_timeout` for a timeout of zero or not below the calls' own
+    /// timeout ([`CONNECT_TIMEOUT`](super::CONNECT_TIMEOUT)).
+    pub fn wait_for_replicas(
+        mut self,
+        replicas: u16,
+        timeout: std::time::Duration,
+    ) -> Result<Self> {
+        if replicas == 0 {
+            return Err(Error::invalid(
+                "redis.wait_replicas",
+                replicas,
+                "must be at least 1",
+            ));
+        }
+        if timeout.is_zero() || timeout >= super::CONNECT_TIMEOUT {
+            return Err(Error::invalid(
+                "redis.wait_timeout",
+                format!("{timeout:?}"),
+                format!("must be above zero and below {:?}", super::CONNECT_TIMEOUT),
+            ));
+        }
+        self.wait = Some((replicas, timeout));
+        Ok(self)
+    }
+
+    /// With [`wait_for_replicas`](Self::wait_for_replicas): waits for the replicas
+    /// of the primary serving `shard` to acknowledge what was written to it, and
+    /// logs a shortfall or a failure (the write is done either way).
+    pub(super) async fn replicated(&self, shard: &Shard, what: &'static str) {
+        let Some((replicas, timeout)) = self.wait else {
+            return;
+        };
+        match shard
+            .conn
+            .wait(&shard.key("schema"), replicas, timeout)
+            .await
+        {
+            Ok(acked) if acked >= i64::from(replicas) => {}
+            Ok(acked) => tracing::warn!(
+                shard = %shard.prefix, acked, wanted = replicas, ?timeout, what,
+                "fewer replicas acknowledged the write in time than the store waits for; a failover now could lose it"
+            ),
+            Err(e) => {
+                tracing::warn!(shard = %shard.prefix, error = %e, what, "waiting for the replicas failed")
+            }
+        }
     }
 
     /// How many shards the keyspace has (1 when it is one keyspace).

@@ -479,3 +479,197 @@ where
         seen.len()
     );
 }
+
+/// `kill -CONT`s a stopped process when dropped, so a failing test leaves no node
+/// stopped.
+struct Resume(String);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-CONT", &self.0])
+            .status();
+    }
+}
+
+/// The address and process id of the replica of the primary serving `slot`.
+async fn replica_serving(
+    one: &mut redis::aio::MultiplexedConnection,
+    slot: u16,
+) -> (String, String) {
+    let primary = serving(&primaries(one).await, slot);
+    let text: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(one)
+        .await
+        .unwrap();
+    let nodes: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let addr = |f: &Vec<&str>| f[1].split('@').next().unwrap().to_string();
+    let primary_id = nodes
+        .iter()
+        .find(|f| addr(f) == primary)
+        .map(|f| f[0])
+        .unwrap();
+    let replica = nodes
+        .iter()
+        .find(|f| f[2].contains("slave") && f[3] == primary_id)
+        .map(addr)
+        .unwrap_or_else(|| panic!("{primary} has a replica: {text}"));
+    let mut c = redis::Client::open(format!("redis://{replica}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let pid = info
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    (replica, pid)
+}
+
+/// With `wait_for_replicas(1, …)` a start returns only once the replica of its
+/// shard's primary holds it: with the replica stopped for 600 ms the start takes
+/// that long and the run is then read from the replica; without it the same start
+/// returns at once; a replica stopped past the timeout makes the start return at
+/// the timeout, written on the primary.
+#[tokio::test]
+async fn waiting_for_replicas_holds_a_start_until_the_replica_has_it() {
+    use jobwheel::store::{Jobs, StartOutcome, StartRun};
+    use jobwheel::{FireContext, Job, Schedule, Timestamp, TriggerKind};
+    use std::time::Instant;
+    let Some(seeds) = seeds() else { return };
+    let _cluster = CLUSTER.lock().await;
+    let prefix = format!("t{:08x}:wr:", fastrand::u32(..));
+    let plain = cluster_store(&seeds, &prefix).await;
+    plain.migrate().await.unwrap();
+    let waiting = cluster_store(&seeds, &prefix)
+        .await
+        .wait_for_replicas(1, Duration::from_secs(3))
+        .unwrap();
+    let short = cluster_store(&seeds, &prefix)
+        .await
+        .wait_for_replicas(1, Duration::from_millis(300))
+        .unwrap();
+    let bad = cluster_store(&seeds, &prefix).await;
+    assert_eq!(
+        bad.wait_for_replicas(1, Duration::from_secs(9))
+            .unwrap_err()
+            .field(),
+        Some("redis.wait_timeout")
+    );
+    // Three jobs on one shard.
+    let shard = plain.shard_of(&jobwheel::JobId::new("w-0").unwrap());
+    let ids: Vec<String> = (0..)
+        .map(|k| format!("w-{k}"))
+        .filter(|id| plain.shard_of(&jobwheel::JobId::new(id.as_str()).unwrap()) == shard)
+        .take(3)
+        .collect();
+    let at = Timestamp::from_millis(1_000_000);
+    for id in &ids {
+        let job = Job::builder(id.as_str(), "noop", Schedule::once(at))
+            .build()
+            .unwrap();
+        plain.upsert(&job, Some(at)).await.unwrap();
+    }
+    let start = |id: &str| StartRun {
+        job_id: jobwheel::JobId::new(id).unwrap(),
+        fire_at: at,
+        version: 1,
+        token: 1,
+        node: "n".into(),
+        attempt: 1,
+        trigger: TriggerKind::Schedule,
+        covers: None,
+        context: FireContext::default(),
+    };
+    let node = redis::Client::open(seeds[0].as_str()).unwrap();
+    let mut one = node.get_multiplexed_async_connection().await.unwrap();
+    let sp = plain.shard_prefixes()[shard].clone();
+    let slot = keyslot(&mut one, &format!("{sp}due")).await;
+    let (replica, pid) = replica_serving(&mut one, slot).await;
+    let stop = |ms: u64| {
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-STOP", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let guard = Resume(pid.clone());
+        let pid = pid.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            let _ = std::process::Command::new("kill")
+                .args(["-CONT", &pid])
+                .status();
+        });
+        guard
+    };
+
+    let _g = stop(600);
+    let t = Instant::now();
+    let out = waiting.start_runs(&[start(&ids[0])]).await.unwrap();
+    let held = t.elapsed();
+    let StartOutcome::Started { run_id, .. } = out[0] else {
+        panic!("{out:?}")
+    };
+    assert!(
+        held >= Duration::from_millis(450),
+        "the start waited for the replica: {held:?}"
+    );
+    let mut r = redis::Client::open(format!("redis://{replica}"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("READONLY").query_async(&mut r).await.unwrap();
+    let status: Option<String> = redis::cmd("HGET")
+        .arg(format!("{sp}run:{}", run_id.0))
+        .arg("status")
+        .query_async(&mut r)
+        .await
+        .unwrap();
+    assert_eq!(
+        status.as_deref(),
+        Some("running"),
+        "the replica holds the run"
+    );
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _g = stop(600);
+    let t = Instant::now();
+    plain.start_runs(&[start(&ids[1])]).await.unwrap();
+    let quick = t.elapsed();
+    assert!(
+        quick < Duration::from_millis(300),
+        "without waiting: {quick:?}"
+    );
+
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let _g = stop(1_500);
+    let t = Instant::now();
+    let out = short.start_runs(&[start(&ids[2])]).await.unwrap();
+    let timed_out = t.elapsed();
+    assert!(matches!(out[0], StartOutcome::Started { .. }), "{out:?}");
+    assert!(
+        (Duration::from_millis(250)..Duration::from_millis(1_200)).contains(&timed_out),
+        "returned at the timeout: {timed_out:?}"
+    );
+    println!(
+        "wait for replicas: held {held:?} (replica stopped 600 ms), {quick:?} without waiting, {timed_out:?} at a 300 ms timeout"
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    support::redis_keys::drop_cluster_keys(&seeds, &prefix)
+        .await
+        .unwrap();
+}

@@ -224,3 +224,141 @@ async fn payload_overrides_written_before_contexts_read_back() {
     assert_eq!(run.payload(), Some(&payload), "the run log reads the run's");
     drop_keys(&url, &p).await;
 }
+
+/// A release of a job on another shard is kept by the parent's finish and delivered
+/// once: the child takes it; the same kept entry delivered again (a node that died
+/// after delivering it but before removing it) queues nothing; an entry not yet
+/// delivered is queued.
+#[tokio::test]
+async fn a_release_across_shards_is_delivered_once() {
+    use jobwheel::dependency::{Release, UpstreamRun};
+    use jobwheel::store::{FinishRun, Jobs, StartOutcome, StartRun};
+    use jobwheel::{FireContext, Job, JobId, RunStatus, Schedule, Timestamp, TriggerKind};
+    let Some(url) = url() else { return };
+    let p = prefix("fwd");
+    let store = RedisStore::connect_with_prefix(&url, &p)
+        .await
+        .unwrap()
+        .with_shards(4)
+        .unwrap();
+    store.migrate().await.unwrap();
+    let parent = JobId::new("parent").unwrap();
+    let child = (0..)
+        .map(|k| JobId::new(format!("child-{k}")).unwrap())
+        .find(|c| store.shard_of(c) != store.shard_of(&parent))
+        .unwrap();
+    let t0 = Timestamp::from_millis(1_000_000);
+    let job = Job::builder(parent.as_str(), "noop", Schedule::once(t0))
+        .build()
+        .unwrap();
+    store.upsert(&job, Some(t0)).await.unwrap();
+    let never = Job::builder(child.as_str(), "noop", Schedule::never())
+        .build()
+        .unwrap();
+    store.upsert(&never, None).await.unwrap();
+    let out = store
+        .start_runs(&[StartRun {
+            job_id: parent.clone(),
+            fire_at: t0,
+            version: 1,
+            token: 1,
+            node: "n".into(),
+            attempt: 1,
+            trigger: TriggerKind::Schedule,
+            covers: None,
+            context: FireContext::default(),
+        }])
+        .await
+        .unwrap();
+    let StartOutcome::Started { run_id, .. } = out[0] else {
+        panic!("{out:?}")
+    };
+    let upstream = |fire_at: Timestamp| UpstreamRun {
+        job: parent.clone(),
+        fire_at,
+        run: run_id,
+        status: RunStatus::Succeeded,
+        depth: 1,
+        released_by: None,
+        window: None,
+    };
+    store
+        .finish_runs(&[FinishRun {
+            run_id,
+            job_id: parent.clone(),
+            token: 1,
+            takeover: false,
+            status: RunStatus::Succeeded,
+            error: None,
+            will_retry: false,
+            version: 1,
+            next: None,
+            alarms: Vec::new(),
+            releases: vec![Release::new(child.clone(), upstream(t0))],
+        }])
+        .await
+        .unwrap();
+    let next = store
+        .get(&child)
+        .await
+        .unwrap()
+        .unwrap()
+        .next
+        .expect("released");
+    assert_eq!(next.trigger, TriggerKind::Upstream);
+    assert_eq!(next.context.upstream, vec![upstream(t0)]);
+
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let src = &store.shard_prefixes()[store.shard_of(&parent)];
+    let kept: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(format!("{src}fwd"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(kept.is_empty(), "delivered and removed: {kept:?}");
+    let last: String = redis::cmd("GET")
+        .arg(format!("{src}seq:fwd"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let entry = |fire_at: Timestamp| {
+        serde_json::json!([
+            store.shard_of(&child).to_string(),
+            child.as_str(),
+            format!("parent|{}", fire_at.as_millis()),
+            serde_json::to_string(&upstream(fire_at)).unwrap(),
+        ])
+        .to_string()
+    };
+    // Delivered already: queued nothing.
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{src}fwd"))
+        .arg(&last)
+        .arg(entry(t0))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    store.take_releases(10).await.unwrap();
+    assert!(store.releases(Some(&child), 10).await.unwrap().is_empty());
+    // Not delivered yet (another id, a later instant): queued behind the taken one.
+    let t1 = t0 + std::time::Duration::from_secs(60);
+    let _: () = redis::cmd("HSET")
+        .arg(format!("{src}fwd"))
+        .arg("1")
+        .arg(entry(t1))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    store.take_releases(10).await.unwrap();
+    let queued = store.releases(Some(&child), 10).await.unwrap();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert_eq!(queued[0].from, upstream(t1));
+    let left: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
+        .arg(format!("{src}fwd"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "{left:?}");
+    drop_keys(&url, &p).await;
+}
