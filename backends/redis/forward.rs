@@ -6,8 +6,8 @@
 //! delivers it) is queued once.
 
 use super::decode::Fields;
+use super::keyspace::RedisStore;
 use super::redis_err;
-use super::store::RedisStore;
 use crate::error::Result;
 use std::collections::BTreeMap;
 

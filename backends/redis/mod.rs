@@ -49,19 +49,20 @@ mod audit;
 mod conn;
 mod decode;
 mod forward;
+mod keyspace;
 mod locks;
 mod log;
 mod prepared;
+mod registry_scripts;
 mod release_scripts;
 mod releases;
 mod routed;
 mod routed_log;
 mod scripts;
 mod shard;
-mod store;
 
+pub use keyspace::{DEFAULT_SHARDS, MAX_SHARDS, RedisStore};
 pub use locks::RedisLocks;
-pub use store::{DEFAULT_SHARDS, MAX_SHARDS, RedisStore};
 
 use crate::error::Error;
 

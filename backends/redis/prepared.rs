@@ -1,6 +1,7 @@
 //! The Redis store's scripts, each compiled once per store and sent by SHA after its
 //! first use.
 
+use super::registry_scripts;
 use super::scripts::{self, source};
 use redis::Script;
 
@@ -85,22 +86,22 @@ impl Scripts {
             accept_forwards: s(super::release_scripts::ACCEPT_FORWARDS),
             purge: s(scripts::PURGE),
             append_lines: s(scripts::APPEND_LINES),
-            heartbeat: s(scripts::HEARTBEAT),
-            reap: s(scripts::REAP),
-            deregister: s(scripts::DEREGISTER),
-            orphaned: s(scripts::ORPHANED),
-            orphaned_among: s(scripts::ORPHANED_AMONG),
-            executor_beat: s(scripts::EXECUTOR_BEAT),
-            reap_executors: s(scripts::REAP_EXECUTORS),
-            deregister_executor: s(scripts::DEREGISTER_EXECUTOR),
-            purge_alarms: s(scripts::PURGE_ALARMS),
-            claim_alarms: s(scripts::CLAIM_ALARMS),
-            complete_alarm: s(scripts::COMPLETE_ALARM),
-            apply_alarm: s(scripts::APPLY_ALARM),
-            append_audit: s(scripts::APPEND_AUDIT),
-            purge_audit: s(scripts::PURGE_AUDIT),
-            add_credential: s(scripts::ADD_CREDENTIAL),
-            remove_credential: s(scripts::REMOVE_CREDENTIAL),
+            heartbeat: s(registry_scripts::HEARTBEAT),
+            reap: s(registry_scripts::REAP),
+            deregister: s(registry_scripts::DEREGISTER),
+            orphaned: s(registry_scripts::ORPHANED),
+            orphaned_among: s(registry_scripts::ORPHANED_AMONG),
+            executor_beat: s(registry_scripts::EXECUTOR_BEAT),
+            reap_executors: s(registry_scripts::REAP_EXECUTORS),
+            deregister_executor: s(registry_scripts::DEREGISTER_EXECUTOR),
+            purge_alarms: s(registry_scripts::PURGE_ALARMS),
+            claim_alarms: s(registry_scripts::CLAIM_ALARMS),
+            complete_alarm: s(registry_scripts::COMPLETE_ALARM),
+            apply_alarm: s(registry_scripts::APPLY_ALARM),
+            append_audit: s(registry_scripts::APPEND_AUDIT),
+            purge_audit: s(registry_scripts::PURGE_AUDIT),
+            add_credential: s(registry_scripts::ADD_CREDENTIAL),
+            remove_credential: s(registry_scripts::REMOVE_CREDENTIAL),
         }
     }
 }

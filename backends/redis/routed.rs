@@ -2,8 +2,8 @@
 //! are split by shard and sent at once; reads over every job merge the shards' pages
 //! in the contract's order.
 
+use super::keyspace::RedisStore;
 use super::shard::{Routed, Shard};
-use super::store::RedisStore;
 use crate::error::Result;
 use crate::job::{Job, JobId};
 use crate::record::*;

@@ -3,7 +3,7 @@
 //! names; listings ask every shard and merge newest first; nodes, executors and
 //! credentials live on shard 0.
 
-use super::store::RedisStore;
+use super::keyspace::RedisStore;
 use crate::error::Result;
 use crate::record::*;
 use crate::store::{

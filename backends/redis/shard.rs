@@ -11,6 +11,8 @@ use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
 
+/// Schema version written by [`RedisStore::migrate`](super::RedisStore::migrate).
+pub(super) const SCHEMA: i64 = 1;
 /// Runs deleted per script call of a purge, so a large purge never blocks the server
 /// for long.
 pub(super) const PURGE_CHUNK: usize = 500;
@@ -354,7 +356,7 @@ impl Jobs for Shard {
             .map_err(redis_err("schema"))?;
         Ok(Some(crate::store::SchemaVersion {
             found,
-            known: super::store::SCHEMA,
+            known: SCHEMA,
         }))
     }
 

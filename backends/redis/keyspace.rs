@@ -4,7 +4,7 @@
 
 use super::conn::RedisConn;
 use super::prepared::Scripts;
-use super::shard::Shard;
+use super::shard::{SCHEMA, Shard};
 use super::{NAME, redis_err};
 use crate::error::{Error, Result};
 use crate::job::JobId;
@@ -13,8 +13,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-/// Schema version written by [`RedisStore::migrate`].
-pub(super) const SCHEMA: i64 = 1;
 /// Shards of a store on a Redis Cluster whose keyspace has no shard count yet.
 pub const DEFAULT_SHARDS: u16 = 8;
 /// The most shards a store can have (ids give each shard 2048 / n per millisecond).
