@@ -5,13 +5,15 @@
 //! cargo bench --bench throughput --all-features -- --backend postgres \
 //!     [--workload all|drain|lag|mixed|poll|scale|cluster] [--nodes 2] [--jobs 20000] \
 //!     [--rate 1000] [--seconds 10] [--stream 300] [--lead 2000] [--stored 1000000] \
-//!     [--rounds 4] [--json] \
+//!     [--rounds 4] [--shards 8] [--json] \
 //!     [--concurrency 2048] [--claim-batch 2000] [--claim-window 4000] [--write-batch 1000] \
 //!     [--handler-ms 0] [--no-limit] [--profile] [--store-calls]
 //! ```
 //!
-//! `--backend memory | sqlite | postgres | mysql | redis | redis-cluster | postgres+redis`;
-//! server URLs from `JOBWHEEL_POSTGRES_URL`, `JOBWHEEL_MYSQL_URL`, `JOBWHEEL_REDIS_URL`,
+//! `--backend memory | sqlite | postgres | mysql | redis | redis-sharded | redis-cluster |
+//! postgres+redis` (`redis-sharded`: the Redis store split into `--shards` shards,
+//! default 8, on the one server; `redis-cluster`: the same on the cluster); server URLs
+//! from `JOBWHEEL_POSTGRES_URL`, `JOBWHEEL_MYSQL_URL`, `JOBWHEEL_REDIS_URL`,
 //! `JOBWHEEL_REDIS_CLUSTER` (default: the local development servers, and the cluster
 //! `scripts/redis-cluster` starts on 7101-7106). Workloads:
 //!
@@ -31,9 +33,10 @@
 //! * **scale** (only when named): the due scan and the drain beside `--stored` idle
 //!   jobs (default 10,000,000) against the same beside 1,000, `--rounds` alternating
 //!   rounds (see `throughput/scale.rs`).
-//! * **cluster** (only when named): the drain on the Redis store sharded over the
-//!   local Redis Cluster (3 primaries) against the same on one Redis server,
-//!   `--rounds` alternating rounds (see `throughput/scale.rs`).
+//! * **cluster** (only when named): the drain on the Redis store on one Redis server,
+//!   split into `--shards` shards on that server, and sharded over the local Redis
+//!   Cluster (3 primaries), `--rounds` rounds rotating the order (see
+//!   `throughput/scale.rs`).
 //!
 //! Each workload prints one table row; `--json` prints one JSON object per row too;
 //! `--no-limit` leaves the limit measurement out (for profiling the drain alone);
@@ -180,18 +183,27 @@ async fn open(backend: &str, prefix: &str) -> Backend {
             let locks = store.locks();
             (Arc::new(store), Arc::new(locks))
         }
-        "redis-cluster" => {
-            let seeds = cluster_seeds();
-            let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
-            let store = jobwheel::redis::RedisStore::connect_cluster(&seeds, &format!("{prefix}:"))
-                .await
-                .unwrap();
+        "redis-sharded" | "redis-cluster" => {
+            let p = format!("{prefix}:");
+            let store = if backend == "redis-sharded" {
+                jobwheel::redis::RedisStore::connect_with_prefix(&redis(), &p)
+                    .await
+                    .unwrap()
+            } else {
+                let seeds = cluster_seeds();
+                let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+                jobwheel::redis::RedisStore::connect_cluster(&seeds, &p)
+                    .await
+                    .unwrap()
+            };
+            let shards = num("--shards", jobwheel::redis::DEFAULT_SHARDS.into()) as u16;
+            let store = store.with_shards(shards).unwrap();
             store.migrate().await.unwrap();
             let locks = store.locks();
             (Arc::new(store), Arc::new(locks))
         }
         other => panic!(
-            "unknown backend {other:?}; use memory, sqlite, postgres, mysql, redis, redis-cluster or postgres+redis"
+            "unknown backend {other:?}; use memory, sqlite, postgres, mysql, redis, redis-sharded, redis-cluster or postgres+redis"
         ),
     }
 }

@@ -8,6 +8,7 @@
 //! | `postgres://…`, `postgresql://…` | `PgStore` | its `locks()` | `postgres` |
 //! | `mysql://…`, `mariadb://…` | `MySqlStore` | its `locks()` | `mysql` |
 //! | `redis://…`, `rediss://…` | `RedisStore` | its `locks()` | `redis` |
+//! | `redis+cluster://[user:password@]host:port,host:port…` | `RedisStore` on a Redis Cluster, sharded | its `locks()` | `redis` |
 //!
 //! Errors never echo a password: URLs in messages have their user information
 //! replaced by `***`.
@@ -184,13 +185,25 @@ impl BackendConfig {
                 let locks = store.locks();
                 self.finish(store.clone(), locks, store.migrate()).await
             }
+            #[cfg(feature = "redis")]
+            "redis+cluster" => {
+                let prefix = self.prefix.as_deref().unwrap_or("jobwheel:");
+                let seeds = cluster_seeds(&self.url)?;
+                let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+                let store =
+                    crate::redis::RedisStore::open_cluster(&seeds, prefix, self.connect_timeout)
+                        .await?;
+                let locks = store.locks();
+                self.finish(store.clone(), locks, store.migrate()).await
+            }
             // Reached only for a backend whose feature is off.
             #[allow(unreachable_patterns)]
-            "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" | "redis" | "rediss" => {
+            "sqlite" | "postgres" | "postgresql" | "mysql" | "mariadb" | "redis" | "rediss"
+            | "redis+cluster" => {
                 let feature = match scheme {
                     "postgresql" => "postgres",
                     "mariadb" => "mysql",
-                    "rediss" => "redis",
+                    "rediss" | "redis+cluster" => "redis",
                     s => s,
                 };
                 Err(Error::invalid(
@@ -202,7 +215,7 @@ impl BackendConfig {
             _ => Err(Error::invalid(
                 "backend.url",
                 redact(&self.url),
-                "unknown scheme: expected memory:, sqlite:, postgres:, mysql:, mariadb: or redis:",
+                "unknown scheme: expected memory:, sqlite:, postgres:, mysql:, mariadb:, redis: or redis+cluster:",
             )),
         }
     }
@@ -257,6 +270,31 @@ fn redact_query_password(url: &str) -> String {
     format!("{head}?{}", params.join("&"))
 }
 
+/// The seed URLs of a `redis+cluster://[user:password@]host:port,host:port…` URL:
+/// `redis://[user:password@]host:port` each. Errors: [`Error::Invalid`] naming
+/// `backend.url` (password hidden) when no host is given or one is empty.
+#[cfg(feature = "redis")]
+fn cluster_seeds(url: &str) -> Result<Vec<String>> {
+    let rest = url.strip_prefix("redis+cluster://").unwrap_or_default();
+    let rest = rest.split(['/', '?']).next().unwrap_or_default();
+    let (auth, hosts) = match rest.rsplit_once('@') {
+        Some((auth, hosts)) => (format!("{auth}@"), hosts),
+        None => (String::new(), rest),
+    };
+    let seeds: Vec<String> = hosts
+        .split(',')
+        .map(|h| format!("redis://{auth}{h}"))
+        .collect();
+    if hosts.is_empty() || hosts.split(',').any(str::is_empty) {
+        return Err(Error::invalid(
+            "backend.url",
+            redact(url),
+            "expected redis+cluster://host:port,host:port (one node or more of the cluster)",
+        ));
+    }
+    Ok(seeds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact;
@@ -277,5 +315,32 @@ mod tests {
             "postgres://db/app?user=a&password=***&sslmode=off"
         );
         assert_eq!(redact("sqlite::memory:"), "sqlite::memory:");
+        assert_eq!(
+            redact("redis+cluster://:pw@10.0.0.1:7000,10.0.0.2:7000"),
+            "redis+cluster://***@10.0.0.1:7000,10.0.0.2:7000"
+        );
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_cluster_url_gives_one_seed_per_node() {
+        use super::cluster_seeds;
+        assert_eq!(
+            cluster_seeds("redis+cluster://:pw@10.0.0.1:7000,10.0.0.2:7001/").unwrap(),
+            ["redis://:pw@10.0.0.1:7000", "redis://:pw@10.0.0.2:7001"]
+        );
+        assert_eq!(
+            cluster_seeds("redis+cluster://h:1").unwrap(),
+            ["redis://h:1"]
+        );
+        for bad in [
+            "redis+cluster://",
+            "redis+cluster://:pw@",
+            "redis+cluster://h:1,,h:2",
+        ] {
+            let e = cluster_seeds(bad).unwrap_err();
+            assert_eq!(e.field(), Some("backend.url"), "{bad}");
+            assert!(!e.to_string().contains("pw@"), "{e}");
+        }
     }
 }

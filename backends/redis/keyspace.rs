@@ -138,7 +138,16 @@ impl RedisStore {
     /// another before the first migrate. Errors as
     /// [`RedisLocks::connect_cluster`](super::RedisLocks::connect_cluster).
     pub async fn connect_cluster(seeds: &[&str], prefix: &str) -> Result<Self> {
-        let conn = super::conn::open_cluster(seeds, super::CONNECT_TIMEOUT).await?;
+        RedisStore::open_cluster(seeds, prefix, super::CONNECT_TIMEOUT).await
+    }
+
+    /// Like [`connect_cluster`](Self::connect_cluster), failing after `timeout`.
+    pub(crate) async fn open_cluster(
+        seeds: &[&str],
+        prefix: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Self> {
+        let conn = super::conn::open_cluster(seeds, timeout).await?;
         RedisStore::on(conn, prefix).await
     }
 
@@ -399,9 +408,15 @@ impl RedisStore {
         &self.shards[self.shard_of(id)]
     }
 
-    /// The shard that issued id `id` (a run's, an alarm's, an audit entry's).
+    /// The index of the shard that issued id `id` (a run's, an alarm's, an audit
+    /// entry's): `id mod n`.
+    pub(super) fn id_index(&self, id: i64) -> usize {
+        id.rem_euclid(self.shards.len() as i64) as usize
+    }
+
+    /// The shard that issued id `id`.
     pub(super) fn id_shard(&self, id: i64) -> &Shard {
-        &self.shards[id.rem_euclid(self.shards.len() as i64) as usize]
+        &self.shards[self.id_index(id)]
     }
 
     /// Shard 0: nodes, executors and credentials.

@@ -72,14 +72,6 @@ impl RedisStore {
             .collect()
     }
 
-    fn job_index(&self, id: &JobId) -> usize {
-        self.shard_of(id)
-    }
-
-    fn id_index(&self, id: i64) -> usize {
-        id.rem_euclid(self.shards.len() as i64) as usize
-    }
-
     /// Finishes: each shard's share in one script, releases of jobs on other shards
     /// kept by the finish and delivered right after it.
     async fn finish_split(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
@@ -89,14 +81,14 @@ impl RedisStore {
         let calls = groups.iter().map(|(shard, positions)| {
             let (positions, wrong): (Vec<usize>, Vec<usize>) = positions
                 .iter()
-                .partition(|&&i| self.job_index(&runs[i].job_id) == *shard);
+                .partition(|&&i| self.shard_of(&runs[i].job_id) == *shard);
             let routed: Vec<Routed<'_>> = positions
                 .iter()
                 .map(|&i| {
                     let run = &runs[i];
                     let (mut local, mut remote) = (Vec::new(), Vec::new());
                     for r in &run.releases {
-                        match self.job_index(&r.job) {
+                        match self.shard_of(&r.job) {
                             s if s == *shard => local.push(r),
                             s => remote.push((s, r)),
                         }
@@ -171,6 +163,92 @@ impl RedisStore {
     }
 }
 
+/// Rounds of shard pages one `due` reads at most before it answers with the
+/// complete part of what it read.
+const DUE_ROUNDS: usize = 8;
+
+impl RedisStore {
+    /// `due` over every shard: each shard is asked for about its share of the page
+    /// (`limit / n` and a quarter more), and the pages are merged by `(fire_at, job
+    /// id)`. The merge is complete up to the smallest last key of the shards that
+    /// answered a full page (beyond it one of them may hold rows not read yet); while
+    /// that is short of `limit`, the shards at that key are asked for their next
+    /// page. So the answer is the first `limit` rows of the one due order, as one
+    /// index would give them, without reading `limit` rows from every shard.
+    async fn due_split(&self, query: &DueQuery) -> Result<Page<DueFire>> {
+        type Key = (Timestamp, JobId);
+        let ask = crate::limits::page(query.limit);
+        let n = self.shards.len();
+        let per = (ask.div_ceil(n) + ask.div_ceil(4 * n) + 8).min(ask);
+        let mut pool: Vec<(Option<Key>, std::result::Result<DueFire, CorruptRow>)> = Vec::new();
+        // Per shard: where its next page starts, and whether it may hold more.
+        let mut cursor: Vec<Option<DueKey>> = vec![query.after.clone(); n];
+        let mut more = vec![true; n];
+        let mut fetch: Vec<usize> = (0..n).collect();
+        let key_of = |k: &DueKey| (k.fire_at, k.job_id.clone());
+        let mut cut: Option<Key> = None;
+        for _ in 0..DUE_ROUNDS {
+            let pages = futures::future::try_join_all(fetch.iter().map(|&i| {
+                let q = DueQuery {
+                    until: query.until,
+                    after: cursor[i].clone(),
+                    limit: per,
+                };
+                async move { self.shards[i].due(&q).await }
+            }))
+            .await?;
+            for (&i, page) in fetch.iter().zip(pages) {
+                let full = page.rows() >= per;
+                let mut end: Option<Key> = None;
+                for f in page.items {
+                    let k = (f.fire.at, f.job_id.clone());
+                    end = end.max(Some(k.clone()));
+                    pool.push((Some(k), Ok(f)));
+                }
+                for c in page.corrupt {
+                    let k = c.due_key.as_ref().map(key_of);
+                    end = end.max(k.clone());
+                    pool.push((k, Err(c)));
+                }
+                match end {
+                    Some((fire_at, job_id)) if full => {
+                        cursor[i] = Some(DueKey { fire_at, job_id });
+                    }
+                    _ => more[i] = false,
+                }
+            }
+            cut = (0..n)
+                .filter(|&i| more[i])
+                .filter_map(|i| cursor[i].as_ref().map(key_of))
+                .min();
+            let Some(c) = &cut else { break };
+            let complete = pool
+                .iter()
+                .filter(|(k, _)| k.as_ref().is_none_or(|k| k <= c))
+                .count();
+            if complete >= ask {
+                break;
+            }
+            fetch = (0..n)
+                .filter(|&i| more[i] && cursor[i].as_ref().map(key_of).as_ref() == Some(c))
+                .collect();
+        }
+        if let Some(c) = &cut {
+            pool.retain(|(k, _)| k.as_ref().is_none_or(|k| k <= c));
+        }
+        pool.sort_by(|a, b| a.0.cmp(&b.0));
+        pool.truncate(ask);
+        let mut page = Page::default();
+        for (_, row) in pool {
+            match row {
+                Ok(f) => page.items.push(f),
+                Err(c) => page.corrupt.push(c),
+            }
+        }
+        Ok(page)
+    }
+}
+
 /// Keeps the first `limit` of `rows` (items and corrupt rows, each with its sort
 /// key; a corrupt row without one sorts first), in key order.
 fn merged<T, K: Ord>(
@@ -227,7 +305,7 @@ impl Jobs for RedisStore {
         }
         self.scatter(
             jobs,
-            |(job, _)| self.job_index(job.id()),
+            |(job, _)| self.shard_of(job.id()),
             |shard, share| async move { self.shards[shard].upsert_many(&share).await },
         )
         .await
@@ -254,13 +332,7 @@ impl Jobs for RedisStore {
         if !self.is_split() {
             return self.home().due(query).await;
         }
-        let pages = self.each(|s| s.due(query)).await?;
-        Ok(merged(
-            pages,
-            |f: &DueFire| (f.fire.at, f.job_id.clone()),
-            |c| c.due_key.as_ref().map(|k| (k.fire_at, k.job_id.clone())),
-            crate::limits::page(query.limit),
-        ))
+        self.due_split(query).await
     }
 
     async fn start_runs(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
@@ -271,7 +343,7 @@ impl Jobs for RedisStore {
         }
         self.scatter(
             runs,
-            |r| self.job_index(&r.job_id),
+            |r| self.shard_of(&r.job_id),
             |shard, share| async move {
                 let out = self.shards[shard].start_runs(&share).await?;
                 self.replicated(&self.shards[shard], "start_runs").await;
@@ -314,7 +386,7 @@ impl Jobs for RedisStore {
         releases: &[crate::dependency::Release],
         audit: Option<&AuditEntry>,
     ) -> Result<()> {
-        let groups = self.split(releases, |r| self.job_index(&r.job));
+        let groups = self.split(releases, |r| self.shard_of(&r.job));
         if groups.is_empty() {
             return self.home().queue_released(&[], audit).await;
         }

@@ -58,9 +58,7 @@ impl RunLog for RedisStore {
         if !self.is_split() {
             return self.home().append_lines(chunks).await;
         }
-        let groups = self.split(chunks, |c| {
-            c.run_id.0.rem_euclid(self.shards.len() as i64) as usize
-        });
+        let groups = self.split(chunks, |c| self.id_index(c.run_id.0));
         let calls = groups.iter().map(|(shard, positions)| {
             let share: Vec<LogLines> = positions.iter().map(|&i| chunks[i].clone()).collect();
             async move { self.shards[*shard].append_lines(&share).await }

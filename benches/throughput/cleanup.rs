@@ -55,7 +55,7 @@ pub async fn cleanup(
             eprintln!("cleanup: mysql: {e}");
         }
     }
-    if matches!(backend, "redis" | "postgres+redis")
+    if matches!(backend, "redis" | "redis-sharded" | "postgres+redis")
         && let Err(e) = crate::redis_keys::drop_keys(redis, prefix).await
     {
         eprintln!("cleanup: redis: {e}");

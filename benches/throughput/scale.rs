@@ -8,9 +8,10 @@
 //! one-shots due now (those 1,000 among them) by `--nodes` schedulers. The row gives the medians of each side
 //! and their ratio.
 //!
-//! The **cluster** workload alternates the same drain between the Redis store on one
-//! server (`redis`) and sharded over the local Redis Cluster (`redis-cluster`), each
-//! round on fresh keys, and gives the medians and their ratio.
+//! The **cluster** workload runs the same drain on the Redis store on one server
+//! (`redis`), split into shards on that server (`redis-sharded`) and sharded over the
+//! local Redis Cluster (`redis-cluster`), each round on fresh keys in a rotating
+//! order, and gives the medians and their ratios to one server.
 
 use super::{cleanup, micros_now, open, scan, schedulers};
 use jobwheel::{Job, JobStore, Schedule, Timestamp};
@@ -117,11 +118,11 @@ pub async fn scale(
 
 /// The cluster workload (see the module's docs).
 pub async fn cluster_vs_one(nodes: usize, jobs: usize, rounds: usize) -> serde_json::Value {
-    let sides = ["redis", "redis-cluster"];
-    let mut drains = [Vec::new(), Vec::new()];
+    let sides = ["redis", "redis-sharded", "redis-cluster"];
+    let mut drains = [Vec::new(), Vec::new(), Vec::new()];
     for round in 0..rounds {
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        for side in order {
+        for k in 0..sides.len() {
+            let side = (round + k) % sides.len();
             let backend = sides[side];
             let prefix = format!("c{:04x}_", fastrand::u32(..0xffff));
             let (store, _) = open(backend, &prefix).await;
@@ -130,15 +131,19 @@ pub async fn cluster_vs_one(nodes: usize, jobs: usize, rounds: usize) -> serde_j
             cleanup(backend, &prefix).await;
         }
     }
-    let [one, cluster] = drains.clone().map(median);
+    let [one, sharded, cluster] = drains.clone().map(median);
+    let shards = super::num("--shards", jobwheel::redis::DEFAULT_SHARDS.into());
+    let rounded = |v: &Vec<f64>| v.iter().map(|r| r.round()).collect::<Vec<_>>();
     println!(
-        "cluster | redis store | {nodes} nodes | drain of {jobs}: Redis Cluster (3 primaries) {cluster:.0} vs one Redis {one:.0} runs/s ({:.2}x) | {rounds} rounds each, alternating: {:?} vs {:?}",
+        "cluster | redis store | {nodes} nodes | drain of {jobs}: one Redis {one:.0}, {shards} shards on one Redis {sharded:.0} ({:.2}x), {shards} shards on the Redis Cluster {cluster:.0} runs/s ({:.2}x) | {rounds} rounds each, order rotating: {:?} / {:?} / {:?}",
+        sharded / one,
         cluster / one,
-        drains[1].iter().map(|r| r.round()).collect::<Vec<_>>(),
-        drains[0].iter().map(|r| r.round()).collect::<Vec<_>>(),
+        rounded(&drains[0]),
+        rounded(&drains[1]),
+        rounded(&drains[2]),
     );
     json!({
-        "workload": "cluster", "nodes": nodes, "jobs": jobs,
-        "drain_one_redis": one, "drain_redis_cluster": cluster,
+        "workload": "cluster", "nodes": nodes, "jobs": jobs, "shards": shards,
+        "drain_one_redis": one, "drain_sharded_one_redis": sharded, "drain_redis_cluster": cluster,
     })
 }

@@ -186,6 +186,47 @@ async fn the_redis_store_on_a_cluster_passes_the_suites_with_shards_on_every_pri
         .unwrap();
 }
 
+/// `connect("redis+cluster://…")` (what `jobwheel serve` reads) opens the sharded
+/// store on the cluster, migrated: a job written through it is on its shard's
+/// primary.
+#[tokio::test]
+async fn a_cluster_url_connects_the_sharded_store() {
+    use jobwheel::store::Jobs;
+    let Some(seeds) = seeds() else { return };
+    let _cluster = CLUSTER.lock().await;
+    let prefix = format!("t{:08x}:cu:", fastrand::u32(..));
+    let hosts: Vec<&str> = seeds
+        .iter()
+        .map(|s| s.trim_start_matches("redis://"))
+        .collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    let backend = jobwheel::BackendConfig::new(&url)
+        .prefix(&prefix)
+        .connect()
+        .await
+        .unwrap();
+    let at = jobwheel::Timestamp::from_millis(1_000_000);
+    let job = jobwheel::Job::builder("via-url", "noop", jobwheel::Schedule::once(at))
+        .build()
+        .unwrap();
+    backend.store.upsert(&job, Some(at)).await.unwrap();
+    let store = cluster_store(&seeds, &prefix).await;
+    assert_eq!(store.shards(), jobwheel::redis::DEFAULT_SHARDS as usize);
+    let sp = &store.shard_prefixes()[store.shard_of(job.id())];
+    let client = redis::cluster::ClusterClient::new(seeds.clone()).unwrap();
+    let mut c = client.get_async_connection().await.unwrap();
+    let exists: bool = redis::cmd("EXISTS")
+        .arg(format!("{sp}job:via-url"))
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert!(exists, "the job is under its shard's prefix");
+    assert!(store.get(job.id()).await.unwrap().is_some());
+    support::redis_keys::drop_cluster_keys(&seeds, &prefix)
+        .await
+        .unwrap();
+}
+
 /// Three schedulers on the Redis store and locks on the cluster: the fleet harness
 /// (jobs on every shard, one-shots, a stream) runs every fire exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

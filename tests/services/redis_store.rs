@@ -362,3 +362,82 @@ async fn a_release_across_shards_is_delivered_once() {
     assert!(left.is_empty(), "{left:?}");
     drop_keys(&url, &p).await;
 }
+
+/// `due` on 4 shards reads the one due order a single index gives: 3,000 jobs, most
+/// on one shard and many at the same instant, paged through with `after` in pages of
+/// 1,000 and of 7, give the same keys in the same order as the same jobs in one
+/// keyspace (the sharded store asks each shard for about its share and reads more
+/// where the merge is not yet complete).
+#[tokio::test]
+async fn sharded_due_pages_are_those_of_one_index() {
+    use jobwheel::store::{DueQuery, Jobs};
+    use jobwheel::{Job, JobId, Schedule, Timestamp};
+    let Some(url) = url() else { return };
+    let (p1, p4) = (prefix("due1"), prefix("due4"));
+    let one = RedisStore::connect_with_prefix(&url, &p1).await.unwrap();
+    one.migrate().await.unwrap();
+    let four = RedisStore::connect_with_prefix(&url, &p4)
+        .await
+        .unwrap()
+        .with_shards(4)
+        .unwrap();
+    four.migrate().await.unwrap();
+    // 2,400 ids of shard 0 and 600 of the others, at 50 instants.
+    let (mut home, mut rest) = (Vec::new(), Vec::new());
+    for k in 0.. {
+        let id = JobId::new(format!("d-{k}")).unwrap();
+        if four.shard_of(&id) == 0 {
+            if home.len() < 2_400 {
+                home.push(id);
+            }
+        } else if rest.len() < 600 {
+            rest.push(id);
+        }
+        if home.len() == 2_400 && rest.len() == 600 {
+            break;
+        }
+    }
+    let jobs: Vec<(Job, Option<Timestamp>)> = home
+        .iter()
+        .chain(&rest)
+        .enumerate()
+        .map(|(i, id)| {
+            let at = Timestamp::from_millis(1_000_000 + (i as i64 % 50) * 1_000);
+            (
+                Job::builder(id.as_str(), "noop", Schedule::once(at))
+                    .build()
+                    .unwrap(),
+                Some(at),
+            )
+        })
+        .collect();
+    one.upsert_many(&jobs).await.unwrap();
+    four.upsert_many(&jobs).await.unwrap();
+    let until = Timestamp::from_millis(2_000_000);
+    for limit in [1_000, 7] {
+        let (mut a, mut b) = (None, None);
+        let mut seen = 0;
+        loop {
+            let pa = one
+                .due(&DueQuery::new(until, limit).after(a.clone()))
+                .await
+                .unwrap();
+            let pb = four
+                .due(&DueQuery::new(until, limit).after(b.clone()))
+                .await
+                .unwrap();
+            let ka: Vec<_> = pa.items.iter().map(|f| f.key()).collect();
+            let kb: Vec<_> = pb.items.iter().map(|f| f.key()).collect();
+            assert_eq!(ka, kb, "limit {limit}, after {seen} rows");
+            seen += ka.len();
+            if ka.len() < limit {
+                break;
+            }
+            a = ka.last().cloned();
+            b = kb.last().cloned();
+        }
+        assert_eq!(seen, 3_000, "limit {limit}: every job once");
+    }
+    drop_keys(&url, &p1).await;
+    drop_keys(&url, &p4).await;
+}
