@@ -594,7 +594,7 @@ fn main() {
         .build()
         .unwrap();
     println!(
-        "jobwheel throughput harness | backend {backend} | {} cores | {}",
+        "jobwheel throughput harness | backend {backend} | workload {workload} | {} cores | {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         std::env::consts::ARCH
     );

@@ -8,7 +8,7 @@
 //! | `postgres://…`, `postgresql://…` | `PgStore` | its `locks()` | `postgres` |
 //! | `mysql://…`, `mariadb://…` | `MySqlStore` | its `locks()` | `mysql` |
 //! | `redis://…`, `rediss://…` | `RedisStore` | its `locks()` | `redis` |
-//! | `redis+cluster://[user:password@]host:port,host:port…` | `RedisStore` on a Redis Cluster, sharded | its `locks()` | `redis` |
+//! | `redis+cluster://[user:password@]host:port,host:port…[?wait_replicas=1&wait_timeout_ms=500]` | `RedisStore` on a Redis Cluster, sharded (waiting for replicas with both parameters, see `RedisStore::wait_for_replicas`) | its `locks()` | `redis` |
 //!
 //! Errors never echo a password: URLs in messages have their user information
 //! replaced by `***`.
@@ -190,9 +190,12 @@ impl BackendConfig {
                 let prefix = self.prefix.as_deref().unwrap_or("jobwheel:");
                 let seeds = cluster_seeds(&self.url)?;
                 let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
-                let store =
+                let mut store =
                     crate::redis::RedisStore::open_cluster(&seeds, prefix, self.connect_timeout)
                         .await?;
+                if let Some((replicas, timeout)) = cluster_wait(&self.url)? {
+                    store = store.wait_for_replicas(replicas, timeout)?;
+                }
                 let locks = store.locks();
                 self.finish(store.clone(), locks, store.migrate()).await
             }
@@ -295,6 +298,33 @@ fn cluster_seeds(url: &str) -> Result<Vec<String>> {
     Ok(seeds)
 }
 
+/// `wait_replicas` and `wait_timeout_ms` of a `redis+cluster://` URL's query, both
+/// or neither. Errors: [`Error::Invalid`] naming `backend.url` for one without the
+/// other or a value that is not a number.
+#[cfg(feature = "redis")]
+fn cluster_wait(url: &str) -> Result<Option<(u16, std::time::Duration)>> {
+    let query = url.split_once('?').map_or("", |(_, q)| q);
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|p| p.strip_prefix(name)?.strip_prefix('='))
+    };
+    let bad = |why: &str| Error::invalid("backend.url", redact(url), why.to_string());
+    match (param("wait_replicas"), param("wait_timeout_ms")) {
+        (None, None) => Ok(None),
+        (Some(n), Some(ms)) => {
+            let n = n
+                .parse()
+                .map_err(|_| bad("wait_replicas must be a number of replicas"))?;
+            let ms: u64 = ms
+                .parse()
+                .map_err(|_| bad("wait_timeout_ms must be a number of milliseconds"))?;
+            Ok(Some((n, std::time::Duration::from_millis(ms))))
+        }
+        _ => Err(bad("wait_replicas and wait_timeout_ms go together")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact;
@@ -333,6 +363,19 @@ mod tests {
             cluster_seeds("redis+cluster://h:1").unwrap(),
             ["redis://h:1"]
         );
+        assert_eq!(super::cluster_wait("redis+cluster://h:1").unwrap(), None);
+        assert_eq!(
+            super::cluster_wait("redis+cluster://h:1?wait_replicas=1&wait_timeout_ms=500").unwrap(),
+            Some((1, std::time::Duration::from_millis(500)))
+        );
+        for bad in [
+            "redis+cluster://:pw@h:1?wait_replicas=1",
+            "redis+cluster://:pw@h:1?wait_replicas=x&wait_timeout_ms=5",
+        ] {
+            let e = super::cluster_wait(bad).unwrap_err();
+            assert_eq!(e.field(), Some("backend.url"), "{bad}");
+            assert!(!e.to_string().contains("pw@"), "{e}");
+        }
         for bad in [
             "redis+cluster://",
             "redis+cluster://:pw@",

@@ -66,6 +66,8 @@ pub struct RedisStore {
     pub(super) claim_from: Arc<AtomicUsize>,
     /// Replicas that must acknowledge each start and finish, and how long to wait.
     pub(super) wait: Option<(u16, std::time::Duration)>,
+    /// The shard count the keyspace had when this store connected, if any.
+    pub(super) stored: Option<u16>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -158,12 +160,15 @@ impl RedisStore {
             .query_async(&mut conn.clone())
             .await
             .map_err(redis_err("connect"))?;
+        let stored = stored.map(|n| u16::try_from(n).unwrap_or(0));
         let layout = match stored {
-            Some(n) => Layout::Sharded(u16::try_from(n).unwrap_or(0)),
+            Some(n) => Layout::Sharded(n),
             None if conn.is_cluster() => Layout::Sharded(DEFAULT_SHARDS),
             None => Layout::Single,
         };
-        RedisStore::laid_out(conn, prefix, layout)
+        let mut store = RedisStore::laid_out(conn, prefix, layout)?;
+        store.stored = stored;
+        Ok(store)
     }
 
     fn laid_out(conn: RedisConn, prefix: &str, layout: Layout) -> Result<Self> {
@@ -202,18 +207,30 @@ impl RedisStore {
             shards: shards.into(),
             claim_from: Arc::new(AtomicUsize::new(0)),
             wait: None,
+            stored: None,
         })
     }
 
     /// This store with `shards` shards (1 to [`MAX_SHARDS`]): for a keyspace not
     /// migrated yet, whose first [`migrate`](Self::migrate) stores the count. A
     /// keyspace keeps its count: `migrate` refuses another. Errors:
-    /// [`Error::Invalid`] naming `redis.shards` outside the range, `redis.prefix`
-    /// for a prefix with braces.
+    /// [`Error::Invalid`] naming `redis.shards` outside the range or other than the
+    /// count the keyspace had when this store connected, `redis.prefix` for a prefix
+    /// with braces.
     pub fn with_shards(self, shards: u16) -> Result<Self> {
-        let wait = self.wait;
+        if let Some(stored) = self.stored.filter(|&n| n != shards) {
+            return Err(Error::invalid(
+                "redis.shards",
+                shards,
+                format!(
+                    "the keyspace has {stored} shards; the count is changed offline (docs/ARCHITECTURE.md, \"The Redis store on a Redis Cluster\")"
+                ),
+            ));
+        }
+        let (wait, stored) = (self.wait, self.stored);
         let mut store = RedisStore::laid_out(self.conn, &self.prefix, Layout::Sharded(shards))?;
         store.wait = wait;
+        store.stored = stored;
         Ok(store)
     }
 
@@ -308,8 +325,8 @@ impl RedisStore {
     /// Writes the schema version (and, sharded, the shard count and each shard's
     /// place) under the prefix. Idempotent. Refuses a keyspace written by a newer
     /// jobwheel, a shard count other than the keyspace's, and sharding a keyspace
-    /// that holds an unsharded store (moving one is an offline step: see the
-    /// operations guide).
+    /// that holds an unsharded store (moving one is an offline step, described in
+    /// `docs/ARCHITECTURE.md`, "The Redis store on a Redis Cluster").
     pub async fn migrate(&self) -> Result<()> {
         let mut conn = self.conn.clone();
         let refuse = |why: String| Error::backend(NAME, "migrate", false, why);
@@ -348,7 +365,7 @@ impl RedisStore {
                     "redis.shards",
                     n,
                     format!(
-                        "the keyspace has {} shards; the count is changed offline (see the operations guide)",
+                        "the keyspace has {} shards; the count is changed offline (docs/ARCHITECTURE.md, \"The Redis store on a Redis Cluster\")",
                         stored.unwrap_or_default()
                     ),
                 ));

@@ -186,9 +186,9 @@ async fn the_redis_store_on_a_cluster_passes_the_suites_with_shards_on_every_pri
         .unwrap();
 }
 
-/// `connect("redis+cluster://…")` (what `jobwheel serve` reads) opens the sharded
-/// store on the cluster, migrated: a job written through it is on its shard's
-/// primary.
+/// `connect("redis+cluster://…?wait_replicas=1&wait_timeout_ms=1000")` (what
+/// `jobwheel serve` reads) opens the sharded store on the cluster, migrated: a job
+/// written through it is on its shard's primary.
 #[tokio::test]
 async fn a_cluster_url_connects_the_sharded_store() {
     use jobwheel::store::Jobs;
@@ -199,7 +199,10 @@ async fn a_cluster_url_connects_the_sharded_store() {
         .iter()
         .map(|s| s.trim_start_matches("redis://"))
         .collect();
-    let url = format!("redis+cluster://{}", hosts.join(","));
+    let url = format!(
+        "redis+cluster://{}?wait_replicas=1&wait_timeout_ms=1000",
+        hosts.join(",")
+    );
     let backend = jobwheel::BackendConfig::new(&url)
         .prefix(&prefix)
         .connect()

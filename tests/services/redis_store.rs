@@ -68,14 +68,23 @@ async fn a_sharded_redis_store_passes_the_conformance_suites() {
     store.migrate().await.unwrap();
     let again = RedisStore::connect_with_prefix(&url, &p).await.unwrap();
     assert_eq!(again.shards(), 4, "a new connection reads the shard count");
-    let refused = again
+    let refused = again.clone().with_shards(5).unwrap_err();
+    assert_eq!(refused.field(), Some("redis.shards"), "{refused}");
+    // A store that connected before the keyspace had a count: its migrate refuses.
+    let early_p = prefix("early");
+    let early = RedisStore::connect_with_prefix(&url, &early_p)
+        .await
+        .unwrap();
+    early
         .clone()
-        .with_shards(5)
+        .with_shards(2)
         .unwrap()
         .migrate()
         .await
-        .unwrap_err();
+        .unwrap();
+    let refused = early.with_shards(3).unwrap().migrate().await.unwrap_err();
     assert_eq!(refused.field(), Some("redis.shards"), "{refused}");
+    drop_keys(&url, &early_p).await;
     conformance::store_suite(&store).await;
     let raw = support::raw_rows::RedisRows {
         conn: store.connection().unwrap().clone(),
