@@ -91,6 +91,17 @@ fn tag(i: u16, n: u16) -> String {
         .unwrap_or_default()
 }
 
+/// The refusal of `asked` shards for a keyspace that has `stored`.
+fn other_count(asked: u16, stored: i64) -> Error {
+    Error::invalid(
+        "redis.shards",
+        asked,
+        format!(
+            "the keyspace has {stored} shards; the count is changed offline (docs/ARCHITECTURE.md, \"The Redis store on a Redis Cluster\")"
+        ),
+    )
+}
+
 /// The shard of job `id` among `n`: FNV-1a (64 bits) of its bytes, mod `n`. Fixed
 /// forever: a keyspace's jobs were placed by it.
 pub(super) fn shard_of_job(id: &str, n: usize) -> usize {
@@ -219,13 +230,7 @@ impl RedisStore {
     /// with braces.
     pub fn with_shards(self, shards: u16) -> Result<Self> {
         if let Some(stored) = self.stored.filter(|&n| n != shards) {
-            return Err(Error::invalid(
-                "redis.shards",
-                shards,
-                format!(
-                    "the keyspace has {stored} shards; the count is changed offline (docs/ARCHITECTURE.md, \"The Redis store on a Redis Cluster\")"
-                ),
-            ));
+            return Err(other_count(shards, i64::from(stored)));
         }
         let (wait, stored) = (self.wait, self.stored);
         let mut store = RedisStore::laid_out(self.conn, &self.prefix, Layout::Sharded(shards))?;
@@ -348,27 +353,17 @@ impl RedisStore {
                     self.prefix
                 )));
             }
-            let _: () = redis::cmd("SET")
+            // Written unless present; the answer is the count there before (Redis 7).
+            let before: Option<i64> = redis::cmd("SET")
                 .arg(format!("{}shards", self.prefix))
                 .arg(n)
                 .arg("NX")
+                .arg("GET")
                 .query_async(&mut conn)
                 .await
                 .map_err(redis_err("migrate"))?;
-            let stored: Option<i64> = redis::cmd("GET")
-                .arg(format!("{}shards", self.prefix))
-                .query_async(&mut conn)
-                .await
-                .map_err(redis_err("migrate"))?;
-            if stored != Some(i64::from(n)) {
-                return Err(Error::invalid(
-                    "redis.shards",
-                    n,
-                    format!(
-                        "the keyspace has {} shards; the count is changed offline (docs/ARCHITECTURE.md, \"The Redis store on a Redis Cluster\")",
-                        stored.unwrap_or_default()
-                    ),
-                ));
+            if let Some(stored) = before.filter(|&s| s != i64::from(n)) {
+                return Err(other_count(n, stored));
             }
         }
         let mut keys = vec![format!("{}schema", self.prefix)];

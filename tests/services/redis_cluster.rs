@@ -588,8 +588,8 @@ async fn replica_serving(
 /// the timeout, written on the primary.
 #[tokio::test]
 async fn waiting_for_replicas_holds_a_start_until_the_replica_has_it() {
-    use jobwheel::store::{Jobs, StartOutcome, StartRun};
-    use jobwheel::{FireContext, Job, Schedule, Timestamp, TriggerKind};
+    use jobwheel::store::{Jobs, StartOutcome};
+    use jobwheel::{Job, Schedule, Timestamp};
     use std::time::Instant;
     let Some(seeds) = seeds() else { return };
     let _cluster = CLUSTER.lock().await;
@@ -625,17 +625,7 @@ async fn waiting_for_replicas_holds_a_start_until_the_replica_has_it() {
             .unwrap();
         plain.upsert(&job, Some(at)).await.unwrap();
     }
-    let start = |id: &str| StartRun {
-        job_id: jobwheel::JobId::new(id).unwrap(),
-        fire_at: at,
-        version: 1,
-        token: 1,
-        node: "n".into(),
-        attempt: 1,
-        trigger: TriggerKind::Schedule,
-        covers: None,
-        context: FireContext::default(),
-    };
+    let start = |id: &str| support::first_start(id, at);
     let node = redis::Client::open(seeds[0].as_str()).unwrap();
     let mut one = node.get_multiplexed_async_connection().await.unwrap();
     let sp = plain.shard_prefixes()[shard].clone();

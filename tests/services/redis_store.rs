@@ -170,8 +170,8 @@ async fn three_schedulers_300_jobs_for_20_s_and_5000_one_shots_run_every_fire_on
 /// through `get`, `due` and the run log.
 #[tokio::test]
 async fn payload_overrides_written_before_contexts_read_back() {
-    use jobwheel::store::{DueQuery, Jobs, RunLog, StartRun};
-    use jobwheel::{FireContext, Job, RunQuery, Schedule, Timestamp, TriggerKind};
+    use jobwheel::store::{DueQuery, Jobs, RunLog};
+    use jobwheel::{Job, RunQuery, Schedule, Timestamp};
     let Some(url) = url() else { return };
     let p = prefix("legacy");
     let (store, _) = open(&url, &p).await;
@@ -207,17 +207,7 @@ async fn payload_overrides_written_before_contexts_read_back() {
     );
     let due = store.due(&DueQuery::new(at, 10)).await.unwrap();
     assert_eq!(due.items[0].payload(), Some(&payload), "so does due");
-    let start = StartRun {
-        job_id: job.id().clone(),
-        fire_at: at,
-        version: 1,
-        token: 1,
-        node: "n".into(),
-        attempt: 1,
-        trigger: TriggerKind::Schedule,
-        covers: None,
-        context: FireContext::default(),
-    };
+    let start = support::first_start(job.id().as_str(), at);
     store.start_runs(&[start]).await.unwrap();
     let run = &store.runs(&RunQuery::new()).await.unwrap()[0];
     let rkey = format!("{p}run:{}", run.id);
@@ -241,8 +231,8 @@ async fn payload_overrides_written_before_contexts_read_back() {
 #[tokio::test]
 async fn a_release_across_shards_is_delivered_once() {
     use jobwheel::dependency::{Release, UpstreamRun};
-    use jobwheel::store::{FinishRun, Jobs, StartOutcome, StartRun};
-    use jobwheel::{FireContext, Job, JobId, RunStatus, Schedule, Timestamp, TriggerKind};
+    use jobwheel::store::{FinishRun, Jobs, StartOutcome};
+    use jobwheel::{Job, JobId, RunStatus, Schedule, Timestamp, TriggerKind};
     let Some(url) = url() else { return };
     let p = prefix("fwd");
     let store = RedisStore::connect_with_prefix(&url, &p)
@@ -266,17 +256,7 @@ async fn a_release_across_shards_is_delivered_once() {
         .unwrap();
     store.upsert(&never, None).await.unwrap();
     let out = store
-        .start_runs(&[StartRun {
-            job_id: parent.clone(),
-            fire_at: t0,
-            version: 1,
-            token: 1,
-            node: "n".into(),
-            attempt: 1,
-            trigger: TriggerKind::Schedule,
-            covers: None,
-            context: FireContext::default(),
-        }])
+        .start_runs(&[support::first_start(parent.as_str(), t0)])
         .await
         .unwrap();
     let StartOutcome::Started { run_id, .. } = out[0] else {

@@ -288,3 +288,19 @@ pub fn libfaketime() -> Option<std::path::PathBuf> {
     .map(|d| std::path::Path::new(d).join("faketime/libfaketimeMT.so.1"))
     .find(|p| p.exists())
 }
+
+/// The start of job `id`'s first fire at `fire_at` (version 1, token 1, attempt 1,
+/// node `n`, a scheduled trigger, no context), as a store test writes it by hand.
+pub fn first_start(id: &str, fire_at: Timestamp) -> jobwheel::store::StartRun {
+    jobwheel::store::StartRun {
+        job_id: jobwheel::JobId::new(id).unwrap(),
+        fire_at,
+        version: 1,
+        token: 1,
+        node: "n".into(),
+        attempt: 1,
+        trigger: TriggerKind::Schedule,
+        covers: None,
+        context: jobwheel::FireContext::default(),
+    }
+}
