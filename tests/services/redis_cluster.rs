@@ -434,12 +434,16 @@ where
             .unwrap();
         handles.push(sched.start().await.unwrap());
     }
+    // Each missed fire runs late, one by one (the default policy coalesces the fires
+    // missed for longer than the misfire threshold, 5 s, which a failover on a busy
+    // machine can take).
     for i in 0..60 {
         let job = Job::builder(
             format!("every-{i}"),
             "count",
             Schedule::every(Duration::from_secs(1)).unwrap(),
         )
+        .misfire(jobwheel::MisfirePolicy::CatchUp { max: 1000 })
         .build()
         .unwrap();
         handles[i % 3].scheduler().upsert(job).await.unwrap();
