@@ -44,12 +44,14 @@ impl Shard {
     }
 
     /// Pages through the run ids newest first (the job's own index when the query
-    /// names a job) and keeps the runs that pass every filter.
+    /// names a job, the running runs' index when it asks for running runs only) and
+    /// keeps the runs that pass every filter.
     pub(super) async fn query_runs(&self, query: &RunQuery) -> Result<Vec<RunRecord>> {
         let limit = query.effective_limit();
-        let set = match &query.job_id {
-            Some(j) => format!("runs:job:{j}"),
-            None => "runs".to_string(),
+        let set = match (&query.job_id, query.status) {
+            (Some(j), _) => format!("runs:job:{j}"),
+            (None, Some(RunStatus::Running)) => "running".to_string(),
+            (None, _) => "runs".to_string(),
         };
         let filtered = query.status.is_some() || query.since.is_some() || query.until.is_some();
         let page = if filtered { PAGE } else { limit };

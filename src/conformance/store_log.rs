@@ -69,6 +69,33 @@ pub async fn run_log_queries(store: &dyn JobStore) {
         since.iter().any(|r| r.id == all_a[1].id),
         "since is inclusive"
     );
+    // Running runs across jobs (how a node finds its own), newest first, paged.
+    let mut running = Vec::new();
+    for (k, id) in [&a, &b].into_iter().enumerate() {
+        let fire = t0 + Duration::from_secs(10 + k as u64);
+        store.trigger(&jid(id), fire, None).await.unwrap();
+        running.push(started(store, start_req(id, fire, 1, 10 + k as u64)).await);
+    }
+    let ours = |rs: Vec<RunRecord>| -> Vec<RunId> {
+        rs.into_iter()
+            .filter(|r| r.job_id == jid(&a) || r.job_id == jid(&b))
+            .map(|r| r.id)
+            .collect()
+    };
+    let all_running = RunQuery::new().status(RunStatus::Running).limit(1000);
+    let found = ours(store.runs(&all_running).await.unwrap());
+    assert_eq!(
+        found,
+        vec![running[1], running[0]],
+        "running runs of every job, newest first"
+    );
+    let older = ours(
+        store
+            .runs(&all_running.clone().before(running[1]))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(older, vec![running[0]], "running runs paged with before");
     cleanup(store, &[a, b]).await;
 }
 

@@ -190,6 +190,7 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
             return None;
         }
     };
+    let _in_hand = core.load.hold(run.run_id);
     if let Some(skip) = skip {
         let _finishing = Finishing::enter(core);
         drop(place);

@@ -117,11 +117,10 @@ fn lose(core: &Core, e: &mut super::RunningEntry, why: &str) {
 /// runs every quarter beat, so a dead node's runs are recovered at most a quarter beat
 /// after it counts as dead (`heartbeat × dead_after_beats` after its last beat).
 pub(super) async fn heartbeat_loop(core: Arc<Core>) {
-    let mut last_purge: Option<Instant> = None;
-    let mut last_beat: Option<Instant> = None;
+    let mut last = Last::default();
     let mut backoff = Backoff::default();
     loop {
-        let wait = match maintain(&core, &mut last_purge, &mut last_beat).await {
+        let wait = match maintain(&core, &mut last).await {
             Ok(()) => {
                 backoff.reset();
                 core.config.heartbeat / 4
@@ -140,17 +139,22 @@ pub(super) async fn heartbeat_loop(core: Arc<Core>) {
     }
 }
 
-async fn maintain(
-    core: &Arc<Core>,
-    last_purge: &mut Option<Instant>,
-    last_beat: &mut Option<Instant>,
-) -> Result<()> {
+/// When the maintenance loop last did its less frequent work.
+#[derive(Default)]
+struct Last {
+    beat: Option<Instant>,
+    reclaim: Option<Instant>,
+    purge: Option<Instant>,
+}
+
+async fn maintain(core: &Arc<Core>, last: &mut Last) -> Result<()> {
     // An eighth of a beat of slack keeps the beat from slipping a whole check late.
-    let beat =
-        last_beat.is_none_or(|t| t.elapsed() + core.config.heartbeat / 8 >= core.config.heartbeat);
+    let beat = last
+        .beat
+        .is_none_or(|t| t.elapsed() + core.config.heartbeat / 8 >= core.config.heartbeat);
     if beat {
         heartbeat_once(core).await?;
-        *last_beat = Some(Instant::now());
+        last.beat = Some(Instant::now());
     }
     if core.life.stop.is_cancelled() {
         return Ok(());
@@ -169,6 +173,13 @@ async fn maintain(
     .into_iter()
     .collect::<Result<Vec<bool>>>()?;
     settle_doubts(core).await?;
+    if last
+        .reclaim
+        .is_none_or(|t| t.elapsed() >= core.config.dead_after())
+    {
+        reclaim_own(core).await?;
+        last.reclaim = Some(Instant::now());
+    }
     // Jobs able to take a queued release that no write let take it (a PostgreSQL
     // finish's follow-up transaction cut short, a release queued while the job
     // could not take it and nothing has written the job since).
@@ -183,7 +194,10 @@ async fn maintain(
             warn!(error = %e, "checking queued releases' wait deadlines failed");
         }
     }
-    if last_purge.is_none_or(|t| t.elapsed() >= Duration::from_secs(3600)) {
+    if last
+        .purge
+        .is_none_or(|t| t.elapsed() >= Duration::from_secs(3600))
+    {
         let now = core.store.now().await?;
         // Not a reason to skip the rest: the days ahead leave a week to try again.
         if let Err(e) = core.store.prepare_log().await {
@@ -206,7 +220,7 @@ async fn maintain(
             let n = core.store.purge_alarms(cutoff).await?;
             info!(purged = n, before = %cutoff, "alarm retention");
         }
-        *last_purge = Some(Instant::now());
+        last.purge = Some(Instant::now());
     }
     Ok(())
 }
@@ -284,6 +298,60 @@ async fn settle(core: &Arc<Core>, d: &Doubt) -> Result<bool> {
             .misfired(d.job.misfire(), c.fires);
     }
     Ok(settled)
+}
+
+/// Pages of running runs one [`reclaim_own`] pass reads at most.
+const RECLAIM_PAGES: usize = 10;
+
+/// Runs the store records running on this node that the node neither executes nor
+/// finishes (not [in hand](super::load::Load::hold)): a finish the store
+/// acknowledged and then lost (a Redis failover without `wait_for_replicas`), or runs
+/// started by an earlier process with the same node id. Each is recorded lost, as a
+/// dead node's run is, and retried by its policy, so its job does not wait for a node
+/// that is alive. Only runs started more than `lease_ttl` ago count (a start just
+/// recorded is in hand once its answer arrives), and not a start in doubt
+/// ([`settle_doubts`] settles those). Reads up to [`RECLAIM_PAGES`] pages of running
+/// runs, newest first.
+async fn reclaim_own(core: &Arc<Core>) -> Result<()> {
+    // What is in hand is read before the store: a run finished in between is no
+    // longer running there.
+    let held = core.load.in_hand();
+    let doubted: std::collections::HashSet<(crate::job::JobId, u64)> = lock(&core.doubts)
+        .iter()
+        .map(|d| (d.job_id.clone(), d.token))
+        .collect();
+    let until = core.store.now().await? - core.config.lease_ttl;
+    let mut q = RunQuery::new()
+        .status(RunStatus::Running)
+        .until(until)
+        .limit(crate::limits::MAX_PAGE);
+    let mut nobodys = Vec::new();
+    for _ in 0..RECLAIM_PAGES {
+        let page = core.store.runs(&q).await?;
+        let full = page.len() >= q.effective_limit();
+        let Some(last) = page.last() else { break };
+        q = q.before(last.id);
+        nobodys.extend(page.into_iter().filter(|r| {
+            *r.node == *core.node_id
+                && !held.contains(&r.id)
+                && !doubted.contains(&(r.job_id.clone(), r.token))
+        }));
+        if !full {
+            break;
+        }
+    }
+    futures::future::join_all(nobodys.into_iter().map(|run| {
+        warn!(job = %run.job_id, run = %run.id, "the store records a run running on this node that the node does not run");
+        let why = format!(
+            "the store records this run running on node {}, which does not run it (its recorded end was lost, or an earlier process of the node started it)",
+            run.node
+        );
+        recover_lost(core, run, why)
+    }))
+    .await
+    .into_iter()
+    .collect::<Result<Vec<bool>>>()?;
+    Ok(())
 }
 
 /// Takes over a run nobody executes — a dead node's, or one whose start's answer

@@ -31,6 +31,7 @@ mod finish;
 mod fire;
 pub mod instruments;
 mod lines;
+mod load;
 mod maintenance;
 mod metrics;
 mod node;
@@ -51,8 +52,9 @@ use crate::handler::IntoHandler;
 use crate::local_executor::LocalExecutor;
 use crate::lock::LockProvider;
 use crate::store::JobStore;
+pub(crate) use load::RunningEntry;
 use node::Core;
-pub(crate) use node::{Batchers, Handlers, RunningEntry, Sweep};
+pub(crate) use node::{Batchers, Handlers, Sweep};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -1,24 +1,24 @@
 //! The state of one running node ([`Core`]), grouped by concern: what it was built
-//! from, the store's clock, its load (slots and the fires it holds), the poller's
-//! place, alarm delivery, and its lifecycle.
+//! from, the store's clock, its load (slots and the fires it holds, in
+//! [`load`](super::load)), the poller's place, alarm delivery, and its lifecycle.
 
 use super::batch::Batcher;
 use super::config::SchedulerConfig;
+use super::load::Load;
 use super::lock;
 use super::metrics::{Counters, bump};
-use super::slots::Slots;
 use crate::alarm::{JobAlarm, Throttle};
 use crate::executor::Executor;
 use crate::handler::JobHandler;
 use crate::job::JobId;
 use crate::lock::{Lease, LockProvider};
-use crate::record::{AlarmId, RunId};
+use crate::record::AlarmId;
 use crate::store::{
     CorruptRow, DueKey, FinishOutcome, FinishRun, JobStore, StartOutcome, StartRun,
 };
 use crate::time::Timestamp;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -132,17 +132,7 @@ impl Core {
             clock: StoreClock {
                 sync: Mutex::new((Timestamp::now(), Instant::now())),
             },
-            load: Load {
-                slots: Arc::new(Slots::new(executor.clone())),
-                executor,
-                armed: Mutex::default(),
-                finishing: AtomicUsize::new(0),
-                ahead: AtomicUsize::new(0),
-                starved: AtomicUsize::new(0),
-                pace: Pace::default(),
-                backlog: AtomicBool::new(false),
-                running: Mutex::default(),
-            },
+            load: Load::new(executor),
             poll: PollState {
                 wake: Notify::new(),
                 sweep: Mutex::default(),
@@ -295,167 +285,6 @@ impl StoreClock {
     }
 }
 
-/// The executor and the fires this node holds, which decide how many more it may
-/// claim.
-pub(crate) struct Load {
-    pub(crate) executor: Arc<dyn Executor>,
-    /// Executor slots, handed to due fires in fire order.
-    pub(crate) slots: Arc<Slots>,
-    /// Jobs claimed by this node and not yet done.
-    pub(crate) armed: Mutex<HashSet<JobId>>,
-    /// Fires whose handler has ended and whose finish is being written: they hold
-    /// their lease but no slot, and a poll counts them as busy so that a node never
-    /// holds more leases than it has slots.
-    pub(crate) finishing: AtomicUsize,
-    /// Claimed fires waiting for their instant. They hold no slot; a poll arms no
-    /// more of them than the node has free slots.
-    pub(crate) ahead: AtomicUsize,
-    /// Set (to the line plus one) when a poll left claimable fires for lack of free
-    /// slots; the poller is woken once half the line has slots. 0: not starved.
-    pub(crate) starved: AtomicUsize,
-    /// How fast executor slots free up: bounds the line.
-    pub(crate) pace: Pace,
-    /// Set while the last poll saw due fires this node had no free slot for; a job
-    /// then gives its lease back after a run instead of keeping it for its next fire,
-    /// so every due job gets its turn in fire order and other nodes can take the rest.
-    pub(crate) backlog: AtomicBool,
-    /// Runs executing on this node, watched by the lease renewer.
-    pub(crate) running: Mutex<HashMap<RunId, RunningEntry>>,
-}
-
-impl Load {
-    /// Executor slots not promised to a due fire of this node, less the fires still
-    /// writing their finish.
-    pub(crate) fn free_slots(&self) -> usize {
-        self.slots
-            .free()
-            .saturating_sub(self.finishing.load(Ordering::SeqCst))
-    }
-
-    /// How many runs this node's slots start within `span` at the mean run time
-    /// ([`Pace::starts_within`] over the executor's slots).
-    pub(crate) fn starts_within(&self, span: std::time::Duration) -> usize {
-        self.pace.starts_within(self.executor.capacity(), span)
-    }
-
-    /// Due fires this node may still claim with a line of `line` fires waiting for
-    /// slots: its free slots plus the line, less the due fires already waiting.
-    pub(crate) fn line_room(&self, line: usize) -> usize {
-        (self.executor.capacity() + line)
-            .saturating_sub(self.slots.pending() + self.finishing.load(Ordering::SeqCst))
-    }
-}
-
-/// How fast this node's executor slots free up: the runs executing now, the mean
-/// time a run holds its slot (a moving average over the last runs that follows
-/// slower runs faster than faster ones), and how many runs entered a slot per second
-/// lately (an exponentially decayed rate over [`RATE_WINDOW`]).
-#[derive(Default)]
-pub(crate) struct Pace {
-    executing: AtomicUsize,
-    /// Mean run time in nanoseconds; 0 before the first run.
-    mean_nanos: std::sync::atomic::AtomicU64,
-    /// Runs entering a slot per second, decayed, and when it was last updated.
-    entered: Mutex<(f64, Option<Instant>)>,
-}
-
-/// The window of the measured start rate: starts older than a few windows no longer
-/// count, so the rate follows a change of pace within about a second.
-const RATE_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
-
-impl Pace {
-    /// Counts a run entering its slot; the guard counts it out and records how long it
-    /// held the slot.
-    pub(crate) fn enter(&self) -> Executing<'_> {
-        self.executing.fetch_add(1, Ordering::SeqCst);
-        {
-            let mut entered = lock(&self.entered);
-            let now = Instant::now();
-            let rate = decayed(*entered, now);
-            *entered = (rate + 1.0 / RATE_WINDOW.as_secs_f64(), Some(now));
-        }
-        Executing {
-            pace: self,
-            since: Instant::now(),
-        }
-    }
-
-    /// How many runs the executor can start within `span`: its slots (free and busy)
-    /// times `span` over the mean run time. 0 before the first run ended.
-    pub(crate) fn starts_within(&self, free: usize, span: std::time::Duration) -> usize {
-        let mean = self.mean_nanos.load(Ordering::SeqCst);
-        if mean == 0 {
-            return 0;
-        }
-        let slots = (free + self.executing.load(Ordering::SeqCst)) as f64;
-        // Saturating float-to-int conversion.
-        (slots * span.as_nanos() as f64 / mean as f64) as usize
-    }
-
-    /// How many runs entered a slot within a `span` lately, at the measured rate: what
-    /// the node actually turns its slots over at, which handlers that end at once
-    /// do not raise (the node's own work bounds it), and 0 on a node that has been
-    /// idle for a second.
-    pub(crate) fn started_within(&self, span: std::time::Duration) -> usize {
-        (decayed(*lock(&self.entered), Instant::now()) * span.as_secs_f64()) as usize
-    }
-
-    /// Records a run that held its slot for `took` nanoseconds.
-    fn record(&self, took: u64) {
-        // A moving average that rises fast (half-way to a slower run) and falls
-        // slowly (an eighth of the way to a faster one), so the line shrinks at once
-        // when runs get slower and grows back over many fast runs.
-        let _ = self
-            .mean_nanos
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |old| {
-                Some(if old == 0 {
-                    took
-                } else if took > old {
-                    old + (took - old) / 2
-                } else {
-                    (old - (old - took) / 8).max(1)
-                })
-            });
-    }
-}
-
-/// The start rate `(rate, at)` decayed to `now` over [`RATE_WINDOW`].
-fn decayed((rate, at): (f64, Option<Instant>), now: Instant) -> f64 {
-    match at {
-        Some(at) => {
-            rate * (-now.duration_since(at).as_secs_f64() / RATE_WINDOW.as_secs_f64()).exp()
-        }
-        None => 0.0,
-    }
-}
-
-/// A run in its executor slot, counted by [`Pace`].
-pub(crate) struct Executing<'a> {
-    pace: &'a Pace,
-    since: Instant,
-}
-
-impl Drop for Executing<'_> {
-    fn drop(&mut self) {
-        self.pace.executing.fetch_sub(1, Ordering::SeqCst);
-        let took = u64::try_from(self.since.elapsed().as_nanos())
-            .unwrap_or(u64::MAX)
-            .max(1);
-        self.pace.record(took);
-    }
-}
-
-/// A run in progress on this node, watched by the lease renewer.
-pub(crate) struct RunningEntry {
-    pub(crate) lease: Lease,
-    pub(crate) deadline: Instant,
-    pub(crate) cancel: CancellationToken,
-    pub(crate) lost: bool,
-    /// An operator killed it (the cancellation is a kill, not a lost lease or a
-    /// shutdown): it is recorded `cancelled` and not retried.
-    pub(crate) killed: bool,
-}
-
 /// The poller's place: what wakes it and where a sweep through a backlog stands.
 pub(crate) struct PollState {
     /// Wakes the poller (a local upsert or trigger, a starved line emptied).
@@ -534,70 +363,4 @@ pub(crate) struct Batchers {
     pub(crate) release: Batcher<Lease, bool>,
     /// Extends a lease to cover the job's next fire (ttl: lookahead + lease ttl).
     pub(crate) renew: Batcher<Lease, Option<Lease>>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Pace;
-    use std::time::Duration;
-
-    #[tokio::test(start_paused = true)]
-    async fn pace_counts_the_starts_the_slots_make_room_for() {
-        let pace = Pace::default();
-        let quarter = Duration::from_millis(250);
-        assert_eq!(
-            pace.starts_within(4, quarter),
-            0,
-            "no run ended yet: no line"
-        );
-        // 4 slots turned over every 10 ms for two seconds: 400 starts a second.
-        for _ in 0..200 {
-            let runs = [pace.enter(), pace.enter(), pace.enter(), pace.enter()];
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            drop(runs);
-        }
-        assert_eq!(pace.starts_within(4, quarter), 100);
-        let n = pace.started_within(quarter);
-        assert!(
-            (95..=102).contains(&n),
-            "measured: about 100 in 250 ms: {n}"
-        );
-        let busy = [pace.enter(), pace.enter()];
-        assert_eq!(
-            pace.starts_within(2, quarter),
-            100,
-            "busy slots count as slots that free up"
-        );
-        drop(busy);
-        for _ in 0..40 {
-            let run = pace.enter();
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            drop(run);
-        }
-        assert_eq!(
-            pace.starts_within(4, quarter),
-            0,
-            "runs of 5 s: nothing starts within a quarter second"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn instant_runs_start_no_faster_than_they_were_started() {
-        let pace = Pace::default();
-        // Runs that take no time, 20 a second for two seconds.
-        for _ in 0..40 {
-            drop(pace.enter());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let quarter = Duration::from_millis(250);
-        assert!(pace.starts_within(8, quarter) > 1_000_000, "instant runs");
-        let n = pace.started_within(quarter);
-        assert!((4..=5).contains(&n), "but they entered 20 a second: {n}");
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        assert_eq!(
-            pace.started_within(quarter),
-            0,
-            "an idle node has no measured pace to commit fires on"
-        );
-    }
 }

@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use support::*;
 
-/// A memory store whose scheduling calls fail while `down` is set, and whose next
+/// A memory store whose scheduling calls fail while `down` is set, whose next
 /// `lose_answers` start calls (`lose_finish_answers` finish calls) are recorded but
-/// answered with an error (a connection cut after the commit).
+/// answered with an error (a connection cut after the commit), and whose next
+/// `drop_finishes` finish calls are answered as written but not written (a write a
+/// Redis primary acknowledged and lost in a failover).
 #[derive(Clone)]
 struct FlakyStore {
     inner: MemoryStore,
@@ -22,9 +24,22 @@ struct FlakyStore {
     failed: Arc<AtomicUsize>,
     lose_answers: Arc<AtomicUsize>,
     lose_finish_answers: Arc<AtomicUsize>,
+    drop_finishes: Arc<AtomicUsize>,
 }
 
 impl FlakyStore {
+    /// Over `inner`, up, losing and dropping nothing.
+    fn new(inner: MemoryStore) -> FlakyStore {
+        FlakyStore {
+            inner,
+            down: Arc::default(),
+            failed: Arc::default(),
+            lose_answers: Arc::default(),
+            lose_finish_answers: Arc::default(),
+            drop_finishes: Arc::default(),
+        }
+    }
+
     fn check(&self, op: &'static str) -> Result<()> {
         if self.down.load(Ordering::SeqCst) {
             self.failed.fetch_add(1, Ordering::SeqCst);
@@ -77,6 +92,19 @@ impl Jobs for FlakyStore {
     }
     async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
         self.check("finish_runs")?;
+        let dropped = self
+            .drop_finishes
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if dropped.is_ok() {
+            let ended_at = self.inner.now().await?;
+            return Ok(runs
+                .iter()
+                .map(|_| FinishOutcome::Finished {
+                    ended_at,
+                    rescheduled: true,
+                })
+                .collect());
+        }
         let out = self.inner.finish_runs(runs).await?;
         lose_answer(&self.lose_finish_answers, "finish_runs")?;
         Ok(out)
@@ -231,13 +259,7 @@ async fn an_outage_during_a_run_delays_its_result_but_never_loses_it() {
     let snapshotter = recorder.snapshotter();
     let _local = metrics::set_default_local_recorder(&recorder);
     let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
-    let flaky = FlakyStore {
-        inner: store.clone(),
-        down: Arc::default(),
-        failed: Arc::default(),
-        lose_answers: Arc::default(),
-        lose_finish_answers: Arc::default(),
-    };
+    let flaky = FlakyStore::new(store.clone());
     let down = flaky.down.clone();
     let s = Scheduler::builder()
         .store(flaky.clone())
@@ -338,11 +360,9 @@ where
 {
     let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
     let flaky = FlakyStore {
-        inner: store.clone(),
-        down: Arc::default(),
-        failed: Arc::default(),
         lose_answers: Arc::new(AtomicUsize::new(starts)),
         lose_finish_answers: Arc::new(AtomicUsize::new(finishes)),
+        ..FlakyStore::new(store.clone())
     };
     let s = Scheduler::builder()
         .store(flaky.clone())
@@ -437,5 +457,107 @@ async fn a_finish_recorded_but_answered_with_an_error_counts_as_finished_not_fen
     );
     assert_eq!(m.finished, 3, "{m:?}");
     assert_eq!(m.backend_errors, 1, "{m:?}");
+    h.shutdown().await;
+}
+
+/// A finish the store acknowledged and then lost leaves the run recorded running on
+/// a live node that no longer runs it: the node finds it (a run started more than a
+/// lease ago, not in hand) and records it lost, the retry runs the fire again, and
+/// the job goes on firing. A run that is only long is left alone.
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_acknowledged_finish_was_lost_is_reclaimed_by_its_live_node() {
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let flaky = FlakyStore {
+        drop_finishes: Arc::new(AtomicUsize::new(1)),
+        ..FlakyStore::new(store.clone())
+    };
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = Scheduler::builder()
+        .store(flaky.clone())
+        .locks(locks)
+        .handler("tick", {
+            let seen = seen.clone();
+            move |ctx: JobContext| {
+                seen.lock().unwrap().push((ctx.fire_at, ctx.attempt));
+                async { Ok::<(), JobError>(()) }
+            }
+        })
+        .handler("long", |_ctx: JobContext| async {
+            tokio::time::sleep(Duration::from_secs(150)).await;
+            Ok::<(), JobError>(())
+        })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    // The long run starts first (its finish is written: the one dropped finish is
+    // the tick's first).
+    h.scheduler()
+        .upsert(
+            Job::builder("long", "long", Schedule::once(at("2026-01-01T00:00:01Z")))
+                .build()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let retry = RetryPolicy::new(2, Duration::from_secs(1), Duration::from_secs(1)).unwrap();
+    h.scheduler()
+        .upsert(
+            Job::builder(
+                "tick",
+                "tick",
+                Schedule::every(Duration::from_secs(10)).unwrap(),
+            )
+            .retry(retry)
+            .build()
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    advance(Duration::from_secs(20)).await;
+    assert_eq!(
+        flaky.drop_finishes.load(Ordering::SeqCst),
+        0,
+        "a finish was dropped"
+    );
+    let runs = runs_of(&store, "tick").await;
+    assert_eq!(runs.len(), 1, "the job waits on its run: {runs:?}");
+    assert_eq!(runs[0].status, RunStatus::Running);
+    let first = runs[0].fire_at;
+    // The node checks once per dead_after (30 s), for runs started a lease (30 s)
+    // ago or more.
+    advance(Duration::from_secs(100)).await;
+    let runs = runs_of(&store, "tick").await;
+    assert_eq!(runs[0].status, RunStatus::Lost, "{runs:?}");
+    assert!(
+        runs[0]
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("which does not run it")),
+        "{:?}",
+        runs[0].error
+    );
+    assert_eq!(
+        (runs[1].fire_at, runs[1].attempt, runs[1].status),
+        (first, 2, RunStatus::Succeeded),
+        "the retry ran the fire again: {runs:?}"
+    );
+    assert!(runs.len() > 4, "the job fires on: {runs:?}");
+    assert!(
+        runs[1..].iter().all(|r| r.status == RunStatus::Succeeded),
+        "{runs:?}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(&seen[..2], &[(first, 1), (first, 2)], "{seen:?}");
+    // The long run (150 s, started 120 s ago) is the node's own: still running.
+    let long = runs_of(&store, "long").await;
+    assert_eq!(long.len(), 1);
+    assert_eq!(long[0].status, RunStatus::Running, "{long:?}");
+    advance(Duration::from_secs(40)).await;
+    let long = runs_of(&store, "long").await;
+    assert_eq!(long[0].status, RunStatus::Succeeded, "{long:?}");
+    let m = h.scheduler().metrics();
+    assert_eq!(m.lost_recovered, 1, "{m:?}");
+    assert_eq!(m.finish_refused, 0, "{m:?}");
     h.shutdown().await;
 }
