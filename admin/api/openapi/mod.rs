@@ -11,6 +11,9 @@ use crate::job::Job;
 use crate::openapi::{Document, Operation, PathParam, SchemaFn, document, schema, to_file};
 use serde_json::json;
 
+mod access_ops;
+mod job_ops;
+
 /// Refused without credentials, or with unknown, forged or expired ones.
 const E401: (u16, &str) = (
     401,
@@ -99,7 +102,7 @@ fn op(
 /// The API's operations, in the router's order.
 fn operations() -> Vec<Operation> {
     use serde_json::Value;
-    vec![
+    let mut ops = vec![
         Operation {
             description: "Answers without credentials and without touching the store.",
             ..op(
@@ -166,212 +169,9 @@ fn operations() -> Vec<Operation> {
                 &[],
             )
         },
-        Operation {
-            query: Some(schema::<jobs::ListQuery>),
-            ..op(
-                ("get", "/api/v1/jobs"),
-                "listJobs",
-                "jobs",
-                "viewer",
-                "Jobs in id order, a keyset page, filtered",
-                Some(schema::<JobPage>),
-                READ,
-            )
-        },
-        Operation {
-            description: "The body is a job definition, as `Job::from_json` reads it.",
-            body: Some((schema::<Job>, false)),
-            ok: (201, "Created.", Some(schema::<JobView>)),
-            ..op(
-                ("post", "/api/v1/jobs"),
-                "createJob",
-                "jobs",
-                "admin",
-                "Create a job",
-                None,
-                &[
-                    E400,
-                    E401,
-                    E403,
-                    (409, "`conflict` (a job has the id)"),
-                    E413,
-                    E503,
-                ],
-            )
-        },
-        Operation {
-            path_params: ID_JOB,
-            ..op(
-                ("get", "/api/v1/jobs/{id}"),
-                "getJob",
-                "jobs",
-                "viewer",
-                "One job",
-                Some(schema::<JobView>),
-                READ_ONE,
-            )
-        },
-        Operation {
-            description: "The body's id must be the path's. The job's next fire is computed again from now when its schedule changes.",
-            path_params: ID_JOB,
-            body: Some((schema::<Job>, false)),
-            ..op(
-                ("put", "/api/v1/jobs/{id}"),
-                "updateJob",
-                "jobs",
-                "admin",
-                "Replace a job's definition",
-                Some(schema::<JobView>),
-                &[E400, E401, E403, E404, E413, E503],
-            )
-        },
-        Operation {
-            path_params: ID_JOB,
-            ..op(
-                ("delete", "/api/v1/jobs/{id}"),
-                "removeJob",
-                "jobs",
-                "admin",
-                "Remove a job (its runs stay in the log)",
-                Some(schema::<Removed>),
-                &[E400, E401, E403, E404, E503],
-            )
-        },
-        Operation {
-            description: "The copy has the original's definition under the new id, its enabled state included.",
-            path_params: ID_JOB,
-            body: Some((schema::<jobs::CopyTo>, false)),
-            ok: (201, "Created.", Some(schema::<JobView>)),
-            ..op(
-                ("post", "/api/v1/jobs/{id}/copy"),
-                "copyJob",
-                "jobs",
-                "admin",
-                "Copy a job under a new id",
-                None,
-                &[
-                    E400,
-                    E401,
-                    E403,
-                    E404,
-                    (409, "`conflict` (a job has the new id)"),
-                    E413,
-                    E503,
-                ],
-            )
-        },
-        Operation {
-            path_params: ID_JOB,
-            ..op(
-                ("post", "/api/v1/jobs/{id}/pause"),
-                "pauseJob",
-                "jobs",
-                "operator",
-                "Pause a job",
-                Some(schema::<JobView>),
-                ACTION,
-            )
-        },
-        Operation {
-            path_params: ID_JOB,
-            ..op(
-                ("post", "/api/v1/jobs/{id}/resume"),
-                "resumeJob",
-                "jobs",
-                "operator",
-                "Resume a job from its next fire after now",
-                Some(schema::<JobView>),
-                ACTION,
-            )
-        },
-        Operation {
-            description: "Runs once any run in progress ends. With a body `{\"payload\": …}` that fire and its retries run with this payload in place of the job's own (the run log records it); the job's definition is unchanged. No body, or `null`, runs the job's payload. A payload over the server's `max_payload_bytes` answers 400 naming `payload`. A paused job is refused 409 `conflict`. The node is woken: the run starts without waiting for its next poll.",
-            path_params: ID_JOB,
-            body: Some((schema::<jobs::TriggerBody>, true)),
-            ..op(
-                ("post", "/api/v1/jobs/{id}/trigger"),
-                "triggerJob",
-                "jobs",
-                "operator",
-                "Run a job now (trigger `manual`)",
-                Some(schema::<JobView>),
-                ACTION,
-            )
-        },
-        Operation {
-            path_params: ID_JOB,
-            query: Some(schema::<jobs::FiresQuery>),
-            ..op(
-                ("get", "/api/v1/jobs/{id}/fires"),
-                "jobFires",
-                "jobs",
-                "viewer",
-                "The job's next fires in its zone",
-                Some(schema::<Fires>),
-                READ_ONE,
-            )
-        },
-        Operation {
-            path_params: ID_JOB,
-            ..op(
-                ("get", "/api/v1/jobs/{id}/dependencies"),
-                "jobDependencies",
-                "jobs",
-                "viewer",
-                "The job's children, the jobs whose children it is, and the releases queued for it",
-                Some(schema::<crate::ops::Dependencies>),
-                READ_ONE,
-            )
-        },
-        Operation {
-            description: "For a job that waits for several parents (`after`): queues a release of the instant in place of each parent that has not released it (named by the caller, run 0), so the job runs once for the instant as soon as it is free. A job that waits for no parents answers 400 naming `job.after`.",
-            path_params: ID_JOB,
-            body: Some((schema::<jobs::InstantBody>, true)),
-            ..op(
-                ("post", "/api/v1/jobs/{id}/release"),
-                "releaseJobInstant",
-                "jobs",
-                "operator",
-                "Run a job once for an upstream instant its parents have not all released",
-                Some(schema::<jobs::Released>),
-                ACTION,
-            )
-        },
-        Operation {
-            description: "Drops the releases queued for the job at the instant: it does not run for it (a parent that releases it again queues it again). An instant with nothing queued answers 404.",
-            path_params: ID_JOB,
-            body: Some((schema::<jobs::InstantBody>, true)),
-            ..op(
-                ("post", "/api/v1/jobs/{id}/skip"),
-                "skipJobInstant",
-                "jobs",
-                "operator",
-                "Skip an upstream instant a job waits for",
-                Some(schema::<jobs::Skipped>),
-                ACTION,
-            )
-        },
-        Operation {
-            query: Some(schema::<jobs::PreviewQuery>),
-            ..op(
-                ("get", "/api/v1/cron/preview"),
-                "cronPreview",
-                "jobs",
-                "viewer",
-                "A cron expression's next fires in a zone, and a description",
-                Some(schema::<CronPreview>),
-                &[E400, E401],
-            )
-        },
-        op(
-            ("get", "/api/v1/defaults"),
-            "jobDefaults",
-            "jobs",
-            "viewer",
-            "What a job gets for each field its definition leaves out, the choices of each policy field, and the payload limit in force",
-            Some(schema::<Defaults>),
-            &[E401, E503],
-        ),
+    ];
+    ops.extend(job_ops::operations());
+    ops.extend(vec![
         Operation {
             query: Some(schema::<runs::ListQuery>),
             ..op(
@@ -523,115 +323,9 @@ fn operations() -> Vec<Operation> {
                 &[E400, E401, E403, E503],
             )
         },
-        Operation {
-            description: "The configuration file's accounts and tokens (source `configuration`) and those added at runtime (source `store`), never a hash. An admin limited to executor groups sees those limited to some of its groups.",
-            ..op(
-                ("get", "/api/v1/access"),
-                "listAccess",
-                "access",
-                "admin",
-                "Every account and token",
-                Some(schema::<AccessList>),
-                &[E401, E403, E503],
-            )
-        },
-        Operation {
-            description: "The password (12-1,024 characters) is kept as an argon2id hash. The name may not be one of the configuration file's accounts. An admin limited to executor groups adds only accounts limited to some of its groups. Every server of a cluster admits the account within 250 ms.",
-            body: Some((schema::<crate::admin::access::NewAccount>, false)),
-            ok: (
-                201,
-                "Created.",
-                Some(schema::<crate::admin::access::AccessView>),
-            ),
-            ..op(
-                ("post", "/api/v1/access/accounts"),
-                "addAccount",
-                "access",
-                "admin",
-                "Add an account",
-                None,
-                &[
-                    E400,
-                    E401,
-                    E403,
-                    (
-                        409,
-                        "`conflict` (an account has the name, here or in the configuration file)",
-                    ),
-                    E413,
-                    E503,
-                ],
-            )
-        },
-        Operation {
-            description: "Its sessions end: every server refuses them within 2 s (this one at once).",
-            path_params: NAME,
-            ..op(
-                ("delete", "/api/v1/access/accounts/{name}"),
-                "removeAccount",
-                "access",
-                "admin",
-                "Remove an account added at runtime",
-                Some(schema::<AccessRemoved>),
-                &[
-                    E400,
-                    E401,
-                    E403,
-                    E404,
-                    (409, "`conflict` (the configuration file holds it)"),
-                    E503,
-                ],
-            )
-        },
-        Operation {
-            description: "The server generates the token (`jw_` and 64 hex digits) and answers it this once; only its SHA-256 is kept. The name may not be one of the configuration file's tokens.",
-            body: Some((schema::<crate::admin::access::NewToken>, false)),
-            ok: (
-                201,
-                "Created.",
-                Some(schema::<crate::admin::access::AddedToken>),
-            ),
-            ..op(
-                ("post", "/api/v1/access/tokens"),
-                "addToken",
-                "access",
-                "admin",
-                "Add an API token",
-                None,
-                &[
-                    E400,
-                    E401,
-                    E403,
-                    (
-                        409,
-                        "`conflict` (a token has the name, here or in the configuration file)",
-                    ),
-                    E413,
-                    E503,
-                ],
-            )
-        },
-        Operation {
-            description: "Every server refuses it within 2 s (this one at once).",
-            path_params: NAME,
-            ..op(
-                ("delete", "/api/v1/access/tokens/{name}"),
-                "removeToken",
-                "access",
-                "admin",
-                "Remove an API token added at runtime",
-                Some(schema::<AccessRemoved>),
-                &[
-                    E400,
-                    E401,
-                    E403,
-                    E404,
-                    (409, "`conflict` (the configuration file holds it)"),
-                    E503,
-                ],
-            )
-        },
-    ]
+    ]);
+    ops.extend(access_ops::operations());
+    ops
 }
 
 /// The admin API's OpenAPI 3.1 document, as `docs/admin-api.json` holds it.
