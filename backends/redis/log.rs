@@ -53,7 +53,10 @@ impl Shard {
             (None, Some(RunStatus::Running)) => "running".to_string(),
             (None, _) => "runs".to_string(),
         };
-        let filtered = query.status.is_some() || query.since.is_some() || query.until.is_some();
+        let filtered = query.status.is_some()
+            || query.node.is_some()
+            || query.since.is_some()
+            || query.until.is_some();
         let page = if filtered { PAGE } else { limit };
         let mut before = query.before.map(|b| b.0);
         let mut out = Vec::new();

@@ -27,6 +27,9 @@ impl<D: Dialect> RunLog for SqlStore<D> {
             // within its partial indexes (runs that did not succeed; running runs).
             sql.push(&format!(" AND status = '{}'", s.as_str()), []);
         }
+        if let Some(n) = &q.node {
+            sql.push(" AND node = ?", [n.as_str().into()]);
+        }
         if let Some(t) = q.since {
             sql.push(" AND started_at >= ?", [t.as_millis().into()]);
         }

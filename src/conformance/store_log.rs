@@ -69,12 +69,18 @@ pub async fn run_log_queries(store: &dyn JobStore) {
         since.iter().any(|r| r.id == all_a[1].id),
         "since is inclusive"
     );
-    // Running runs across jobs (how a node finds its own), newest first, paged.
+    // Running runs across jobs, newest first, paged; and those of one node (how a
+    // node finds its own): `b`'s run is on a node of its own.
+    let node = format!("{p}-node");
     let mut running = Vec::new();
     for (k, id) in [&a, &b].into_iter().enumerate() {
         let fire = t0 + Duration::from_secs(10 + k as u64);
         store.trigger(&jid(id), fire, None).await.unwrap();
-        running.push(started(store, start_req(id, fire, 1, 10 + k as u64)).await);
+        let mut req = start_req(id, fire, 1, 10 + k as u64);
+        if k == 1 {
+            req.node = node.clone();
+        }
+        running.push(started(store, req).await);
     }
     let ours = |rs: Vec<RunRecord>| -> Vec<RunId> {
         rs.into_iter()
@@ -96,6 +102,21 @@ pub async fn run_log_queries(store: &dyn JobStore) {
             .unwrap(),
     );
     assert_eq!(older, vec![running[0]], "running runs paged with before");
+    let on_node = store
+        .runs(
+            &RunQuery::new()
+                .status(RunStatus::Running)
+                .node(node.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        on_node.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![running[1]],
+        "running runs of one node"
+    );
+    let ended_on_node = store.runs(&q(&a).node(node)).await.unwrap();
+    assert!(ended_on_node.is_empty(), "by node: {ended_on_node:?}");
     cleanup(store, &[a, b]).await;
 }
 

@@ -310,8 +310,8 @@ const RECLAIM_PAGES: usize = 10;
 /// dead node's run is, and retried by its policy, so its job does not wait for a node
 /// that is alive. Only runs started more than `lease_ttl` ago count (a start just
 /// recorded is in hand once its answer arrives), and not a start in doubt
-/// ([`settle_doubts`] settles those). Reads up to [`RECLAIM_PAGES`] pages of running
-/// runs, newest first.
+/// ([`settle_doubts`] settles those). Reads up to [`RECLAIM_PAGES`] pages of the
+/// node's running runs, newest first.
 async fn reclaim_own(core: &Arc<Core>) -> Result<()> {
     // What is in hand is read before the store: a run finished in between is no
     // longer running there.
@@ -323,6 +323,7 @@ async fn reclaim_own(core: &Arc<Core>) -> Result<()> {
     let until = core.store.now().await? - core.config.lease_ttl;
     let mut q = RunQuery::new()
         .status(RunStatus::Running)
+        .node(core.node_id.to_string())
         .until(until)
         .limit(crate::limits::MAX_PAGE);
     let mut nobodys = Vec::new();

@@ -79,6 +79,8 @@ pub struct RunQuery {
     pub job_id: Option<JobId>,
     /// Only this status.
     pub status: Option<RunStatus>,
+    /// Only runs recorded on this node.
+    pub node: Option<String>,
     /// Only runs started at or after this.
     pub since: Option<Timestamp>,
     /// Only runs started before this.
@@ -104,6 +106,12 @@ impl RunQuery {
     /// Only runs in `status`.
     pub fn status(mut self, status: RunStatus) -> Self {
         self.status = Some(status);
+        self
+    }
+
+    /// Only runs recorded on the node `id`.
+    pub fn node(mut self, id: impl Into<String>) -> Self {
+        self.node = Some(id.into());
         self
     }
 
@@ -144,6 +152,7 @@ impl RunQuery {
     pub fn matches(&self, r: &RunRecord) -> bool {
         self.job_id.as_ref().is_none_or(|j| *j == r.job_id)
             && self.status.is_none_or(|s| s == r.status)
+            && self.node.as_ref().is_none_or(|n| *n == r.node)
             && self.since.is_none_or(|s| r.started_at >= s)
             && self.until.is_none_or(|u| r.started_at < u)
             && self.before.is_none_or(|b| r.id < b)
