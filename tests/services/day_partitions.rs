@@ -3,9 +3,10 @@
 //! reads one partition, partitions are made ahead by any number of nodes at once,
 //! and the upgrade from the single tables keeps every row.
 
+use crate::support;
 use futures::future::BoxFuture;
-use jobwheel::store::{StartOutcome, StartRun};
-use jobwheel::{FireContext, Job, JobStore, RunQuery, Schedule, Timestamp, TriggerKind};
+use jobwheel::store::StartOutcome;
+use jobwheel::{Job, JobStore, RunQuery, Schedule, Timestamp};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -218,17 +219,7 @@ async fn start_one(store: &dyn JobStore, id: &str) -> i64 {
         .build()
         .unwrap();
     store.upsert(&job, Some(at)).await.unwrap();
-    let run = StartRun {
-        job_id: job.id().clone(),
-        fire_at: at,
-        version: 1,
-        token: 1,
-        node: "n".into(),
-        attempt: 1,
-        trigger: TriggerKind::Schedule,
-        covers: None,
-        context: FireContext::default(),
-    };
+    let run = support::first_start(id, at);
     match store.start_runs(&[run]).await.unwrap()[0] {
         StartOutcome::Started { run_id, .. } => run_id.0,
         ref other => panic!("not started: {other:?}"),
