@@ -161,6 +161,7 @@ fn memory_claim_path(c: &mut Criterion) {
                             next: Some(FireState::scheduled(at)),
                             alarms: Vec::new(),
                             releases: Vec::new(),
+                            lease: jobwheel::store::LeaseEnd::Untouched,
                         }),
                         StartOutcome::Refused(_) => None,
                     })

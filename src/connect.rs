@@ -159,10 +159,13 @@ impl BackendConfig {
     pub async fn connect(&self) -> Result<Backend> {
         let scheme = self.url.split(':').next().unwrap_or_default();
         match scheme {
-            "memory" => Ok(Backend {
-                store: Arc::new(crate::memory::MemoryStore::new()),
-                locks: Arc::new(crate::memory::LocalLocks::new()),
-            }),
+            "memory" => {
+                let store = crate::memory::MemoryStore::new();
+                Ok(Backend {
+                    locks: Arc::new(store.locks()),
+                    store: Arc::new(store),
+                })
+            }
             #[cfg(feature = "sqlite")]
             "sqlite" => sql_backend!(self, crate::sqlite::SqliteStore::builder(self.url.as_str())),
             #[cfg(feature = "postgres")]

@@ -51,6 +51,15 @@ pub trait LockProvider: Send + Sync + 'static {
     /// Short backend name for logs and errors.
     fn name(&self) -> &'static str;
 
+    /// Where the leases live when they live in a store's tables: equal to that
+    /// store's [`JobLeases::home`](crate::store::JobLeases::home) for a provider on
+    /// the same tables, and a scheduler given both then keeps each job's lease in
+    /// the job's row (one write per claim instead of a row of its own). `None` (the
+    /// default) for a provider of its own.
+    fn home(&self) -> Option<String> {
+        None
+    }
+
     /// Tries to lock each key for `owner`. `Some(lease)` for each key granted, `None`
     /// for each key held by someone else.
     async fn acquire(&self, owner: &str, requests: &[LockRequest]) -> Result<Vec<Option<Lease>>>;
@@ -80,6 +89,9 @@ impl<L: LockProvider + ?Sized> LockProvider for Arc<L> {
     fn name(&self) -> &'static str {
         (**self).name()
     }
+    fn home(&self) -> Option<String> {
+        (**self).home()
+    }
     async fn acquire(&self, owner: &str, requests: &[LockRequest]) -> Result<Vec<Option<Lease>>> {
         (**self).acquire(owner, requests).await
     }
@@ -102,6 +114,9 @@ macro_rules! delegate_locks {
         impl $crate::lock::LockProvider for $ty {
             fn name(&self) -> &'static str {
                 $name
+            }
+            fn home(&self) -> Option<String> {
+                self.$field.home()
             }
             async fn acquire(
                 &self,

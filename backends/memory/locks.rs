@@ -33,6 +33,8 @@ pub struct LocalLocks {
     clock: Arc<dyn Clock>,
     slots: Arc<Mutex<HashMap<String, Slot>>>,
     latency: Option<StoreLatency>,
+    /// The store whose leases these are ([`MemoryStore::locks`](super::MemoryStore::locks)).
+    home: Option<String>,
 }
 
 impl Default for LocalLocks {
@@ -53,6 +55,7 @@ impl LocalLocks {
             clock,
             slots: Arc::default(),
             latency: None,
+            home: None,
         }
     }
 
@@ -65,6 +68,12 @@ impl LocalLocks {
         }
     }
 
+    /// The same leases, named as a store's own: see [`LockProvider::home`].
+    pub(super) fn homed(mut self, home: String) -> Self {
+        self.home = Some(home);
+        self
+    }
+
     fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -74,6 +83,10 @@ impl LocalLocks {
 impl LockProvider for LocalLocks {
     fn name(&self) -> &'static str {
         "memory"
+    }
+
+    fn home(&self) -> Option<String> {
+        self.home.clone()
     }
 
     async fn acquire(&self, owner: &str, requests: &[LockRequest]) -> Result<Vec<Option<Lease>>> {

@@ -9,6 +9,7 @@
 //! [`StoreLatency`] makes them answer as slowly as a store over a network does.
 
 mod latency;
+mod leases;
 mod locks;
 mod log;
 mod releases;

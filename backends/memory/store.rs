@@ -45,6 +45,9 @@ pub(super) struct Inner {
     pub(super) credentials: BTreeMap<(CredentialKind, String), CredentialRecord>,
     /// Releases queued per job, oldest first.
     pub(super) releases: BTreeMap<JobId, Vec<Queued>>,
+    /// The leases kept with the jobs ([`JobLeases`](crate::store::JobLeases)): holder
+    /// and expiry; the token is the job's `last_token`.
+    pub(super) leases: std::collections::HashMap<JobId, (String, Timestamp)>,
 }
 
 /// A queued release: its upstream run (the key's source and instant), that run
@@ -128,7 +131,12 @@ impl Inner {
 
     /// `fresh`: the runs this batch recorded, which a later item of the batch is
     /// never the repeat of (items of one job in one batch: the first decides).
-    fn start(&mut self, r: &StartRun, now: Timestamp, fresh: &mut Vec<RunId>) -> StartOutcome {
+    pub(super) fn start(
+        &mut self,
+        r: &StartRun,
+        now: Timestamp,
+        fresh: &mut Vec<RunId>,
+    ) -> StartOutcome {
         let state = self.jobs.get(&r.job_id).map(JobState::from);
         // Only a job whose last token is the request's can be running the request's
         // run (so the batch's own runs are searched only then).
@@ -198,6 +206,17 @@ impl Inner {
                 j.next = f.next.clone();
             }
         });
+        match f.lease {
+            LeaseEnd::Untouched => {}
+            LeaseEnd::Release => {
+                self.leases.remove(&f.job_id);
+            }
+            LeaseEnd::Keep(ttl) => {
+                if let Some((_, until)) = self.leases.get_mut(&f.job_id) {
+                    *until = now + ttl;
+                }
+            }
+        }
         self.running.remove(&f.run_id);
         if let Some(run) = self.runs.get_mut(&f.run_id) {
             run.status = f.status;
@@ -229,7 +248,7 @@ impl Inner {
 pub struct MemoryStore {
     pub(super) clock: Arc<dyn Clock>,
     inner: Arc<Mutex<Inner>>,
-    latency: Option<StoreLatency>,
+    pub(super) latency: Option<StoreLatency>,
 }
 
 impl Default for MemoryStore {
@@ -342,6 +361,7 @@ impl MemoryStore {
                 Some(rec) => {
                     inner.unindex(&rec);
                     inner.releases.remove(id);
+                    inner.leases.remove(id);
                     Applied::Removed(true)
                 }
                 None => Applied::Removed(false),
@@ -407,6 +427,25 @@ impl MemoryStore {
     pub fn job_count(&self) -> usize {
         self.inner().jobs.len()
     }
+
+    /// This store's leases as a lock provider: a scheduler given both keeps each
+    /// job's lease with the job ([`JobLeases`](crate::store::JobLeases)), so a claim
+    /// and its start are one call. Without a scheduler the provider is an ordinary
+    /// [`LocalLocks`](super::LocalLocks) on the store's clock and latency, keyed as
+    /// the store's leases are named.
+    pub fn locks(&self) -> super::LocalLocks {
+        let locks = super::LocalLocks::with_clock(self.clock.clone())
+            .homed(crate::store::JobLeases::home(self));
+        match &self.latency {
+            Some(l) => locks.with_latency(l.clone()),
+            None => locks,
+        }
+    }
+
+    /// Where its leases live, unique to this store and its clones.
+    pub(super) fn home_name(&self) -> String {
+        format!("memory {:p}", Arc::as_ptr(&self.inner))
+    }
 }
 
 #[async_trait]
@@ -468,6 +507,7 @@ impl Jobs for MemoryStore {
         use std::ops::Bound;
         // A read: the call's cost, not the rows'.
         delay(&self.latency, 0).await;
+        let now = self.clock.now();
         let inner = self.inner();
         let from = match &query.after {
             Some(k) => Bound::Excluded((k.fire_at, k.job_id.clone())),
@@ -478,6 +518,8 @@ impl Jobs for MemoryStore {
                 .due
                 .range((from, Bound::Unbounded))
                 .take_while(|((at, _), _)| *at <= query.until)
+                // A job whose lease another holder keeps with it is not claimable.
+                .filter(|((_, id), _)| inner.leases.get(id).is_none_or(|(_, u)| *u <= now))
                 .take(query.limit)
                 .map(|((_, id), e)| DueFire {
                     job_id: id.clone(),
@@ -554,5 +596,9 @@ impl Jobs for MemoryStore {
     ) -> Result<bool> {
         let now = self.clock.now();
         Ok(self.inner().alarm_waiting(job, fire_at, event, now))
+    }
+
+    fn job_leases(&self) -> Option<&dyn crate::store::JobLeases> {
+        Some(self)
     }
 }

@@ -43,6 +43,12 @@ impl LocksOver<MySqlDialect> for MySqlLockStatements {
 }
 
 impl MySqlLockStatements {
+    /// Where the leases live: the store's tables (see
+    /// [`LockProvider::home`](crate::LockProvider::home)).
+    pub(crate) fn home(&self) -> Option<String> {
+        self.generic.home()
+    }
+
     /// Grants every requested key that is free or expired to `owner` (a key asked
     /// twice in one batch at most once): the server's clock read first, then one
     /// autocommitted `INSERT … ON DUPLICATE KEY UPDATE` of the batch in key order

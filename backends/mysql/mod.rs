@@ -85,6 +85,11 @@ const MIGRATIONS: &[Embedded] = &[
         "the run log partitioned by day",
         include_str!("migrations/0011_day_partitions.sql"),
     ),
+    (
+        12,
+        "a fire in its job's row (lease, running run)",
+        include_str!("migrations/0012_fire_in_job_row.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =
@@ -132,6 +137,9 @@ impl Dialect for MySqlDialect {
 
     const NAME: &'static str = NAME;
     const TRIGGER: &'static str = "`trigger`";
+    const FALSE: &'static str = "FALSE";
+    const NULL_INT: &'static str = "CAST(NULL AS SIGNED)";
+    const NULL_TEXT: &'static str = "CAST(NULL AS CHAR)";
     const DIV: &'static str = "DIV";
     const NOW_MS: &'static str = NOW_MS;
     const NOW_US: &'static str =
@@ -154,6 +162,17 @@ impl Dialect for MySqlDialect {
 
     fn t(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
+    }
+
+    fn home(&self) -> String {
+        let o = self.pool.connect_options();
+        format!(
+            "mysql {}:{}/{} {}",
+            o.get_host(),
+            o.get_port(),
+            o.get_database().unwrap_or_default(),
+            self.prefix
+        )
     }
 
     fn prefix(&self) -> &str {

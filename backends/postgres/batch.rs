@@ -67,10 +67,11 @@ impl PgDialect {
             .collect()
     }
 
-    /// One statement for the whole batch: lock the qualifying job rows, insert the
-    /// runs, mark the jobs running. Refused items are explained by a second read.
+    /// One statement for the whole batch: lock the qualifying job rows and write each
+    /// run into its job's row. Refused items are explained from the rows as they
+    /// were before the statement, in the same statement.
     pub(super) async fn start_batch(&self, runs: &[StartRun]) -> Result<Vec<StartOutcome>> {
-        let (jobs, runs_t) = (self.t("jobs"), self.t("runs"));
+        let jobs = self.t("jobs");
         let run_id = crate::sql::partitions::run_id_for("n.ms", &self.next_run_id(), Self::DIV);
         let col = |f: fn(&StartRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
         let contexts: Vec<Option<String>> = runs.iter().map(|r| r.context.to_stored()).collect();
@@ -79,6 +80,8 @@ impl PgDialect {
                  SELECT * FROM UNNEST($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::text[], $6::int8[], $7::text[],
                                       $8::int8[], $9::int8[], $10::text[])
                      WITH ORDINALITY AS r(job_id, fire_at, version, token, node, attempt, trig, cfires, cthrough, context, ord)
+             ), n AS (
+                 SELECT {NOW_MS} AS ms
              ), locked AS (
                  SELECT j.id, r.ord FROM {jobs} j JOIN req r ON j.id = r.job_id
                  WHERE j.enabled AND j.version = r.version AND j.running_run IS NULL
@@ -86,80 +89,59 @@ impl PgDialect {
                  ORDER BY j.id FOR UPDATE OF j
              ), ok AS (
                  SELECT DISTINCT ON (r.job_id) r.* FROM req r JOIN locked l ON l.ord = r.ord ORDER BY r.job_id, r.ord
-             ), ins AS (
-                 INSERT INTO {runs_t} (id, job_id, fire_at, trigger, node, attempt, token, status, started_at, will_retry,
-                     covered_fires, covered_through, context)
-                 SELECT {run_id}, job_id, fire_at, trig, node, attempt::int4, token, 'running', n.ms, false, cfires, cthrough, context
-                 FROM ok, (SELECT {NOW_MS} AS ms) n
-                 RETURNING id, job_id, token, started_at
              ), upd AS (
-                 UPDATE {jobs} j SET last_token = ins.token, running_run = ins.id FROM ins WHERE j.id = ins.job_id
+                 UPDATE {jobs} j SET last_token = ok.token, running_run = {run_id}, run_node = ok.node,
+                     run_fire_at = ok.fire_at, run_trigger = ok.trig, run_attempt = ok.attempt::int4, run_token = ok.token,
+                     run_started_at = n.ms, run_covered_fires = ok.cfires, run_covered_through = ok.cthrough,
+                     run_context = ok.context
+                 FROM ok, n WHERE j.id = ok.job_id
+                 RETURNING j.id, j.running_run, j.run_started_at
              )
-             SELECT r.ord, ins.id AS run_id, ins.started_at, j.id IS NOT NULL AS found, j.enabled, j.version,
-                    j.running_run, j.next_fire_at, j.last_token
+             SELECT r.ord, upd.running_run AS run_id, upd.run_started_at AS started_at, j.id IS NOT NULL AS found,
+                    j.enabled, j.version, j.running_run, j.next_fire_at, j.last_token, j.run_node, j.run_token,
+                    j.run_fire_at, j.run_attempt, j.run_started_at AS prev_started
              FROM req r
              LEFT JOIN {jobs} j ON j.id = r.job_id
              LEFT JOIN ok ON ok.ord = r.ord
-             LEFT JOIN ins ON ins.job_id = ok.job_id
+             LEFT JOIN upd ON upd.id = ok.job_id
              ORDER BY r.ord"
         );
-        let query = || {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(
-                    runs.iter()
-                        .map(|r| r.job_id.to_string())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(col(|r| r.fire_at.as_millis()))
-                .bind(col(|r| r.version as i64))
-                .bind(col(|r| r.token as i64))
-                .bind(runs.iter().map(|r| r.node.clone()).collect::<Vec<_>>())
-                .bind(col(|r| i64::from(r.attempt)))
-                .bind(
-                    runs.iter()
-                        .map(|r| r.trigger.as_str().to_string())
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    runs.iter()
-                        .map(|r| crate::sql::decode::span_columns(r.covers).0)
-                        .collect::<Vec<_>>(),
-                )
-                .bind(
-                    runs.iter()
-                        .map(|r| crate::sql::decode::span_columns(r.covers).1)
-                        .collect::<Vec<_>>(),
-                )
-                .bind(contexts.clone())
-        };
-        let rows = match query().fetch_all(&self.pool).await {
-            // A day with no partition of the run log (maintenance has not made it):
-            // make the missing days and try once more.
-            Err(e) if missing_partition(&e) => {
-                tracing::warn!(
-                    "a run started on a day the run log has no partition for; making it"
-                );
-                crate::sql::partitions::prepare(self).await?;
-                query().fetch_all(&self.pool).await
-            }
-            other => other,
-        }
-        .map_err(db_err("start_runs"))?;
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(
+                runs.iter()
+                    .map(|r| r.job_id.to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(col(|r| r.fire_at.as_millis()))
+            .bind(col(|r| r.version as i64))
+            .bind(col(|r| r.token as i64))
+            .bind(runs.iter().map(|r| r.node.clone()).collect::<Vec<_>>())
+            .bind(col(|r| i64::from(r.attempt)))
+            .bind(
+                runs.iter()
+                    .map(|r| r.trigger.as_str().to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                runs.iter()
+                    .map(|r| crate::sql::decode::span_columns(r.covers).0)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(
+                runs.iter()
+                    .map(|r| crate::sql::decode::span_columns(r.covers).1)
+                    .collect::<Vec<_>>(),
+            )
+            .bind(contexts)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_err("start_runs"))?;
         // The job columns are the state before this statement; refusals are explained
         // in request order, as if the items ran one after another. A job running a
-        // run under the request's token may be running the request's own run (a
-        // repeated start): those runs are read, only then.
+        // run under the request's token, in its row, may be running the request's own
+        // run (a repeated start).
         let int =
             |row: &sqlx::postgres::PgRow, c: &str| row.try_get::<Option<i64>, _>(c).ok().flatten();
-        let repeats: Vec<i64> = runs
-            .iter()
-            .zip(&rows)
-            .filter(|(r, row)| {
-                int(row, "run_id").is_none() && int(row, "last_token") == Some(r.token as i64)
-            })
-            .filter_map(|(_, row)| int(row, "running_run"))
-            .collect();
-        let recorded = self.run_states(&repeats).await?;
         let mut started_jobs = std::collections::HashSet::new();
         let mut out = Vec::with_capacity(runs.len());
         for (r, row) in runs.iter().zip(&rows) {
@@ -172,9 +154,30 @@ impl PgDialect {
                 });
                 continue;
             }
+            let in_row = row
+                .try_get::<Option<String>, _>("run_node")
+                .ok()
+                .flatten()
+                .is_some();
             let mine = i("running_run")
-                .and_then(|id| recorded.get(&id).map(|(s, at)| (id, s, *at)))
-                .filter(|(_, s, _)| rules::recorded_by(s, r));
+                .filter(|_| in_row)
+                .map(|id| {
+                    let state = rules::RunState {
+                        job_id: r.job_id.clone(),
+                        running: true,
+                        token: i("run_token").unwrap_or(0) as u64,
+                        fire_at: Timestamp::from_millis(i("run_fire_at").unwrap_or(0)),
+                        attempt: row
+                            .try_get::<Option<i32>, _>("run_attempt")
+                            .ok()
+                            .flatten()
+                            .map_or(0, |a| u32::try_from(a).unwrap_or(0)),
+                    };
+                    (id, state, i("prev_started").unwrap_or(0))
+                })
+                .filter(|(_, s, _)| {
+                    !started_jobs.contains(r.job_id.as_str()) && rules::recorded_by(s, r)
+                });
             let last = i("last_token").unwrap_or(0) as u64;
             let refusal = if !row.try_get::<bool, _>("found").unwrap_or(false) {
                 StartRefusal::NotFound
@@ -208,45 +211,93 @@ impl PgDialect {
         Ok(out)
     }
 
-    /// The runs `ids` (those that exist) with their start instants (ms), by id.
-    async fn run_states(
-        &self,
-        ids: &[i64],
-    ) -> Result<std::collections::HashMap<i64, (rules::RunState, i64)>> {
-        if ids.is_empty() {
-            return Ok(Default::default());
-        }
-        let rows: Vec<(i64, String, String, i64, i64, i32, i64)> = sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT id, job_id, status, token, fire_at, attempt, started_at FROM {} WHERE id = ANY($1)",
-            self.t("runs")
-        )))
-        .bind(ids)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db_err("start_runs"))?;
-        rows.into_iter()
-            .map(|(id, job, status, token, fire_at, attempt, started_at)| {
-                let state = rules::RunState {
-                    job_id: crate::job::JobId::new(&job)?,
-                    running: status == RunStatus::Running.as_str(),
-                    token: token as u64,
-                    fire_at: Timestamp::from_millis(fire_at),
-                    attempt: u32::try_from(attempt).unwrap_or(0),
-                };
-                Ok((id, (state, started_at)))
-            })
-            .collect()
-    }
-
-    /// One statement for the whole batch: lock the jobs and runs, check the tokens,
-    /// write the runs, the jobs' next state (when unchanged since the start) and the
-    /// alarm events. Refused items are explained by a second read.
+    /// One statement for the whole batch of runs kept in their job rows: lock the
+    /// jobs, check the tokens, insert the run rows from the job rows with the
+    /// outcomes, write the jobs' next state (when unchanged since the start) and
+    /// leases, and the alarm events. The items it does not finish (refused, or a run
+    /// in a run row of its own) go through the shared SQL finish, which records or
+    /// explains them. A run row whose day has no partition makes it and tries again.
     pub(super) async fn finish_batch(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
         if runs.iter().any(|f| !f.releases.is_empty()) {
             // Releases are queued and taken in the finish's transaction: the
             // shared SQL store's finish, which decides in Rust over locked rows.
-            return crate::sql::batch::finish(self, runs).await;
+            return self
+                .with_days(runs, || crate::sql::batch::finish(self, runs))
+                .await;
         }
+        let rows = self.with_days(runs, || self.finish_in_rows(runs)).await?;
+        let mut queued: Vec<&str> = rows.iter().filter(|r| r.4).map(|r| r.3.as_str()).collect();
+        if !queued.is_empty() {
+            // A finished job with releases queued takes one in a transaction of its
+            // own (a node that dies before it leaves it to the maintenance pass).
+            queued.sort_unstable();
+            queued.dedup();
+            // The finishes are written: a failure here only delays the take to the
+            // next maintenance pass.
+            if let Err(e) = self.take_after_finish(&queued).await {
+                tracing::warn!(error = %e, "a finished job's queued release waits for the maintenance pass");
+            }
+        }
+        let mut done: HashMap<i64, (i64, bool)> = rows
+            .into_iter()
+            .map(|(id, at, r, _, _)| (id, (at, r.unwrap_or(false))))
+            .collect();
+        let mut out: Vec<Option<FinishOutcome>> = runs
+            .iter()
+            .map(|f| {
+                done.remove(&f.run_id.0)
+                    .map(|(at, rescheduled)| FinishOutcome::Finished {
+                        ended_at: Timestamp::from_millis(at),
+                        rescheduled,
+                    })
+            })
+            .collect();
+        let rest: Vec<usize> = (0..runs.len()).filter(|i| out[*i].is_none()).collect();
+        if !rest.is_empty() {
+            let again: Vec<FinishRun> = rest.iter().map(|&i| runs[i].clone()).collect();
+            let answers = self
+                .with_days(&again, || crate::sql::batch::finish(self, &again))
+                .await?;
+            for (i, a) in rest.into_iter().zip(answers) {
+                out[i] = Some(a);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|o| o.expect("every item answered"))
+            .collect())
+    }
+
+    /// Runs `write` once more after making the partitions of the run ids' days when
+    /// it failed for want of one.
+    async fn with_days<T, F, Fut>(&self, runs: &[FinishRun], write: F) -> Result<T>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        match write().await {
+            Err(crate::Error::Backend { source, .. })
+                if source
+                    .downcast_ref::<sqlx::Error>()
+                    .is_some_and(missing_partition) =>
+            {
+                tracing::warn!(
+                    "a run finished on a day the run log has no partition for; making it"
+                );
+                let ids: Vec<i64> = runs.iter().map(|f| f.run_id.0).collect();
+                crate::sql::partitions::add_days_of(self, &ids).await?;
+                write().await
+            }
+            other => other,
+        }
+    }
+
+    /// The fused finish of the runs kept in job rows: `(run id, ended at, rescheduled,
+    /// job id, has a release queued)` for each run it finished.
+    async fn finish_in_rows(
+        &self,
+        runs: &[FinishRun],
+    ) -> Result<Vec<(i64, i64, Option<bool>, String, bool)>> {
         let (jobs, runs_t, alarms) = (self.t("jobs"), self.t("runs"), self.t("alarms"));
         let queue = self.t("releases");
         let i64s = |f: fn(&FinishRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
@@ -265,48 +316,62 @@ impl PgDialect {
                 alarm_events.push(crate::sql::decode::encode(super::NAME, e)?);
             }
         }
-        let rows: Vec<(i64, i64, Option<bool>, String, bool)> = sqlx::query_as(AssertSqlSafe(format!(
+        let lease = |f: &FinishRun| match f.lease {
+            LeaseEnd::Untouched => (0i64, 0i64),
+            LeaseEnd::Release => (1, 0),
+            LeaseEnd::Keep(ttl) => (2, crate::time::duration_ms(ttl)),
+        };
+        let clear = crate::sql::running::CLEAR_RUN;
+        sqlx::query_as(AssertSqlSafe(format!(
             "WITH req AS (
                  SELECT * FROM UNNEST($1::int8[], $2::text[], $3::int8[], $4::bool[], $5::text[], $6::text[], $7::bool[],
-                                      $8::int8[], $9::int8[], $10::text[], $11::int8[], $14::int8[], $15::text[])
+                                      $8::int8[], $9::int8[], $10::text[], $11::int8[], $14::int8[], $15::text[],
+                                      $16::int8[], $17::int8[])
                      AS r(run_id, job_id, token, takeover, status, error, will_retry, version, next_at, next_trigger, next_attempt,
-                          next_resume, next_context)
+                          next_resume, next_context, lease, lease_ms)
+             ), n AS (
+                 SELECT {NOW_MS} AS ms
              ), jl AS (
-                 SELECT id, last_token, version, next_fire_at FROM {jobs}
-                 WHERE id IN (SELECT job_id FROM req) ORDER BY id FOR UPDATE
-             ), rl AS (
-                 SELECT id, job_id, token, fire_at FROM {runs_t}
-                 WHERE id IN (SELECT run_id FROM req) AND status = 'running' ORDER BY id FOR UPDATE
+                 SELECT id, last_token, version, next_fire_at, running_run, run_node, run_fire_at, run_trigger, run_attempt,
+                        run_token, run_started_at, run_covered_fires, run_covered_through, run_context
+                 FROM {jobs} WHERE id IN (SELECT job_id FROM req) ORDER BY id FOR UPDATE
              ), ok AS (
-                 SELECT DISTINCT ON (r.run_id) r.*, (jl.version = r.version AND jl.next_fire_at = rl.fire_at) AS resched
-                 FROM req r JOIN rl ON rl.id = r.run_id AND rl.job_id = r.job_id
-                 LEFT JOIN jl ON jl.id = r.job_id
+                 SELECT DISTINCT ON (r.run_id) r.*, jl.run_fire_at, jl.run_trigger, jl.run_node, jl.run_attempt, jl.run_token,
+                        jl.run_started_at, jl.run_covered_fires, jl.run_covered_through, jl.run_context,
+                        (jl.version = r.version AND jl.next_fire_at = jl.run_fire_at) AS resched
+                 FROM req r JOIN jl ON jl.id = r.job_id AND jl.running_run = r.run_id AND jl.run_node IS NOT NULL
                  WHERE CASE WHEN r.takeover
-                       THEN r.token >= COALESCE(jl.last_token, rl.token) AND r.token >= rl.token
-                       ELSE r.token = rl.token AND r.token >= COALESCE(jl.last_token, rl.token) END
+                       THEN r.token >= jl.last_token AND r.token >= jl.run_token
+                       ELSE r.token = jl.run_token AND r.token >= jl.last_token END
                  ORDER BY r.run_id
+             ), ins AS (
+                 INSERT INTO {runs_t} (id, job_id, fire_at, trigger, node, attempt, token, status, started_at, ended_at,
+                     error, will_retry, covered_fires, covered_through, context)
+                 SELECT ok.run_id, ok.job_id, ok.run_fire_at, ok.run_trigger, ok.run_node, ok.run_attempt, ok.run_token,
+                        ok.status, ok.run_started_at, n.ms, ok.error, ok.will_retry, ok.run_covered_fires,
+                        ok.run_covered_through, ok.run_context
+                 FROM ok, n
+                 RETURNING id, ended_at
              ), uj AS (
-                 UPDATE {jobs} j SET last_token = ok.token,
-                     running_run = CASE WHEN j.running_run = ok.run_id THEN NULL ELSE j.running_run END,
+                 UPDATE {jobs} j SET last_token = ok.token, {clear},
                      next_fire_at = CASE WHEN ok.resched THEN ok.next_at ELSE j.next_fire_at END,
                      next_trigger = CASE WHEN ok.resched THEN ok.next_trigger ELSE j.next_trigger END,
                      attempt = CASE WHEN ok.resched THEN ok.next_attempt::int4 ELSE j.attempt END,
                      resume_after = CASE WHEN ok.resched THEN ok.next_resume ELSE j.resume_after END,
-                     next_context = CASE WHEN ok.resched THEN ok.next_context ELSE j.next_context END
-                 FROM ok WHERE j.id = ok.job_id
-             ), ur AS (
-                 UPDATE {runs_t} ru SET status = ok.status, ended_at = {NOW_MS}, error = ok.error, will_retry = ok.will_retry
-                 FROM ok WHERE ru.id = ok.run_id
-                 RETURNING ru.id, ru.ended_at
+                     next_context = CASE WHEN ok.resched THEN ok.next_context ELSE j.next_context END,
+                     lease_owner = CASE WHEN ok.lease = 1 THEN NULL ELSE j.lease_owner END,
+                     lease_until = CASE WHEN ok.lease = 1 THEN 0 WHEN ok.lease = 2 THEN n.ms + ok.lease_ms
+                                        ELSE j.lease_until END
+                 FROM ok, n WHERE j.id = ok.job_id
              ), al AS (
                  INSERT INTO {alarms} (event, status, attempts, next_attempt_at, created_at)
-                 SELECT a.event, 'pending', 0, {NOW_MS}, {NOW_MS}
+                 SELECT a.event, 'pending', 0, n.ms, n.ms
                  FROM UNNEST($12::int8[], $13::text[]) WITH ORDINALITY AS a(run_id, event, ord)
-                 JOIN ok ON ok.run_id = a.run_id ORDER BY a.ord
+                 JOIN ok ON ok.run_id = a.run_id, n ORDER BY a.ord
              )
-             SELECT ur.id, ur.ended_at, ok.resched, ok.job_id,
+             SELECT ins.id, ins.ended_at, ok.resched, ok.job_id,
                     EXISTS (SELECT 1 FROM {queue} q WHERE q.job_id = ok.job_id AND q.taken_at IS NULL) AS queued
-             FROM ur JOIN ok ON ok.run_id = ur.id"
+             FROM ins JOIN ok ON ok.run_id = ins.id"
         )))
         .bind(i64s(|f| f.run_id.0))
         .bind(runs.iter().map(|f| f.job_id.to_string()).collect::<Vec<_>>())
@@ -335,80 +400,11 @@ impl PgDialect {
                 .collect::<Vec<_>>(),
         )
         .bind(next_contexts)
+        .bind(runs.iter().map(|f| lease(f).0).collect::<Vec<_>>())
+        .bind(runs.iter().map(|f| lease(f).1).collect::<Vec<_>>())
         .fetch_all(&self.pool)
         .await
-        .map_err(db_err("finish_runs"))?;
-        let mut queued: Vec<&str> = rows.iter().filter(|r| r.4).map(|r| r.3.as_str()).collect();
-        if !queued.is_empty() {
-            // A finished job with releases queued takes one in a transaction of its
-            // own (a node that dies before it leaves it to the maintenance pass).
-            queued.sort_unstable();
-            queued.dedup();
-            // The finishes are written: a failure here only delays the take to the
-            // next maintenance pass.
-            if let Err(e) = self.take_after_finish(&queued).await {
-                tracing::warn!(error = %e, "a finished job's queued release waits for the maintenance pass");
-            }
-        }
-        let mut done: HashMap<i64, (i64, bool)> = rows
-            .into_iter()
-            .map(|(id, at, r, _, _)| (id, (at, r.unwrap_or(false))))
-            .collect();
-        let refused: Vec<&FinishRun> = runs
-            .iter()
-            .filter(|f| !done.contains_key(&f.run_id.0))
-            .collect();
-        // A refusal names the last token of the job the request names (as the rules
-        // read it), which is not the run's own job when the two differ.
-        let state: HashMap<i64, (String, u64, u64)> = if refused.is_empty() {
-            HashMap::new()
-        } else {
-            let rows: Vec<(i64, String, i64, Option<i64>)> =
-                sqlx::query_as(AssertSqlSafe(format!(
-                    "SELECT ru.id, ru.status, ru.token, j.last_token
-                 FROM UNNEST($1::int8[], $2::text[]) AS r(run_id, job_id)
-                 JOIN {runs_t} ru ON ru.id = r.run_id
-                 LEFT JOIN {jobs} j ON j.id = r.job_id"
-                )))
-                .bind(refused.iter().map(|f| f.run_id.0).collect::<Vec<_>>())
-                .bind(
-                    refused
-                        .iter()
-                        .map(|f| f.job_id.to_string())
-                        .collect::<Vec<_>>(),
-                )
-                .fetch_all(&self.pool)
-                .await
-                .map_err(db_err("finish_runs"))?;
-            rows.into_iter()
-                .map(|(id, status, token, last)| {
-                    (
-                        id,
-                        (
-                            status,
-                            token as u64,
-                            last.map_or(token as u64, |l| l as u64),
-                        ),
-                    )
-                })
-                .collect()
-        };
-        Ok(runs
-            .iter()
-            .map(|f| match done.remove(&f.run_id.0) {
-                Some((at, rescheduled)) => FinishOutcome::Finished {
-                    ended_at: Timestamp::from_millis(at),
-                    rescheduled,
-                },
-                None => FinishOutcome::Refused(match state.get(&f.run_id.0) {
-                    None => FinishRefusal::NotFound,
-                    Some((status, _, _)) if status != RunStatus::Running.as_str() => {
-                        FinishRefusal::NotRunning
-                    }
-                    Some((_, _, current)) => FinishRefusal::Fenced { current: *current },
-                }),
-            })
-            .collect())
+        .map_err(db_err("finish_runs"))
     }
 }
 

@@ -53,6 +53,12 @@ fn lock_in_key_order(table: &str) -> String {
 }
 
 impl PgLockStatements {
+    /// Where the leases live: the store's tables (see
+    /// [`LockProvider::home`](crate::LockProvider::home)).
+    pub(crate) fn home(&self) -> Option<String> {
+        self.generic.home()
+    }
+
     /// Grants every requested key that is free or expired to `owner`.
     pub(crate) async fn acquire(
         &self,

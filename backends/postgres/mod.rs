@@ -20,6 +20,7 @@
 //! ```
 
 mod batch;
+mod leases;
 mod locks;
 
 use crate::error::{Error, Result};
@@ -94,6 +95,11 @@ const MIGRATIONS: &[Embedded] = &[
         "the run log partitioned by day",
         include_str!("migrations/0013_day_partitions.sql"),
     ),
+    (
+        14,
+        "a fire in its job's row (lease, running run)",
+        include_str!("migrations/0014_fire_in_job_row.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).
@@ -160,6 +166,9 @@ impl Dialect for PgDialect {
 
     const NAME: &'static str = NAME;
     const TRIGGER: &'static str = "trigger";
+    const FALSE: &'static str = "false";
+    const NULL_INT: &'static str = "CAST(NULL AS BIGINT)";
+    const NULL_TEXT: &'static str = "CAST(NULL AS TEXT)";
     const DIV: &'static str = "/";
     const NOW_MS: &'static str = NOW_MS;
     const NOW_US: &'static str = "floor(extract(epoch from clock_timestamp()) * 1000000)::bigint";
@@ -181,6 +190,17 @@ impl Dialect for PgDialect {
 
     fn t(&self, name: &str) -> String {
         self.tables.t(name)
+    }
+
+    fn home(&self) -> String {
+        let o = self.pool.connect_options();
+        format!(
+            "postgres {}:{}/{} {}",
+            o.get_host(),
+            o.get_port(),
+            o.get_database().unwrap_or_default(),
+            self.t("")
+        )
     }
 
     fn prefix(&self) -> &str {
@@ -246,6 +266,22 @@ impl Dialect for PgDialect {
 
     async fn finish_runs(&self, runs: &[FinishRun]) -> Result<Vec<FinishOutcome>> {
         self.finish_batch(runs).await
+    }
+
+    async fn claim_runs(
+        &self,
+        claims: &[crate::record::ClaimRun],
+        want: usize,
+    ) -> Result<Vec<crate::record::ClaimOutcome>> {
+        self.claim_batch(claims, want).await
+    }
+
+    async fn acquire_jobs(
+        &self,
+        owner: &str,
+        requests: &[crate::lock::LockRequest],
+    ) -> Result<Vec<Option<crate::lock::Lease>>> {
+        self.acquire_batch(owner, requests).await
     }
 }
 

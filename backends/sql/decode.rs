@@ -17,6 +17,8 @@ pub(crate) trait SqlRow {
     fn opt_int(&self, column: &str) -> Result<Option<i64>, sqlx::Error>;
     /// A 32-bit `INTEGER` / `INT` column.
     fn int32(&self, column: &str) -> Result<i32, sqlx::Error>;
+    /// A nullable 32-bit column.
+    fn opt_int32(&self, column: &str) -> Result<Option<i32>, sqlx::Error>;
     fn flag(&self, column: &str) -> Result<bool, sqlx::Error>;
 }
 
@@ -36,6 +38,9 @@ macro_rules! sql_row {
                 sqlx::Row::try_get(self, c)
             }
             fn int32(&self, c: &str) -> Result<i32, sqlx::Error> {
+                sqlx::Row::try_get(self, c)
+            }
+            fn opt_int32(&self, c: &str) -> Result<Option<i32>, sqlx::Error> {
                 sqlx::Row::try_get(self, c)
             }
             fn flag(&self, c: &str) -> Result<bool, sqlx::Error> {

@@ -96,6 +96,17 @@ impl<D: Dialect> SqlStore<D> {
         let q =
             Sql::new(format!("DELETE FROM {} WHERE id = ?", self.d.t("jobs"))).bind(id.as_str());
         let mut tx = self.d.begin(op).await?;
+        // A run in progress goes into the run log, where its finish records it (the
+        // row locked first: a finish of that run waits for the removal, then finds
+        // its run row).
+        let lock = Sql::new(format!(
+            "SELECT id FROM {} WHERE id = ?{}",
+            self.d.t("jobs"),
+            D::FOR_UPDATE
+        ))
+        .bind(id.as_str());
+        self.d.fetch_in(&mut tx, op, lock).await?;
+        super::running::move_out(&self.d, &mut tx, op, &[id.as_str()]).await?;
         let existed = self.d.exec_in(&mut tx, op, q).await? > 0;
         let drop_queue = Sql::new(format!(
             "DELETE FROM {} WHERE job_id = ?",
@@ -472,10 +483,12 @@ impl<D: Dialect> Jobs for SqlStore<D> {
     }
 
     async fn due(&self, query: &DueQuery) -> Result<Page<DueFire>> {
+        // A job whose lease another holder has in its row is not claimable.
         let mut q = Sql::new(format!(
-            "SELECT * FROM {} WHERE {} AND next_fire_at <= ?",
+            "SELECT * FROM {} WHERE {} AND next_fire_at <= ? AND lease_until <= {}",
             self.d.t("jobs"),
-            D::DUE
+            D::DUE,
+            D::NOW_MS
         ))
         .bind(query.until.as_millis());
         if let Some(k) = &query.after {
@@ -526,6 +539,10 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         event: &crate::record::AlarmEvent,
     ) -> Result<bool> {
         self.alarm_queued(job, fire_at, event).await
+    }
+
+    fn job_leases(&self) -> Option<&dyn crate::store::JobLeases> {
+        Some(self)
     }
 
     async fn queue_releases(

@@ -69,6 +69,12 @@ impl<D: Dialect> LocksOver<D> for SqlLocks<D> {
 }
 
 impl<D: Dialect> SqlLocks<D> {
+    /// Where the leases live: the store's tables (see
+    /// [`LockProvider::home`](crate::LockProvider::home)).
+    pub(crate) fn home(&self) -> Option<String> {
+        Some(self.d.home())
+    }
+
     /// Reads and locks the rows of `keys` in key order, with the server's clock (ms
     /// and µs) in the same statement; the clock is `None` when no row exists.
     async fn read_rows(

@@ -2,7 +2,7 @@
 
 use super::decode::SqlRow;
 use super::decode::{self, DAY_MS, day_start_ms, encode};
-use super::{Dialect, Sql, SqlStore, marks, now_in, value_rows};
+use super::{Dialect, Sql, SqlStore, marks, now_in, running, value_rows};
 
 /// Log lines inserted per statement (three parameters each: under every server's
 /// parameter limit).
@@ -18,7 +18,14 @@ use std::time::Duration;
 #[async_trait]
 impl<D: Dialect> RunLog for SqlStore<D> {
     async fn runs(&self, q: &RunQuery) -> Result<Vec<RunRecord>> {
-        let mut sql = Sql::new(format!("SELECT * FROM {} WHERE 1 = 1", self.d.t("runs")));
+        // The run rows and the running runs kept in job rows, each newest first and
+        // cut at the limit, merged.
+        let limit = q.effective_limit().min(i64::MAX as usize) as i64;
+        let mut sql = Sql::new(format!(
+            "SELECT * FROM (SELECT * FROM (SELECT {} FROM {} WHERE 1 = 1",
+            running::run_columns::<D>(),
+            self.d.t("runs")
+        ));
         if let Some(j) = &q.job_id {
             sql.push(" AND job_id = ?", [j.as_str().into()]);
         }
@@ -48,10 +55,35 @@ impl<D: Dialect> RunLog for SqlStore<D> {
                 sql.push(cond, args.into_iter().map(Into::into));
             }
         }
-        sql.push(
-            " ORDER BY id DESC LIMIT ?",
-            [(q.effective_limit().min(i64::MAX as usize) as i64).into()],
-        );
+        sql.push(" ORDER BY id DESC LIMIT ?) a", [limit.into()]);
+        if q.status.is_none_or(|s| s == RunStatus::Running) {
+            sql.push(
+                &format!(
+                    " UNION ALL SELECT * FROM (SELECT {} FROM {} WHERE {} AND running_run IS NOT NULL",
+                    running::as_run_columns::<D>(),
+                    self.d.t("jobs"),
+                    running::IN_ROW
+                ),
+                [],
+            );
+            if let Some(j) = &q.job_id {
+                sql.push(" AND id = ?", [j.as_str().into()]);
+            }
+            if let Some(n) = &q.node {
+                sql.push(" AND run_node = ?", [n.as_str().into()]);
+            }
+            if let Some(t) = q.since {
+                sql.push(" AND run_started_at >= ?", [t.as_millis().into()]);
+            }
+            if let Some(t) = q.until {
+                sql.push(" AND run_started_at < ?", [t.as_millis().into()]);
+            }
+            if let Some(b) = q.before {
+                sql.push(" AND running_run < ?", [b.0.into()]);
+            }
+            sql.push(" ORDER BY running_run DESC LIMIT ?) b", [limit.into()]);
+        }
+        sql.push(") u ORDER BY id DESC LIMIT ?", [limit.into()]);
         let rows = self.d.fetch("runs", sql).await?;
         rows.iter()
             .map(|r| decode::run_record(D::NAME, r))
@@ -113,12 +145,23 @@ impl<D: Dialect> RunLog for SqlStore<D> {
     }
 
     async fn daily_stats(&self, from: NaiveDate, to: NaiveDate) -> Result<Vec<DailyStats>> {
+        // The run rows by day and status, and the running runs kept in job rows (a
+        // day and status read twice adds up).
+        let div = D::DIV;
         let q = Sql::new(format!(
-            "SELECT started_at {div} {DAY_MS} AS day, status, COUNT(*) AS n FROM {} WHERE started_at >= ? AND started_at < ?
-             GROUP BY started_at {div} {DAY_MS}, status ORDER BY day",
-            self.d.t("runs"),
-            div = D::DIV
+            "SELECT day, status, n FROM (
+                 SELECT started_at {div} {DAY_MS} AS day, status, COUNT(*) AS n FROM {runs}
+                 WHERE started_at >= ? AND started_at < ? GROUP BY started_at {div} {DAY_MS}, status
+                 UNION ALL
+                 SELECT run_started_at {div} {DAY_MS} AS day, 'running' AS status, COUNT(*) AS n FROM {jobs}
+                 WHERE {in_row} AND run_started_at >= ? AND run_started_at < ? GROUP BY run_started_at {div} {DAY_MS}
+             ) s ORDER BY day",
+            runs = self.d.t("runs"),
+            jobs = self.d.t("jobs"),
+            in_row = running::IN_ROW,
         ))
+        .bind(day_start_ms(from))
+        .bind(day_start_ms(to) + DAY_MS)
         .bind(day_start_ms(from))
         .bind(day_start_ms(to) + DAY_MS);
         let rows = self.d.fetch("daily_stats", q).await?;
@@ -202,13 +245,25 @@ impl<D: Dialect> NodeRegistry for SqlStore<D> {
     }
 
     async fn orphaned_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        let limit = crate::limits::page(limit) as i64;
         let q = Sql::new(format!(
-            "SELECT * FROM {runs} WHERE status = 'running' AND node NOT IN (SELECT node_id FROM {nodes})
-             ORDER BY id LIMIT ?",
+            "SELECT * FROM (
+                 SELECT * FROM (SELECT {cols} FROM {runs} WHERE status = 'running' AND node NOT IN (SELECT node_id FROM {nodes})
+                     ORDER BY id LIMIT ?) a
+                 UNION ALL
+                 SELECT * FROM (SELECT {as_run} FROM {jobs} WHERE {in_row} AND running_run IS NOT NULL
+                     AND run_node NOT IN (SELECT node_id FROM {nodes}) ORDER BY running_run LIMIT ?) b
+             ) u ORDER BY id LIMIT ?",
+            cols = running::run_columns::<D>(),
+            as_run = running::as_run_columns::<D>(),
             runs = self.d.t("runs"),
-            nodes = self.d.t("nodes")
+            jobs = self.d.t("jobs"),
+            nodes = self.d.t("nodes"),
+            in_row = running::IN_ROW,
         ))
-        .bind(crate::limits::page(limit) as i64);
+        .bind(limit)
+        .bind(limit)
+        .bind(limit);
         let rows = self.d.fetch("orphaned_runs", q).await?;
         rows.iter()
             .map(|r| decode::run_record(D::NAME, r))

@@ -17,12 +17,14 @@ mod credentials;
 pub(crate) mod decode;
 mod handles;
 mod jobs;
+mod leases;
 pub(crate) mod locks;
 pub(crate) mod log;
 pub(crate) mod migrate;
 mod outbox;
 pub(crate) mod partitions;
 pub(crate) mod releases;
+pub(crate) mod running;
 
 use crate::error::{Error, Result};
 use crate::record::{DueKey, FinishOutcome, FinishRun, StartOutcome, StartRun};
@@ -181,6 +183,13 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
     const NAME: &'static str;
     /// The runs table's `trigger` column, quoted where the word is reserved.
     const TRIGGER: &'static str;
+    /// The literal `false` as the run table's `will_retry` column holds it.
+    const FALSE: &'static str;
+    /// `NULL` typed as an integer column and as a text column, for a `UNION` whose
+    /// other side has those columns.
+    const NULL_INT: &'static str;
+    /// See [`NULL_INT`](Self::NULL_INT).
+    const NULL_TEXT: &'static str;
     /// Integer division (`a {DIV} b`).
     const DIV: &'static str;
     /// The store's clock as an SQL expression in epoch milliseconds, never ahead of it.
@@ -213,6 +222,10 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
 
     /// A table's full name.
     fn t(&self, name: &str) -> String;
+    /// Where the tables live (the server, the database and the table names), as
+    /// [`JobLeases::home`](crate::store::JobLeases::home) and the store's lock
+    /// provider name it.
+    fn home(&self) -> String;
     /// The bare table prefix (without a schema).
     fn prefix(&self) -> &str;
     /// A statement to run before the migrations, on the same connection (PostgreSQL
@@ -307,6 +320,24 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
         runs: &[StartRun],
     ) -> impl Future<Output = Result<Vec<StartOutcome>>> + Send {
         batch::start(self, runs)
+    }
+    /// [`JobLeases::claim_runs`](crate::store::JobLeases::claim_runs); by default
+    /// decided in Rust over locked rows ([`leases::claim`]).
+    fn claim_runs(
+        &self,
+        claims: &[crate::record::ClaimRun],
+        want: usize,
+    ) -> impl Future<Output = Result<Vec<crate::record::ClaimOutcome>>> + Send {
+        leases::claim(self, claims, want)
+    }
+    /// [`JobLeases::acquire_jobs`](crate::store::JobLeases::acquire_jobs); by default
+    /// decided in Rust over locked rows ([`leases::acquire`]).
+    fn acquire_jobs(
+        &self,
+        owner: &str,
+        requests: &[crate::lock::LockRequest],
+    ) -> impl Future<Output = Result<Vec<Option<crate::lock::Lease>>>> + Send {
+        leases::acquire(self, owner, requests)
     }
     /// Records finishes; by default with the rules decided in Rust over locked rows
     /// ([`batch::finish`]).

@@ -142,6 +142,32 @@ pub(crate) async fn prepare<D: DayParts>(d: &D) -> Result<()> {
     Ok(())
 }
 
+/// Creates the missing partitions of the days the run ids `ids` carry: a run row
+/// written at its finish goes into its start day's partition, which a day without
+/// maintenance (or a run longer than the days kept ahead) may not have.
+#[cfg(feature = "postgres")]
+pub(crate) async fn add_days_of<D: DayParts>(d: &D, ids: &[i64]) -> Result<()> {
+    let mut days: Vec<i64> = ids
+        .iter()
+        .map(|id| id.div_euclid(ID_STEP))
+        .filter(|day| *day * ID_STEP >= LEGACY_BELOW)
+        .collect();
+    days.sort_unstable();
+    days.dedup();
+    let have = parts(d).await?;
+    for day in days {
+        if have.contains(&Part::Day(day)) {
+            continue;
+        }
+        if let Err(e) = run_all(d, d.add_day(day)).await
+            && !parts(d).await?.contains(&Part::Day(day))
+        {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 /// Deletes the finished runs that started before `before` (ms) and their lines:
 /// a partition whose runs all go (every run of it started before `before` and has
 /// ended) is dropped whole; in one that keeps some, the others are deleted row by
@@ -159,11 +185,21 @@ pub(crate) async fn purge<D: DayParts>(d: &D, before: i64) -> Result<u64> {
         let tag = part.tag();
         let runs = d.part_of("runs", &tag);
         if whole {
+            // A run of the day still running in its job's row keeps the day too.
+            let (lo, hi) = match part {
+                Part::Day(day) => (day * ID_STEP, (day + 1) * ID_STEP),
+                Part::Legacy => (0, 0),
+            };
             let count = Sql::new(format!(
-                "SELECT COUNT(*) AS n, COUNT(CASE WHEN ended_at IS NULL OR started_at >= ? THEN 1 END) AS kept
-                 FROM {runs}"
+                "SELECT COUNT(*) AS n, COUNT(CASE WHEN ended_at IS NULL OR started_at >= ? THEN 1 END)
+                     + (SELECT COUNT(*) FROM {jobs} WHERE {in_row} AND running_run >= ? AND running_run < ?) AS kept
+                 FROM {runs}",
+                jobs = d.t("jobs"),
+                in_row = super::running::IN_ROW,
             ))
-            .bind(before);
+            .bind(before)
+            .bind(lo)
+            .bind(hi);
             let rows = d.fetch("purge_runs", count).await?;
             let (n, kept) = match rows.first() {
                 Some(r) => (

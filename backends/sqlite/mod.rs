@@ -80,6 +80,11 @@ const MIGRATIONS: &[Embedded] = &[
         "marks on queued releases (alarmed, taken)",
         include_str!("migrations/0010_release_marks.sql"),
     ),
+    (
+        11,
+        "a fire in its job's row (lease, running run, run ids)",
+        include_str!("migrations/0011_fire_in_job_row.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
@@ -126,6 +131,9 @@ impl Dialect for SqliteDialect {
 
     const NAME: &'static str = NAME;
     const TRIGGER: &'static str = "trigger";
+    const FALSE: &'static str = "0";
+    const NULL_INT: &'static str = "CAST(NULL AS INTEGER)";
+    const NULL_TEXT: &'static str = "CAST(NULL AS TEXT)";
     const DIV: &'static str = "/";
     const NOW_MS: &'static str = NOW_MS;
     const NOW_US: &'static str = "CAST(unixepoch('subsec') * 1000000 AS INTEGER)";
@@ -144,6 +152,11 @@ impl Dialect for SqliteDialect {
 
     fn t(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
+    }
+
+    fn home(&self) -> String {
+        let o = self.pool.connect_options();
+        format!("sqlite {} {}", o.get_filename().display(), self.prefix)
     }
 
     fn prefix(&self) -> &str {

@@ -18,11 +18,15 @@
 //! settings in the same order each round, so the systems share the machine's good
 //! and bad moments; the table shows each figure's median over the rounds and its
 //! range. `pgbench -N -c 8 -j 2 -T 10` runs once first, for the database's own
-//! single-row write rate in the same run. `DATABASE_URL` names the server (default
-//! `postgres://postgres@127.0.0.1:5432/test`).
+//! single-row write rate in the same run. The SQL-only ceiling (`ceiling.rs`: the
+//! same 20,000 fires drained by a batched fire cycle in SQL with no scheduler code,
+//! pgbench with 2 clients) runs in every round as one more setting, and every
+//! figure is printed as a share of its median. `DATABASE_URL` names the server
+//! (default `postgres://postgres@127.0.0.1:5432/test`).
 
 mod apalis_peer;
 mod awa_peer;
+mod ceiling;
 mod graphile_peer;
 mod jobwheel_peer;
 mod support;
@@ -45,6 +49,8 @@ pub enum Setting {
     Awa { max_workers: u32, no_deadline: bool },
     /// apalis (postgres) with a concurrency limit.
     Apalis { concurrency: usize },
+    /// The SQL-only ceiling: the batched fire cycle in SQL, no scheduler code.
+    Ceiling,
 }
 
 impl Setting {
@@ -54,6 +60,7 @@ impl Setting {
             Setting::Graphile { .. } => "graphile_worker 0.14",
             Setting::Awa { .. } => "awa 0.6",
             Setting::Apalis { .. } => "apalis 1.0 (postgres)",
+            Setting::Ceiling => "SQL only (no scheduler)",
         }
     }
 
@@ -75,6 +82,7 @@ impl Setting {
                 if no_deadline { ", deadline 0" } else { "" }
             ),
             Setting::Apalis { concurrency } => format!("concurrency {concurrency}"),
+            Setting::Ceiling => "4-write cycle of 500, pgbench 2 clients".into(),
         }
     }
 
@@ -84,6 +92,7 @@ impl Setting {
             Setting::Graphile { .. } => "graphile",
             Setting::Awa { .. } => "awa",
             Setting::Apalis { .. } => "apalis",
+            Setting::Ceiling => "ceiling",
         }
     }
 
@@ -99,6 +108,7 @@ impl Setting {
                 no_deadline,
             } => awa_peer::run(url, jobs, max_workers, no_deadline).await,
             Setting::Apalis { concurrency } => apalis_peer::run(url, jobs, concurrency).await,
+            Setting::Ceiling => ceiling::run(url, jobs).await,
         }
     }
 }
@@ -145,6 +155,7 @@ fn settings() -> Vec<(&'static str, Setting)> {
         ),
         ("best", Setting::Apalis { concurrency: 100 }),
         ("best", Setting::Jobwheel { concurrency: None }),
+        ("ceiling", Setting::Ceiling),
     ]
 }
 
@@ -211,15 +222,22 @@ async fn bench() -> anyhow::Result<()> {
             .unwrap_or_default()
     );
     println!();
-    println!("| group | system | setting | enqueue {jobs} (range) | drain jobs/s (range) |");
-    println!("|---|---|---|---|---|");
     let rate = |d: Duration| jobs as f64 / d.as_secs_f64();
-    for ((group, s), figures) in settings.iter().zip(&results) {
+    let median = |i: usize| rate(support::spread(results[i].iter().map(|f| f.drain)).0);
+    let ceiling = settings
+        .iter()
+        .position(|(_, s)| matches!(s, Setting::Ceiling))
+        .map(median);
+    println!(
+        "| group | system | setting | enqueue {jobs} (range) | drain jobs/s (range) | of the ceiling |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (i, ((group, s), figures)) in settings.iter().zip(&results).enumerate() {
         let (e, e_lo, e_hi) = support::spread(figures.iter().map(|f| f.enqueue));
         // The longest drain is the lowest rate.
         let (d, d_fast, d_slow) = support::spread(figures.iter().map(|f| f.drain));
         println!(
-            "| {group} | {} | {} | {:.2} s ({:.2}-{:.2}) | {:.0} ({:.0}-{:.0}) |",
+            "| {group} | {} | {} | {:.2} s ({:.2}-{:.2}) | {:.0} ({:.0}-{:.0}) | {} |",
             s.system(),
             s.label(),
             e.as_secs_f64(),
@@ -227,8 +245,38 @@ async fn bench() -> anyhow::Result<()> {
             e_hi.as_secs_f64(),
             rate(d),
             rate(d_slow),
-            rate(d_fast)
+            rate(d_fast),
+            ceiling.map_or("-".into(), |c| format!("{:.0} %", median(i) / c * 100.0))
         );
+    }
+    // The ratios the targets name, from the medians above.
+    let find = |f: &dyn Fn(&Setting) -> bool, group: &str| {
+        settings
+            .iter()
+            .position(|(g, s)| *g == group && f(s))
+            .map(median)
+    };
+    let jobwheel = |s: &Setting| matches!(s, Setting::Jobwheel { .. });
+    let peer = |s: &Setting| !matches!(s, Setting::Jobwheel { .. } | Setting::Ceiling);
+    let best_peer = settings
+        .iter()
+        .enumerate()
+        .filter(|(_, (g, s))| *g == "best" && peer(s))
+        .map(|(i, (_, s))| (median(i), s.system()))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let graphile10 = find(&|s| matches!(s, Setting::Graphile { .. }), "concurrency 10");
+    println!();
+    if let (Some(j), Some((b, who))) = (find(&jobwheel, "best"), best_peer) {
+        println!(
+            "jobwheel at its defaults: {:.2}x the best peer at its best setting ({who})",
+            j / b
+        );
+    }
+    if let (Some(j), Some(g)) = (find(&jobwheel, "concurrency 10"), graphile10) {
+        println!("jobwheel at concurrency 10: {:.2}x graphile_worker at concurrency 10", j / g);
+    }
+    if let (Some(j), Some(c)) = (find(&jobwheel, "best"), ceiling) {
+        println!("jobwheel at its defaults: {:.0} % of the SQL-only ceiling", j / c * 100.0);
     }
     Ok(())
 }

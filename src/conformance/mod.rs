@@ -26,6 +26,7 @@ mod credentials;
 mod due;
 mod edges;
 mod executors;
+mod leases;
 mod locks;
 mod outbox;
 mod overrides;
@@ -47,6 +48,11 @@ pub use edges::{
     any_text_is_stored, create_never_rearms, huge_limits_are_lowered, upsert_many_matches_upsert,
 };
 pub use executors::executor_instances_by_heartbeat;
+pub use leases::{
+    a_finish_frees_or_keeps_the_lease, a_removed_jobs_claimed_run_finishes, claim_rules_agree,
+    claims_take_at_most_want_in_order, job_leases_are_exclusive_and_fenced,
+    racing_claims_start_each_fire_once,
+};
 pub use locks::*;
 pub use outbox::{alarm_outbox_claimed_once, alarm_outbox_purges_done_events};
 pub use overrides::{
@@ -119,6 +125,23 @@ pub async fn jobs_suite(store: &dyn JobStore) {
     a_change_returns_a_taken_release(store).await;
     waiting_alarms_are_raised_once(store).await;
     a_windowed_join_takes_each_window_once(store).await;
+    if store.job_leases().is_some() {
+        job_leases_suite(store).await;
+    }
+}
+
+/// The checks of [`JobLeases`](crate::store::JobLeases), for a store that keeps each
+/// job's lease in its row ([`jobs_suite`] runs them when the store has them): claims
+/// against [`rules::claim`](crate::store::rules::claim), the candidates a claim
+/// takes, exclusive and fenced leases, a finish's lease, racing claims, and a removed
+/// job's claimed run.
+pub async fn job_leases_suite(store: &dyn JobStore) {
+    claim_rules_agree(store).await;
+    claims_take_at_most_want_in_order(store).await;
+    job_leases_are_exclusive_and_fenced(store).await;
+    a_finish_frees_or_keeps_the_lease(store).await;
+    racing_claims_start_each_fire_once(store).await;
+    a_removed_jobs_claimed_run_finishes(store).await;
 }
 
 /// The checks of [`RunLog`](crate::store::RunLog): queries, misfire spans, retention,

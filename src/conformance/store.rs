@@ -87,6 +87,7 @@ pub(super) fn finish_req(
         next: next.map(FireState::scheduled),
         alarms: Vec::new(),
         releases: Vec::new(),
+        lease: crate::record::LeaseEnd::Untouched,
     }
 }
 

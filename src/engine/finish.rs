@@ -118,15 +118,19 @@ async fn recorded_finish(core: &Core, req: &FinishRun) -> Option<crate::time::Ti
         .and_then(|r| r.ended_at)
 }
 
-/// Writes a run's finish, retrying store failures until it is written or refused.
-/// `takeover`: recording another node's lost run under a newer lease.
-pub(crate) async fn finish(
+/// What a run's end writes, decided once before the write: its outcome and next fire
+/// (`p`), its alarm events, the releases of its children (their definitions read
+/// now) and what happens to its lease (`lease`). `None` when the node stops while
+/// the children are read. `takeover`: recording another node's lost run under a
+/// newer lease.
+pub(crate) async fn request(
     core: &Core,
     run: &Run,
     p: plan::FinishPlan,
     took: Option<Duration>,
     takeover: bool,
-) -> Option<FinishOutcome> {
+    lease: LeaseEnd,
+) -> Option<FinishRun> {
     let by = plan::Recorder {
         node: &core.node_id,
         run_id: run.run_id,
@@ -138,7 +142,7 @@ pub(crate) async fn finish(
             plan::events(&run.fire.job, &run.fire, &run.attempt, &by, &p)
         })
         .unwrap_or_default();
-    let mut req = FinishRun {
+    Some(FinishRun {
         run_id: run.run_id,
         job_id: run.fire.job_id.clone(),
         token: run.lease.token,
@@ -150,7 +154,48 @@ pub(crate) async fn finish(
         next: p.next,
         alarms,
         releases: releases(core, run, p.status, p.will_retry).await?,
-    };
+        lease,
+    })
+}
+
+/// How a finish that does not keep the lease ends it: in the same write when the
+/// lease is kept in the job's row, otherwise by a release after it.
+pub(crate) fn lease_end(core: &Core) -> LeaseEnd {
+    if core.row_leases {
+        LeaseEnd::Release
+    } else {
+        LeaseEnd::Untouched
+    }
+}
+
+/// Writes a run's finish with the lease given back ([`request`], then [`write`]),
+/// retrying store failures until it is written or refused. `takeover`: recording
+/// another node's lost run under a newer lease.
+pub(crate) async fn finish(
+    core: &Core,
+    run: &Run,
+    p: plan::FinishPlan,
+    took: Option<Duration>,
+    takeover: bool,
+) -> Option<FinishOutcome> {
+    let req = request(core, run, p, took, takeover, lease_end(core)).await?;
+    write(core, run, req).await
+}
+
+/// Gives the lease back after a finish written with [`lease_end`]: only on the
+/// general path, or when the finish was not written (the node stopped first). A
+/// finish that was refused was fenced out: the lease is not this node's any more.
+pub(crate) async fn release_after(core: &Core, lease: Lease, written: Option<&FinishOutcome>) {
+    if !core.row_leases || written.is_none() {
+        release(core, lease).await;
+    }
+}
+
+/// Writes `req`, `run`'s finish, retrying store failures until it is written or
+/// refused (telling this node's own earlier write, an answer lost, from a newer
+/// holder's).
+pub(crate) async fn write(core: &Core, run: &Run, mut req: FinishRun) -> Option<FinishOutcome> {
+    let takeover = req.takeover;
     let mut backoff = super::backoff::Backoff::default();
     let mut refused_for_good = 0;
     loop {

@@ -1,8 +1,10 @@
 //! One claimed fire, from its timer to its finish: wait for the instant, wait for a
 //! slot, start (misfire policy), execute, finish (retry policy), then keep the lease
-//! for the job's next fire or give it back.
+//! for the job's next fire or give it back. A due fire on a store that keeps each
+//! job's lease in its row arrives started: the poll claimed and started it in one
+//! call.
 
-use super::finish::{Run, finish, release};
+use super::finish::{Run, finish, release, release_after};
 use super::plan::{self, Attempt, StartPlan};
 use super::slots::{SlotGrant, SlotRequest};
 use super::{Core, RunningEntry, bump, lock};
@@ -25,6 +27,18 @@ pub(super) struct Claim {
     pub(super) lease: Lease,
     /// The local instant the lease runs out unless renewed.
     pub(super) deadline: Instant,
+    /// Its start, when the store recorded it with the claim (a due fire on a store
+    /// that keeps each job's lease in its row).
+    pub(super) started: Option<ClaimedStart>,
+}
+
+/// A start recorded with its claim: the run, and the misfire policy's decision the
+/// claim wrote.
+pub(super) struct ClaimedStart {
+    pub(super) run_id: RunId,
+    pub(super) started_at: crate::time::Timestamp,
+    pub(super) attempt: Attempt,
+    pub(super) skip: Option<Skip>,
 }
 
 /// Runs a claimed fire, then — while the job's next fire falls within the lookahead
@@ -154,34 +168,58 @@ async fn start_in_line(
     if until_given_up(core, &claim, slot.near()).await.is_none() {
         return Err(claim.lease);
     }
-    let mut waiting: Waiting = Box::pin(slot.granted());
-    let mut started = std::pin::pin!(start(core, claim));
+    let waiting: Waiting = Box::pin(slot.granted());
+    let (started, place) = while_waiting(waiting, start(core, claim)).await;
+    let (run, skip) = started?;
+    Ok((run, skip, place))
+}
+
+/// Runs `step` while the slot `waiting` is waited for: `step`'s output, and the slot
+/// granted meanwhile or the wait still going on.
+async fn while_waiting<T>(mut waiting: Waiting, step: impl Future<Output = T>) -> (T, Place) {
+    let mut step = std::pin::pin!(step);
     let mut grant = None;
-    let started = loop {
+    let out = loop {
         tokio::select! {
             g = &mut waiting, if grant.is_none() => grant = Some(g),
-            s = &mut started => break s,
+            s = &mut step => break s,
         }
     };
-    let (run, skip) = started?;
-    Ok((run, skip, grant.ok_or(waiting)))
+    (out, grant.ok_or(waiting))
 }
 
 /// One fire through its steps: slot, start, execute, finish. Returns the claim on
 /// the job's next fire when the lease was extended to cover it.
-async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> Option<Claim> {
+async fn run_fire(core: &Arc<Core>, mut claim: Claim, slot: Option<SlotRequest>) -> Option<Claim> {
     let deadline = claim.deadline;
-    let started = match slot {
-        Some(slot) => start_in_line(core, claim, slot).await,
-        None => {
-            let Some(grant) = wait_for_slot(core, &claim).await else {
-                release(core, claim.lease).await;
-                return None;
-            };
-            start(core, claim)
-                .await
-                .map(|(run, skip)| (run, skip, Ok(grant)))
+    let started = match (slot, claim.started.take()) {
+        (Some(slot), Some(s)) => {
+            let run_span = tracing::Span::current();
+            let ClaimedStart {
+                run_id,
+                started_at,
+                attempt,
+                skip,
+            } = s;
+            let run = recorded(
+                core,
+                claim.fire,
+                attempt,
+                &skip,
+                claim.lease,
+                run_id,
+                started_at,
+                &run_span,
+            );
+            Ok((run, skip, Err(Box::pin(slot.granted()) as Waiting)))
         }
+        (Some(slot), None) => start_in_line(core, claim, slot).await,
+        (None, _) => match wait_for_slot(core, &claim).await {
+            Some(grant) => start(core, claim)
+                .await
+                .map(|(run, skip)| (run, skip, Ok(grant))),
+            None => Err(claim.lease),
+        },
     };
     let (run, skip, place) = match started {
         Ok(started) => started,
@@ -196,8 +234,8 @@ async fn run_fire(core: &Arc<Core>, claim: Claim, slot: Option<SlotRequest>) -> 
         drop(place);
         info!(message = %skip.message, next = ?skip.next, "misfire: skipped");
         let p = plan::plan_skip(&run.fire.job, &run.attempt, skip.next, skip.message);
-        finish(core, &run, p, None, false).await;
-        release(core, run.lease).await;
+        let written = finish(core, &run, p, None, false).await;
+        release_after(core, run.lease, written.as_ref()).await;
         return None;
     }
     let cancel = watch(core, &run, deadline);
@@ -238,14 +276,14 @@ async fn give_back(core: &Core, run: Run, waited: Duration) -> Option<Claim> {
     bump(&core.counters.returned);
     info!(waited = ?waited, "no executor slot freed up: started fire given back");
     let p = plan::plan_return(&run.fire, waited, &core.node_id);
-    finish(core, &run, p, None, false).await;
+    let written = finish(core, &run, p, None, false).await;
     core.poll.rescan_before(&run.fire.key());
-    release(core, run.lease).await;
+    release_after(core, run.lease, written.as_ref()).await;
     None
 }
 
 /// A fire the misfire policy skips: recorded `misfired`, not executed.
-struct Skip {
+pub(super) struct Skip {
     next: Option<crate::time::Timestamp>,
     message: String,
 }
@@ -254,32 +292,38 @@ struct Skip {
 /// `Err` gives the lease back to release when the store refused the start or failed.
 async fn start(core: &Core, claim: Claim) -> Result<(Run, Option<Skip>), Lease> {
     let run_span = tracing::Span::current();
-    start_run(core, claim, &run_span)
+    start_run(core, claim.fire, claim.lease, &run_span)
         .instrument(info_span!("jobwheel.start"))
         .await
 }
 
-async fn start_run(
-    core: &Core,
-    claim: Claim,
-    run_span: &tracing::Span,
-) -> Result<(Run, Option<Skip>), Lease> {
-    let Claim { fire, lease, .. } = claim;
+/// The misfire policy's decision on a fire starting now: the attempt to record,
+/// and whether it runs or is skipped.
+pub(super) fn plan_attempt(core: &Core, fire: &DueFire) -> (Attempt, Option<Skip>) {
     let now = core.clock.now();
     let threshold = core.config.misfire_threshold;
     let plan = core
         .guarded("planning a start", || {
-            plan::plan_start(&fire.job, &fire, now, threshold)
+            plan::plan_start(&fire.job, fire, now, threshold)
         })
-        .unwrap_or_else(|_| StartPlan::Run(Attempt::as_claimed(&fire)));
-    let (attempt, skip) = match plan {
+        .unwrap_or_else(|_| StartPlan::Run(Attempt::as_claimed(fire)));
+    match plan {
         StartPlan::Run(a) => (a, None),
         StartPlan::Skip {
             attempt,
             next,
             message,
         } => (attempt, Some(Skip { next, message })),
-    };
+    }
+}
+
+async fn start_run(
+    core: &Core,
+    fire: DueFire,
+    lease: Lease,
+    run_span: &tracing::Span,
+) -> Result<(Run, Option<Skip>), Lease> {
+    let (attempt, skip) = plan_attempt(core, &fire);
     let req = StartRun {
         job_id: fire.job_id.clone(),
         fire_at: fire.fire.at,
@@ -313,12 +357,31 @@ async fn start_run(
                 job_id: fire.job_id.clone(),
                 job: fire.job.clone(),
                 fire_at: fire.fire.at,
-                token: lease.token,
+                token: Some(lease.token),
                 attempt: attempt.attempt,
             });
             return Err(lease);
         }
     };
+    let run = recorded(
+        core, fire, attempt, &skip, lease, run_id, started_at, run_span,
+    );
+    Ok((run, skip))
+}
+
+/// A start the store recorded, as a [`Run`]: counted, its span given its run id and
+/// trigger, and the fires a misfire decision covers counted.
+#[allow(clippy::too_many_arguments)]
+fn recorded(
+    core: &Core,
+    fire: DueFire,
+    attempt: Attempt,
+    skip: &Option<Skip>,
+    lease: Lease,
+    run_id: RunId,
+    started_at: crate::time::Timestamp,
+    run_span: &tracing::Span,
+) -> Run {
     bump(&core.counters.started);
     run_span.record("run_id", run_id.0);
     run_span.record("trigger", attempt.trigger.as_str());
@@ -330,15 +393,14 @@ async fn start_run(
             info!(fires = covers.fires, through = %covers.through, "misfire: running late fire");
         }
     }
-    let run = Run {
+    Run {
         fire,
         attempt,
         run_id,
         lease,
         started_at,
         instruments,
-    };
-    Ok((run, skip))
+    }
 }
 
 /// Puts a started run under the lease renewer's watch; the token it returns is
@@ -473,34 +535,63 @@ async fn finish_and_continue(
     let next = p.next.clone();
     run.instruments.ran(p.status.as_str(), took);
     super::lines::flush_run(core, run.run_id).await;
-    let written = finish(core, &run, p, Some(took), false)
-        .instrument(info_span!("jobwheel.finish"))
-        .await;
-    let rescheduled = matches!(
-        written,
+    // The lease is kept for the job's next fire when it falls within the lookahead
+    // (the node runs it without a claim), unless the node is stopping or has a
+    // backlog others should share. Where the lease is kept in the job's row, the
+    // finish keeps or frees it in its own write.
+    let ttl = core.config.lookahead + core.config.lease_ttl;
+    let keep = next.as_ref().is_some_and(|n| {
+        !core.life.stop.is_cancelled()
+            && !core.load.backlog.load(Ordering::SeqCst)
+            && n.at.duration_since(core.clock.now()) <= core.config.lookahead
+    });
+    let lease_end = match (core.row_leases, keep) {
+        (true, true) => LeaseEnd::Keep(ttl),
+        (true, false) => LeaseEnd::Release,
+        (false, _) => LeaseEnd::Untouched,
+    };
+    let mut asked = Instant::now();
+    let written = async {
+        let req = super::finish::request(core, &run, p, Some(took), false, lease_end).await?;
+        super::finish::write(core, &run, req).await
+    }
+    .instrument(info_span!("jobwheel.finish"))
+    .await;
+    if let (
         Some(FinishOutcome::Finished {
             rescheduled: true,
-            ..
-        })
-    );
-    if let (true, Some(next)) = (rescheduled, next) {
+            ended_at,
+        }),
+        Some(next),
+    ) = (&written, next)
+    {
         let at = next.at;
-        if !core.life.stop.is_cancelled()
-            && !core.load.backlog.load(Ordering::SeqCst)
-            && at.duration_since(core.clock.now()) <= core.config.lookahead
-        {
-            let asked = Instant::now();
-            if let Ok(Some(renewed)) = core.batch().renew.call(run.lease.clone()).await {
+        if keep {
+            let kept = if core.row_leases {
+                Some(Lease {
+                    expires_at: *ended_at + ttl,
+                    ..run.lease.clone()
+                })
+            } else {
+                asked = Instant::now();
+                core.batch()
+                    .renew
+                    .call(run.lease.clone())
+                    .await
+                    .ok()
+                    .flatten()
+            };
+            if let Some(lease) = kept {
                 core.load.ahead.fetch_add(1, Ordering::SeqCst);
-                let ttl = core.config.lookahead + core.config.lease_ttl;
                 let fire = DueFire {
                     fire: next,
                     ..run.fire
                 };
                 return Some(Claim {
                     fire,
-                    lease: renewed,
+                    lease,
                     deadline: asked + ttl,
+                    started: None,
                 });
             }
         }
@@ -510,7 +601,10 @@ async fn finish_and_continue(
             job_id: run.fire.job_id.clone(),
         });
     }
-    release(core, run.lease).await;
+    // Given back, unless the finish freed it in its own write.
+    if !(lease_end == LeaseEnd::Release && written.is_some()) {
+        release(core, run.lease).await;
+    }
     None
 }
 

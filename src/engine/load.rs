@@ -45,6 +45,9 @@ pub(crate) struct Load {
     /// this node outside this set is nobody's (its acknowledged finish was lost, or
     /// an earlier process of the same node id started it).
     in_hand: Mutex<HashSet<RunId>>,
+    /// Claim calls in flight ([`Load::claiming`]): the runs they start are not in
+    /// hand until the call has answered and its fires were handed to their tasks.
+    claiming: AtomicUsize,
 }
 
 impl Load {
@@ -61,6 +64,7 @@ impl Load {
             backlog: AtomicBool::new(false),
             running: Mutex::default(),
             in_hand: Mutex::default(),
+            claiming: AtomicUsize::new(0),
         }
     }
 
@@ -74,6 +78,19 @@ impl Load {
     /// The runs in hand now.
     pub(crate) fn in_hand(&self) -> HashSet<RunId> {
         lock(&self.in_hand).clone()
+    }
+
+    /// Counts a claim call in flight while the guard lives; runs it started go in
+    /// hand through [`Claiming::take`] before the guard is dropped.
+    pub(crate) fn claiming(&self) -> Claiming<'_> {
+        self.claiming.fetch_add(1, Ordering::SeqCst);
+        Claiming { load: self }
+    }
+
+    /// Whether a claim call is in flight: a run the store records running on this
+    /// node may be one it started and has not handed on yet.
+    pub(crate) fn claims_in_flight(&self) -> bool {
+        self.claiming.load(Ordering::SeqCst) > 0
     }
 
     /// Executor slots not promised to a due fire of this node, less the fires still
@@ -194,6 +211,24 @@ impl Drop for Executing<'_> {
             .unwrap_or(u64::MAX)
             .max(1);
         self.pace.record(took);
+    }
+}
+
+/// A claim call in flight ([`Load::claiming`]).
+pub(crate) struct Claiming<'a> {
+    load: &'a Load,
+}
+
+impl Claiming<'_> {
+    /// Puts a run the claim started in hand, before its fire task holds it.
+    pub(crate) fn take(&self, run: RunId) {
+        lock(&self.load.in_hand).insert(run);
+    }
+}
+
+impl Drop for Claiming<'_> {
+    fn drop(&mut self) {
+        self.load.claiming.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -237,8 +237,20 @@ pub(crate) struct Doubt {
     /// fires a recorded start covered).
     pub(crate) job: Arc<crate::job::Job>,
     pub(crate) fire_at: crate::time::Timestamp,
-    pub(crate) token: u64,
+    /// The start's token; `None` for a claim, whose token the store grants (its run
+    /// is then known by this node's id).
+    pub(crate) token: Option<u64>,
     pub(crate) attempt: u32,
+}
+
+impl Doubt {
+    /// Whether `run` may be the one this start recorded.
+    fn matches(&self, run: &RunRecord, node: &str) -> bool {
+        run.job_id == self.job_id
+            && run.fire_at == self.fire_at
+            && run.attempt == self.attempt
+            && self.token.map_or(run.node == node, |t| run.token == t)
+    }
 }
 
 /// Settles the starts whose call failed ([`Doubt`]): a run the store recorded for
@@ -249,7 +261,19 @@ pub(super) async fn settle_doubts(core: &Arc<Core>) -> Result<()> {
     let doubts = std::mem::take(&mut *lock(&core.doubts));
     let mut keep = Vec::new();
     let mut failed = None;
-    for d in doubts {
+    // The claims' doubts (no token: the store granted it) against this node's
+    // running runs, read once: a failed claim call leaves one per candidate.
+    let (claims, starts): (Vec<Doubt>, Vec<Doubt>) =
+        doubts.into_iter().partition(|d| d.token.is_none());
+    let mut claims_left = match settle_claims(core, claims).await {
+        Ok(left) => left,
+        Err((left, e)) => {
+            failed = Some(e);
+            left
+        }
+    };
+    keep.append(&mut claims_left);
+    for d in starts {
         if failed.is_some() {
             keep.push(d);
             continue;
@@ -267,6 +291,52 @@ pub(super) async fn settle_doubts(core: &Arc<Core>) -> Result<()> {
     failed.map_or(Ok(()), Err)
 }
 
+/// Settles the doubts of failed claim calls: each running run of this node that
+/// one of them matches and that is not in hand is recorded lost. Returns the doubts
+/// left for the next pass (all of them while a claim call is in flight, whose
+/// runs are not in hand yet; those whose lease another node holds), with the
+/// error that stopped the pass, if any.
+async fn settle_claims(
+    core: &Arc<Core>,
+    claims: Vec<Doubt>,
+) -> std::result::Result<Vec<Doubt>, (Vec<Doubt>, crate::Error)> {
+    if claims.is_empty() {
+        return Ok(claims);
+    }
+    let q = RunQuery::new()
+        .status(RunStatus::Running)
+        .node(core.node_id.to_string())
+        .limit(crate::limits::MAX_PAGE);
+    // The store first, then what is in hand: a run started after the read is not in
+    // it, and one started before is in hand once no claim call is in flight.
+    let running = match core.store.runs(&q).await {
+        Ok(r) => r,
+        Err(e) => return Err((claims, e)),
+    };
+    if core.load.claims_in_flight() {
+        return Ok(claims);
+    }
+    let held = core.load.in_hand();
+    let mut keep = Vec::new();
+    for d in claims {
+        let Some(run) = running
+            .iter()
+            .find(|r| d.matches(r, &core.node_id) && !held.contains(&r.id))
+        else {
+            continue;
+        };
+        match settle_run(core, &d, run.clone()).await {
+            Ok(true) => {}
+            Ok(false) => keep.push(d),
+            Err(e) => {
+                keep.push(d);
+                return Err((keep, e));
+            }
+        }
+    }
+    Ok(keep)
+}
+
 /// Whether `d` is settled: no run of its start, or that run recorded lost (here or
 /// by another node).
 async fn settle(core: &Arc<Core>, d: &Doubt) -> Result<bool> {
@@ -279,13 +349,26 @@ async fn settle(core: &Arc<Core>, d: &Doubt) -> Result<bool> {
                 .limit(16),
         )
         .await?;
-    let Some(run) = running
-        .into_iter()
-        .find(|r| r.token == d.token && r.fire_at == d.fire_at && r.attempt == d.attempt)
-    else {
+    let Some(run) = running.into_iter().find(|r| d.matches(r, &core.node_id)) else {
         return Ok(true);
     };
+    settle_run(core, d, run).await
+}
+
+/// Records lost `run`, the start `d` doubted.
+async fn settle_run(core: &Arc<Core>, d: &Doubt, run: RunRecord) -> Result<bool> {
     warn!(job = %run.job_id, run = %run.id, "a start whose answer was lost was recorded: recording it lost");
+    if d.token.is_none() && core.row_leases {
+        // A claim: the lease in the job's row is this node's, under the run's token;
+        // give it back so that the takeover below can take it.
+        let lease = crate::lock::Lease {
+            key: run.job_id.to_string(),
+            owner: core.node_id.to_string(),
+            token: run.token,
+            expires_at: core.clock.now(),
+        };
+        core.locks.release(&[lease]).await?;
+    }
     let covers = run.covers;
     let why = "the store recorded the start but its answer was lost (the store call failed)";
     let settled = recover_lost(core, run, why.into()).await?;
@@ -316,10 +399,7 @@ async fn reclaim_own(core: &Arc<Core>) -> Result<()> {
     // What is in hand is read before the store: a run finished in between is no
     // longer running there.
     let held = core.load.in_hand();
-    let doubted: std::collections::HashSet<(crate::job::JobId, u64)> = lock(&core.doubts)
-        .iter()
-        .map(|d| (d.job_id.clone(), d.token))
-        .collect();
+    let doubts: Vec<Doubt> = lock(&core.doubts).clone();
     let until = core.store.now().await? - core.config.lease_ttl;
     let mut q = RunQuery::new()
         .status(RunStatus::Running)
@@ -335,7 +415,7 @@ async fn reclaim_own(core: &Arc<Core>) -> Result<()> {
         nobodys.extend(page.into_iter().filter(|r| {
             *r.node == *core.node_id
                 && !held.contains(&r.id)
-                && !doubted.contains(&(r.job_id.clone(), r.token))
+                && !doubts.iter().any(|d| d.matches(r, &core.node_id))
         }));
         if !full {
             break;
@@ -389,6 +469,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<b
             next: None,
             alarms: Vec::new(),
             releases: Vec::new(),
+            lease: crate::record::LeaseEnd::Untouched,
         };
         let out = core.store.finish_runs(&[close]).await?;
         count_recovery(core, out.first());
@@ -445,7 +526,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<b
     };
     let out = super::finish::finish(core, &recorded, p, None, true).await;
     count_recovery(core, out.as_ref());
-    super::finish::release(core, recorded.lease).await;
+    super::finish::release_after(core, recorded.lease, out.as_ref()).await;
     core.rescan();
     Ok(true)
 }

@@ -75,8 +75,9 @@ impl MisfireCounts {
 /// One of the live counters: its value here, and the instrument it also counts in
 /// the installed `metrics` recorder (if it has one).
 /// The operations a failed store or lock call is counted under.
-pub(crate) const BACKEND_OPERATIONS: [&str; 7] = [
+pub(crate) const BACKEND_OPERATIONS: [&str; 8] = [
     "due",
+    "claim_runs",
     "start_runs",
     "finish_runs",
     "renew",

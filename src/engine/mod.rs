@@ -113,7 +113,11 @@ impl SchedulerBuilder {
         self.locks = Some(backend.locks);
         self
     }
-    /// The lock provider (required, or given by [`backend`](Self::backend)).
+    /// The lock provider (required, or given by [`backend`](Self::backend)). When it
+    /// is the store's own (its [`home`](LockProvider::home) is the store's
+    /// [`JobLeases::home`](crate::store::JobLeases::home), as the `locks()` of the
+    /// SQL and memory stores are), the scheduler keeps each job's lease in the job's
+    /// row: a due fire is claimed and started in one write.
     pub fn locks(mut self, locks: impl LockProvider) -> Self {
         self.locks = Some(Arc::new(locks));
         self
@@ -185,6 +189,19 @@ impl SchedulerBuilder {
         };
         let store = self.store.ok_or_else(|| missing("scheduler.store"))?;
         let locks = self.locks.ok_or_else(|| missing("scheduler.locks"))?;
+        // A lock provider on the store's own tables: each job's lease is kept in the
+        // job's row, so a claim, a start and a finish write one row.
+        let row_leases = store
+            .job_leases()
+            .map(crate::store::JobLeases::home)
+            .is_some_and(|home| locks.home().as_deref() == Some(home.as_str()));
+        let locks: Arc<dyn LockProvider> = if row_leases {
+            Arc::new(crate::store::JobRowLocks {
+                store: store.clone(),
+            })
+        } else {
+            locks
+        };
         // Registered executor groups read their instances from this store.
         #[cfg(feature = "remote")]
         for group in &self.remote_groups {
@@ -205,7 +222,7 @@ impl SchedulerBuilder {
                 config,
                 node_id,
                 store,
-                locks,
+                (locks, row_leases),
                 executor,
                 self.handlers,
                 self.alarms,

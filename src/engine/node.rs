@@ -66,7 +66,14 @@ pub(crate) struct Core {
     pub(crate) node_id: Arc<str>,
     pub(crate) host: String,
     pub(crate) store: Arc<dyn JobStore>,
+    /// Where leases are taken, renewed and released: the scheduler's lock provider,
+    /// or the store's job leases ([`JobRowLocks`](crate::store::JobRowLocks)) when
+    /// `row_leases`.
     pub(crate) locks: Arc<dyn LockProvider>,
+    /// Whether each job's lease is kept in the job's row: a due fire is then claimed
+    /// and started in one call ([`JobLeases::claim_runs`](crate::store::JobLeases::claim_runs)),
+    /// and a finish frees or keeps the lease in its own write.
+    pub(crate) row_leases: bool,
     pub(crate) handlers: Handlers,
     /// The store's clock as this node reads it.
     pub(crate) clock: StoreClock,
@@ -112,7 +119,7 @@ impl Core {
         config: SchedulerConfig,
         node_id: Arc<str>,
         store: Arc<dyn JobStore>,
-        locks: Arc<dyn LockProvider>,
+        (locks, row_leases): (Arc<dyn LockProvider>, bool),
         executor: Arc<dyn Executor>,
         handlers: Handlers,
         alarms: Vec<Arc<dyn JobAlarm>>,
@@ -128,6 +135,7 @@ impl Core {
             host: super::host_name(),
             store,
             locks,
+            row_leases,
             handlers,
             clock: StoreClock {
                 sync: Mutex::new((Timestamp::now(), Instant::now())),
@@ -138,6 +146,7 @@ impl Core {
                 sweep: Mutex::default(),
                 corrupt: Mutex::default(),
                 unserved: Mutex::default(),
+                contended: Default::default(),
             },
             life: Lifecycle {
                 stop: CancellationToken::new(),
@@ -296,6 +305,9 @@ pub(crate) struct PollState {
     pub(crate) corrupt: Mutex<HashSet<(&'static str, String)>>,
     /// Overdue jobs whose handler this node lacks, each logged once (at most 10,000).
     pub(crate) unserved: Mutex<HashSet<JobId>>,
+    /// Whether the last claim of due fires lost some to other nodes' claims (job
+    /// leases): the next poll passes more candidates.
+    pub(crate) contended: std::sync::atomic::AtomicBool,
 }
 
 impl PollState {
@@ -356,11 +368,18 @@ pub(crate) struct Lifecycle {
     pub(crate) started_at: OnceLock<Timestamp>,
 }
 
-/// The batchers that group a node's store and lock calls.
+/// The batchers that group a node's store and lock calls; each makes one call per
+/// batch, named here. (A poll claims and starts due fires with one call of its own,
+/// `store.job_leases().claim_runs`, where the store keeps leases in its job rows.)
 pub(crate) struct Batchers {
+    /// `store.start_runs`: the start of a fire claimed ahead of its instant.
     pub(crate) start: Batcher<StartRun, StartOutcome>,
+    /// `store.finish_runs`: a run's outcome, its job's next fire, its alarm events,
+    /// its children's releases and (job leases) its lease, in one write.
     pub(crate) finish: Batcher<FinishRun, FinishOutcome>,
+    /// `locks.release`: a lease given back without a finish.
     pub(crate) release: Batcher<Lease, bool>,
-    /// Extends a lease to cover the job's next fire (ttl: lookahead + lease ttl).
+    /// `locks.renew`: a lease extended to cover the job's next fire (ttl: lookahead +
+    /// lease ttl; the general path, where a finish leaves the lease alone).
     pub(crate) renew: Batcher<Lease, Option<Lease>>,
 }

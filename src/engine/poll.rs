@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::lock::LockRequest;
 use crate::record::*;
 use crate::store::DueQuery;
+use crate::store::{ClaimOutcome, ClaimRun, StartRefusal};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tokio::time::{Instant, sleep};
@@ -143,14 +144,24 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
         return Ok((Polled::Starved, None));
     }
     let held = lock(&core.load.armed).len();
+    // Where due fires are claimed and started in one call, a poll that met other
+    // nodes' claims last time passes twice the fires it wants as candidates: nodes
+    // that read the same due fires at once then each take the rows the others are
+    // not writing, in the same call.
+    let want = due_room;
+    let mut candidates = if core.row_leases && core.poll.contended.load(Ordering::SeqCst) {
+        due_room * 2
+    } else {
+        due_room
+    };
     // From the start of the due order the fires this node already holds come first,
     // so ask for them too; a poll that continues from the cursor has them behind it
     // and asks for one page (not a tiny one: a page lost to other nodes' leases is
     // skipped, and skipping one row per round trip would be slow).
     let after = continue_from(core);
     let ask = match after {
-        Some(_) => due_room.max(core.config.claim_batch.min(MIN_PAGE)),
-        None => due_room + held,
+        Some(_) => candidates.max(core.config.claim_batch.min(MIN_PAGE)),
+        None => candidates + held,
     };
     let from_start = after.is_none();
     let query = DueQuery::new(now + core.config.lookahead, ask).after(after);
@@ -195,11 +206,12 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
                 continue;
             }
             if f.fire.at <= now {
-                if due_room == 0 {
+                if candidates == 0 {
                     stop = Some(Stop::Due);
                     break;
                 }
-                due_room -= 1;
+                candidates -= 1;
+                due_room = due_room.saturating_sub(1);
                 ahead_room = ahead_room.saturating_sub(1);
             } else {
                 if ahead_room == 0 {
@@ -258,8 +270,7 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
     if fresh.is_empty() {
         return Ok((polled, unarmed));
     }
-    let asked = fresh.len();
-    let granted = claim(core, now, fresh).await?;
+    let (asked, granted) = claim(core, now, fresh, want).await?;
     // Room counted for fires another node holds is still free: go on after them,
     // or a node whose page starts with another node's line would idle beside the
     // fires behind it until its next poll.
@@ -269,21 +280,38 @@ async fn poll_once(core: &Arc<Core>) -> Result<Verdict> {
     Ok((polled, unarmed))
 }
 
-/// Leases `fresh` in one call and spawns a fire task for each fire granted; returns
-/// how many were granted.
+/// Leases `fresh` in one call and spawns a fire task for each fire granted: how
+/// many it asked for and how many were granted. Where the store keeps each job's
+/// lease in its row, the fires already due are claimed and started in one call
+/// ([`claim_due`]), up to `want` of them.
 async fn claim(
     core: &Arc<Core>,
     now: crate::time::Timestamp,
     fresh: Vec<DueFire>,
-) -> Result<usize> {
-    let requests: Vec<LockRequest> = fresh
+    want: usize,
+) -> Result<(usize, usize)> {
+    let (due, ahead): (Vec<DueFire>, Vec<DueFire>) = if core.row_leases {
+        fresh.into_iter().partition(|f| f.fire.at <= now)
+    } else {
+        (Vec::new(), fresh)
+    };
+    let (mut asked, mut granted) = (0, 0);
+    if !due.is_empty() {
+        asked += want.min(due.len());
+        granted += claim_due(core, due, want).await?;
+    }
+    if ahead.is_empty() {
+        return Ok((asked, granted));
+    }
+    asked += ahead.len();
+    let requests: Vec<LockRequest> = ahead
         .iter()
         .map(|f| LockRequest {
             key: f.job_id.to_string(),
             ttl: f.fire.at.duration_since(now) + core.config.lease_ttl,
         })
         .collect();
-    let asked = Instant::now();
+    let asked_at = Instant::now();
     super::instruments::claim_batch(requests.len());
     let leases = super::instruments::timed(
         "acquire",
@@ -291,17 +319,10 @@ async fn claim(
         core.locks.acquire(&core.node_id, &requests),
     )
     .await?;
-    let mut granted = 0;
-    for ((fire, lease), req) in fresh.into_iter().zip(leases).zip(&requests) {
+    for ((fire, lease), req) in ahead.into_iter().zip(leases).zip(&requests) {
         let Some(lease) = lease else { continue };
         granted += 1;
-        let inserted = {
-            let mut armed = lock(&core.load.armed);
-            let inserted = armed.insert(fire.job_id.clone());
-            core.instruments().armed(armed.len());
-            inserted
-        };
-        if !inserted {
+        if !arm(core, &fire) {
             super::finish::release(core, lease).await;
             continue;
         }
@@ -318,11 +339,132 @@ async fn claim(
         let claim = Claim {
             fire,
             lease,
-            deadline: asked + req.ttl,
+            deadline: asked_at + req.ttl,
+            started: None,
         };
         core.life
             .fires
             .spawn(fire::fire_task(core.clone(), claim, slot));
     }
+    Ok((asked, granted))
+}
+
+/// Claims and starts up to `want` of the due fires `due` (candidates, in due order)
+/// in one call, the misfire policy applied to each first, and hands each fire
+/// started to a fire task in line for a slot; how many were. Claims lost to other
+/// nodes mark the poller contended (more candidates next time) or not. A call that
+/// fails may have been written: each candidate's start is then in doubt
+/// ([`Doubt`](super::maintenance::Doubt)), settled by the maintenance loop.
+async fn claim_due(core: &Arc<Core>, due: Vec<DueFire>, want: usize) -> Result<usize> {
+    let planned: Vec<(DueFire, super::plan::Attempt, Option<fire::Skip>)> = due
+        .into_iter()
+        .map(|f| {
+            let (attempt, skip) = fire::plan_attempt(core, &f);
+            (f, attempt, skip)
+        })
+        .collect();
+    let ttl = core.config.lease_ttl;
+    let claims: Vec<ClaimRun> = planned
+        .iter()
+        .map(|(f, a, _)| ClaimRun {
+            job_id: f.job_id.clone(),
+            fire_at: f.fire.at,
+            version: f.version,
+            node: core.node_id.to_string(),
+            attempt: a.attempt,
+            trigger: a.trigger,
+            covers: a.covers,
+            context: a.context.clone(),
+            ttl,
+        })
+        .collect();
+    super::instruments::claim_batch(claims.len());
+    let asked_at = Instant::now();
+    let leases = core.store.job_leases().ok_or_else(|| {
+        crate::Error::invalid(
+            "scheduler.locks",
+            core.store.name(),
+            "the store keeps no leases in its job rows",
+        )
+    })?;
+    let claiming = core.load.claiming();
+    let outcomes = match super::instruments::timed(
+        "claim_runs",
+        core.store.name(),
+        leases.claim_runs(&claims, want),
+    )
+    .await
+    {
+        Ok(outcomes) => outcomes,
+        Err(e) => {
+            // The call may have been written: each candidate's start is in doubt
+            // until the store says whether it recorded it.
+            core.backend_error("claim_runs");
+            lock(&core.doubts).extend(planned.iter().map(|(f, a, _)| super::maintenance::Doubt {
+                job_id: f.job_id.clone(),
+                job: f.job.clone(),
+                fire_at: f.fire.at,
+                token: None,
+                attempt: a.attempt,
+            }));
+            return Err(e);
+        }
+    };
+    let mut granted = 0;
+    let mut lost = false;
+    for ((fire, attempt, skip), outcome) in planned.into_iter().zip(outcomes) {
+        let (run_id, started_at, lease) = match outcome {
+            ClaimOutcome::Started {
+                run_id,
+                started_at,
+                lease,
+            } => (run_id, started_at, lease),
+            ClaimOutcome::Refused(
+                StartRefusal::Held | StartRefusal::Running | StartRefusal::NotDue,
+            ) => {
+                lost = true;
+                continue;
+            }
+            ClaimOutcome::Refused(why) => {
+                bump(&core.counters.start_refused);
+                debug!(job = %fire.job_id, ?why, "claim refused");
+                continue;
+            }
+            ClaimOutcome::Left => continue,
+        };
+        granted += 1;
+        claiming.take(run_id);
+        if !arm(core, &fire) {
+            // Never: a job this node holds is leased or running, so not due.
+            warn!(job = %fire.job_id, "claimed a job this node already holds; its run is left to the reclaim pass");
+            continue;
+        }
+        bump(&core.counters.claimed);
+        debug!(job = %fire.job_id, fire_at = %fire.fire.at, token = lease.token, "claimed and started");
+        let slot = core.load.slots.request(fire.fire.at);
+        let claim = Claim {
+            fire,
+            lease,
+            deadline: asked_at + ttl,
+            started: Some(fire::ClaimedStart {
+                run_id,
+                started_at,
+                attempt,
+                skip,
+            }),
+        };
+        core.life
+            .fires
+            .spawn(fire::fire_task(core.clone(), claim, Some(slot)));
+    }
+    core.poll.contended.store(lost, Ordering::SeqCst);
     Ok(granted)
+}
+
+/// Counts `fire`'s job among those this node holds; `false` when it holds it already.
+fn arm(core: &Core, fire: &DueFire) -> bool {
+    let mut armed = lock(&core.load.armed);
+    let inserted = armed.insert(fire.job_id.clone());
+    core.instruments().armed(armed.len());
+    inserted
 }

@@ -183,6 +183,89 @@ pub enum StartRefusal {
         /// The job's last token.
         current: u64,
     },
+    /// A claim found the job's lease held by a holder whose lease has not run out
+    /// (another node's claim, or a run this node keeps the lease for).
+    Held,
+}
+
+/// A request to claim a due fire and record its run's start in one atomic step, on a
+/// store that keeps each job's lease in the job's own row
+/// ([`JobLeases::claim_runs`](crate::store::JobLeases::claim_runs)). It is a
+/// [`StartRun`] whose token the store grants: the job's lease, when free, goes to
+/// `node` for `ttl` under a token greater than every earlier one of the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimRun {
+    /// The job.
+    pub job_id: JobId,
+    /// Must equal the job's `next_fire_at`.
+    pub fire_at: Timestamp,
+    /// Must equal the job's `version`.
+    pub version: u64,
+    /// The node that claims and runs it: the lease's holder.
+    pub node: String,
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// Kind of fire (the engine may turn a late fire into `Misfire`).
+    pub trigger: TriggerKind,
+    /// The scheduled fires a run the misfire policy decided on stands for.
+    pub covers: Option<FireSpan>,
+    /// What the fire carries.
+    pub context: FireContext,
+    /// How long the lease lasts from the claim (at least 1 ms).
+    pub ttl: Duration,
+}
+
+impl ClaimRun {
+    /// The start this claim records once the store has granted `token`.
+    pub fn start(&self, token: u64) -> StartRun {
+        StartRun {
+            job_id: self.job_id.clone(),
+            fire_at: self.fire_at,
+            version: self.version,
+            token,
+            node: self.node.clone(),
+            attempt: self.attempt,
+            trigger: self.trigger,
+            covers: self.covers,
+            context: self.context.clone(),
+        }
+    }
+}
+
+/// Result of one [`ClaimRun`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// The lease was granted and the run recorded as `Running` under its token.
+    Started {
+        /// The new run.
+        run_id: RunId,
+        /// Start instant (store clock).
+        started_at: Timestamp,
+        /// The lease granted: the run's token, held by the claiming node until the
+        /// store's clock passes `expires_at`.
+        lease: crate::lock::Lease,
+    },
+    /// Nothing was written.
+    Refused(StartRefusal),
+    /// Not claimed, though it might have been: as many candidates as the call wanted
+    /// were claimed before it.
+    Left,
+}
+
+/// What a finish does with the job's lease, on a store that keeps each job's lease
+/// in the job's own row ([`JobLeases`](crate::store::JobLeases)). Written in the same
+/// atomic step as the finish, and only when the finish is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LeaseEnd {
+    /// Leave the job's lease as it is: the lease lives with a lock provider of its
+    /// own (the default; a store without leases in its rows ignores the field).
+    #[default]
+    Untouched,
+    /// Free it: any node may claim the job's next fire at once.
+    Release,
+    /// Keep it with its holder and token for this long from the finish: the node runs
+    /// the job's next fire (due within the scheduler's lookahead) without a claim.
+    Keep(Duration),
 }
 
 /// Result of one [`StartRun`].
@@ -230,6 +313,9 @@ pub struct FinishRun {
     /// release whose key is already queued is ignored); see
     /// [`dependency`](crate::dependency).
     pub releases: Vec<super::Release>,
+    /// What happens to the job's lease when the store keeps it in the job's row
+    /// ([`LeaseEnd::Untouched`] on the general path).
+    pub lease: LeaseEnd,
 }
 
 /// Why a finish was refused.

@@ -334,6 +334,13 @@ pub trait Jobs: Send + Sync + 'static {
         fire_at: Timestamp,
         event: &crate::record::AlarmEvent,
     ) -> Result<bool>;
+
+    /// The leases this store keeps in its job rows, when it keeps them there
+    /// ([`JobLeases`](super::JobLeases)); `None` (the default) for a store whose
+    /// leases live with a lock provider of their own.
+    fn job_leases(&self) -> Option<&dyn super::JobLeases> {
+        None
+    }
 }
 
 macro_rules! forward {
@@ -355,6 +362,7 @@ macro_rules! forward {
             async fn queue_releases(&self, r: &[crate::dependency::Release], a: Option<&AuditEntry>) -> Result<()> { (**self).queue_releases(r, a).await }
             async fn drop_releases(&self, job: &JobId, at: Timestamp, a: Option<&AuditEntry>) -> Result<u64> { (**self).drop_releases(job, at, a).await }
             async fn alarm_waiting(&self, job: &JobId, at: Timestamp, e: &crate::record::AlarmEvent) -> Result<bool> { (**self).alarm_waiting(job, at, e).await }
+            fn job_leases(&self) -> Option<&dyn super::JobLeases> { (**self).job_leases() }
         }
     )*};
 }

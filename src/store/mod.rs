@@ -39,6 +39,7 @@
 mod audit;
 mod credentials;
 mod jobs;
+mod leases;
 mod log;
 mod outbox;
 mod page;
@@ -49,6 +50,8 @@ pub mod rules;
 pub use audit::AuditLog;
 pub use credentials::Credentials;
 pub use jobs::{Applied, JobChange, Jobs, SchemaVersion};
+pub use leases::JobLeases;
+pub(crate) use leases::JobRowLocks;
 pub use log::RunLog;
 
 /// How many days ahead a store that keeps its run log in day partitions has them
@@ -63,8 +66,8 @@ pub use registry::NodeRegistry;
 /// The requests a store answers and the outcomes it reports: what a backend
 /// implements against, not what an application embedding a scheduler uses.
 pub use crate::record::{
-    AlarmDelivery, DueFire, DueKey, FinishOutcome, FinishRefusal, FinishRun, StartOutcome,
-    StartRefusal, StartRun,
+    AlarmDelivery, ClaimOutcome, ClaimRun, DueFire, DueKey, FinishOutcome, FinishRefusal,
+    FinishRun, LeaseEnd, StartOutcome, StartRefusal, StartRun,
 };
 
 /// A whole store: the six parts together. Implemented for every type that
@@ -163,6 +166,9 @@ macro_rules! delegate_store {
                 e: &$crate::AlarmEvent,
             ) -> $crate::Result<bool> {
                 self.$field.alarm_waiting(job, at, e).await
+            }
+            fn job_leases(&self) -> Option<&dyn $crate::store::JobLeases> {
+                self.$field.job_leases()
             }
         }
         #[async_trait::async_trait]

@@ -10,8 +10,8 @@
 
 use crate::job::JobId;
 use crate::record::{
-    FinishRefusal, FinishRun, FireContext, FireState, JobRecord, RunId, RunRecord, RunStatus,
-    StartRefusal, StartRun, TriggerKind,
+    ClaimRun, FinishRefusal, FinishRun, FireContext, FireState, JobRecord, RunId, RunRecord,
+    RunStatus, StartRefusal, StartRun, TriggerKind,
 };
 use crate::time::Timestamp;
 
@@ -128,6 +128,41 @@ pub fn start(
     } else {
         Ok(Admit::Record)
     }
+}
+
+/// Whether a claim ([`JobLeases::claim_runs`](super::JobLeases::claim_runs)) may
+/// take the job and start its run, given the job's state (`None`: no such job) and
+/// whether its lease is free at the store's clock (nobody's, or expired).
+///
+/// In order: the job exists, is enabled, has the claim's `version`, has no run in
+/// progress, is due at the claim's `fire_at`, and its lease is free. On `Ok` the
+/// store grants the lease under a new token (greater than `last_token`, which it
+/// becomes) and records the start as [`start`] records one. A claim is never a
+/// repeat: its token is new.
+pub fn claim(job: Option<&JobState>, lease_free: bool, req: &ClaimRun) -> Result<(), StartRefusal> {
+    let Some(j) = job else {
+        return Err(StartRefusal::NotFound);
+    };
+    if !j.enabled {
+        Err(StartRefusal::Disabled)
+    } else if j.version != req.version {
+        Err(StartRefusal::Changed)
+    } else if j.running.is_some() {
+        Err(StartRefusal::Running)
+    } else if j.next_fire_at != Some(req.fire_at) {
+        Err(StartRefusal::NotDue)
+    } else if !lease_free {
+        Err(StartRefusal::Held)
+    } else {
+        Ok(())
+    }
+}
+
+/// The token a grant of a job's lease carries: one more than the job's last token,
+/// or the store's clock in µs when that is larger (so tokens stay comparable with
+/// every lock provider's).
+pub fn grant_token(last_token: u64, now_us: u64) -> u64 {
+    last_token.saturating_add(1).max(now_us)
 }
 
 /// Whether `req` may finish its run, given the run's and the job's state (`None`: no
@@ -320,6 +355,7 @@ mod tests {
             next: None,
             alarms: Vec::new(),
             releases: Vec::new(),
+            lease: crate::record::LeaseEnd::Untouched,
         }
     }
 

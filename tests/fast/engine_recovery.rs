@@ -163,6 +163,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
         next: None,
         alarms: vec![],
         releases: vec![],
+        lease: jobwheel::store::LeaseEnd::Untouched,
     };
     assert!(
         matches!(

@@ -59,10 +59,11 @@ fn play(w: Workload) {
     let misfires = played.runs.iter().filter(|r| r.covers.is_some()).count();
     let retries = played.runs.iter().filter(|r| r.attempt > 1).count();
     println!(
-        "seed {seed}: {} nodes {:?}, store {:?}, {} jobs, {} ops, {:?} simulated, {fires} executions, {} records ({misfires} misfire, {retries} retries)",
+        "seed {seed}: {} nodes {:?}, store {:?}, {} leases, {} jobs, {} ops, {:?} simulated, {fires} executions, {} records ({misfires} misfire, {retries} retries)",
         w.nodes.len(),
         w.nodes,
         w.latency,
+        if w.row_leases { "job-row" } else { "own" },
         w.lives.len(),
         w.ops.len(),
         w.length + w.tail,

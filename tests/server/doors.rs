@@ -185,6 +185,7 @@ impl Rig {
             next: None,
             alarms: vec![event],
             releases: vec![],
+            lease: jobwheel::store::LeaseEnd::Untouched,
         };
         s.finish_runs(&[finish]).await.unwrap();
     }

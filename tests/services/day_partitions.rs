@@ -226,10 +226,36 @@ async fn start_one(store: &dyn JobStore, id: &str) -> i64 {
     }
 }
 
+/// Records the end of the run `run_id` of job `id` that [`start_one`] started.
+async fn finish_one(store: &dyn JobStore, id: &str, run_id: i64) {
+    let done = store
+        .finish_runs(&[jobwheel::store::FinishRun {
+            run_id: jobwheel::RunId(run_id),
+            job_id: jobwheel::JobId::new(id).unwrap(),
+            token: 1,
+            takeover: false,
+            status: jobwheel::RunStatus::Succeeded,
+            error: None,
+            will_retry: false,
+            version: 1,
+            next: None,
+            alarms: Vec::new(),
+            releases: Vec::new(),
+            lease: jobwheel::store::LeaseEnd::Untouched,
+        }])
+        .await
+        .unwrap();
+    assert!(
+        matches!(done[0], jobwheel::store::FinishOutcome::Finished { .. }),
+        "{done:?}"
+    );
+}
+
 /// Retention on a store partitioned five days ago, at the start of yesterday: the
 /// days whose runs have all ended and the legacy partition are dropped whole (run
 /// and line tables, seen in the catalog), a day with a run still running keeps it
-/// (its finished runs deleted one by one), yesterday and today stay intact.
+/// (its finished runs deleted one by one) whether the running run is a run row or
+/// kept in its job's row, yesterday and today stay intact.
 pub(crate) async fn retention_drops_whole_days(db: &Db, store: Arc<dyn JobStore>) {
     let now = store.now().await.unwrap().as_millis();
     let today = now / DAY_MS;
@@ -245,8 +271,9 @@ pub(crate) async fn retention_drops_whole_days(db: &Db, store: Arc<dyn JobStore>
     assert_eq!(db.parts("run_lines").await, expect);
 
     if db.pg {
-        // A start on a day with no partition (today's dropped: maintenance has not
-        // made it) makes the missing days and is recorded.
+        // A finish on a day with no partition (today's dropped: maintenance has not
+        // made it) makes the missing day and is recorded: the run's row is written
+        // at its finish, into its start day's partition.
         (db.exec)(format!(
             "DROP TABLE {t}runs_{d}; DROP TABLE {t}run_lines_{d}",
             t = db.t,
@@ -254,8 +281,10 @@ pub(crate) async fn retention_drops_whole_days(db: &Db, store: Arc<dyn JobStore>
         ))
         .await;
         assert!(!db.parts("runs").await.contains(&tag(today)));
-        let healed = start_one(&*store, &format!("{}healed", db.p)).await;
+        let healed_job = format!("{}healed", db.p);
+        let healed = start_one(&*store, &healed_job).await;
         assert_eq!(healed / STEP, today);
+        finish_one(&*store, &healed_job, healed).await;
         assert_eq!(
             db.parts("runs").await,
             expect,
@@ -280,8 +309,21 @@ pub(crate) async fn retention_drops_whole_days(db: &Db, store: Arc<dyn JobStore>
         t = db.t
     ))
     .await;
-    let fresh = start_one(&*store, &format!("{}fresh", db.p)).await;
+    // A run kept running in its job's row with an id of three days ago (a run that
+    // has been going since) keeps that day too.
+    let long_job = format!("{}long", db.p);
+    let long = start_one(&*store, &long_job).await;
+    let long_id = (today - 3) * STEP + 2_000;
+    (db.exec)(format!(
+        "UPDATE {t}jobs SET running_run = {long_id}, run_started_at = {} WHERE id = '{long_job}' AND running_run = {long}",
+        (today - 3) * DAY_MS + 7_000,
+        t = db.t
+    ))
+    .await;
+    let fresh_job = format!("{}fresh", db.p);
+    let fresh = start_one(&*store, &fresh_job).await;
     assert_eq!(fresh / STEP, today, "a new run's id carries its day");
+    finish_one(&*store, &fresh_job, fresh).await;
 
     // Queries by start time read the runs of those days and of the legacy partition.
     let by_time = |job: &str, since: i64, until: Option<i64>| {
@@ -312,16 +354,16 @@ pub(crate) async fn retention_drops_whole_days(db: &Db, store: Arc<dyn JobStore>
     let took = started.elapsed();
     assert_eq!(
         n,
-        50 + 3 * 100 + 100,
-        "legacy, three whole days, one day's finished runs"
+        50 + 2 * 100 + 2 * 100,
+        "legacy, two whole days, two days' finished runs"
     );
-    let mut kept = vec![tag(today - 4), tag(today - 1)];
+    let mut kept = vec![tag(today - 4), tag(today - 3), tag(today - 1)];
     kept.extend(ahead.iter().cloned());
     kept.sort();
     assert_eq!(
         db.parts("runs").await,
         kept,
-        "dropped whole: legacy and three days"
+        "dropped whole: legacy and two days"
     );
     assert_eq!(
         db.parts("run_lines").await,
@@ -334,6 +376,11 @@ pub(crate) async fn retention_drops_whole_days(db: &Db, store: Arc<dyn JobStore>
         "the running run stays"
     );
     assert_eq!(db.count("run_lines", &tag(today - 4)).await, 0);
+    assert_eq!(
+        db.count("runs", &tag(today - 3)).await,
+        0,
+        "the day of a run in its job's row keeps its partition, not its finished runs"
+    );
     assert_eq!(
         db.count("runs", &tag(today - 1)).await,
         100,
@@ -357,6 +404,12 @@ pub(crate) async fn retention_drops_whole_days(db: &Db, store: Arc<dyn JobStore>
     for r in again {
         assert_eq!(r.unwrap(), 0);
     }
+    finish_one(&*store, &long_job, long_id).await;
+    assert_eq!(
+        db.count("runs", &tag(today - 3)).await,
+        1,
+        "the long run's row is written into its day at its finish"
+    );
 
     // Queries by job read the kept days, newest first; a lookup by id reads one
     // partition.

@@ -284,6 +284,7 @@ async fn a_release_across_shards_is_delivered_once() {
             next: None,
             alarms: Vec::new(),
             releases: vec![Release::new(child.clone(), upstream(t0))],
+            lease: jobwheel::store::LeaseEnd::Untouched,
         }])
         .await
         .unwrap();

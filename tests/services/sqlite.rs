@@ -161,7 +161,7 @@ async fn payload_overrides_become_contexts_on_upgrade() {
         },
         store.prefix(),
         "TEXT",
-        6..i64::MAX,
+        6..11,
     )
     .await;
 }

@@ -107,8 +107,8 @@ pub async fn records_are_checked<E, EFut, M, MFut>(
 /// `jobs.next_payload` and `runs.payload`) keeps them: the migration that makes
 /// `next_context` and `context` turns each into the context's `payload`. `versions`
 /// are the migrations run again: from that one up to the one that partitioned the
-/// run log by day, which converts the tables as they are and stays applied (the end
-/// of the range; `i64::MAX` where there is none); `text` the dialect's type for the
+/// run log by day or put running runs in job rows, which stay applied (the end of
+/// the range: they convert or extend the tables as they are); `text` the dialect's type for the
 /// old columns; `reopen` gives a store on new connections once migrated (as a
 /// restarted process has).
 pub async fn payload_overrides_become_contexts<E, EFut, M, MFut, R, RFut>(
@@ -148,9 +148,38 @@ pub async fn payload_overrides_become_contexts<E, EFut, M, MFut, R, RFut>(
         covers: None,
         context: FireContext::with_payload(Some(payload.clone())),
     };
+    let StartOutcome::Started { run_id, .. } = store.start_runs(&[run]).await.unwrap()[0] else {
+        panic!("not started");
+    };
+    // The run's row is written at its finish; the job stays due with the override.
+    let fire = jobwheel::FireState::fresh(
+        at,
+        TriggerKind::Manual,
+        FireContext::with_payload(Some(payload.clone())),
+    );
+    let done = store
+        .finish_runs(&[jobwheel::store::FinishRun {
+            run_id,
+            job_id: job.id().clone(),
+            token: 1,
+            takeover: false,
+            status: jobwheel::RunStatus::Failed,
+            error: None,
+            will_retry: true,
+            version: 1,
+            next: Some(fire),
+            alarms: Vec::new(),
+            releases: Vec::new(),
+            lease: jobwheel::store::LeaseEnd::Untouched,
+        }])
+        .await
+        .unwrap();
     assert!(matches!(
-        store.start_runs(&[run]).await.unwrap()[0],
-        StartOutcome::Started { .. }
+        done[0],
+        jobwheel::store::FinishOutcome::Finished {
+            rescheduled: true,
+            ..
+        }
     ));
     // Back to the schema before contexts, the override written as it was then.
     let json = payload.to_string().replace('\'', "''");

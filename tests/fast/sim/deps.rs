@@ -25,7 +25,6 @@
 
 use super::workload::Latency;
 use jobwheel::dependency::{ChildLink, ChildOn};
-use jobwheel::memory::{LocalLocks, MemoryStore, StoreLatency};
 use jobwheel::store::Jobs;
 use jobwheel::{
     Job, JobContext, JobError, JobId, MisfirePolicy, RetryPolicy, RunQuery, RunRecord, RunStatus,
@@ -172,14 +171,7 @@ pub struct DepPlayed {
 /// error after they were written, on a slow store).
 pub async fn run(w: &DepWorkload, lost_per_mille: u32) -> DepPlayed {
     let clock = Arc::new(TokioClock::starting_at(w.base));
-    let mut store = MemoryStore::with_clock(clock.clone());
-    let mut locks = LocalLocks::with_clock(clock.clone());
-    if let Some(l) = w.latency {
-        let model = StoreLatency::new(l.per_call, l.per_item, l.connections)
-            .losing_answers(lost_per_mille, w.seed);
-        store = store.with_latency(model.clone());
-        locks = locks.with_latency(model);
-    }
+    let (store, locks) = super::backend(&clock, w.latency, lost_per_mille, w.seed, w.seed % 2 == 1);
     let mut handles = Vec::new();
     for (n, &slots) in w.nodes.iter().enumerate() {
         let handler = move |ctx: JobContext| {

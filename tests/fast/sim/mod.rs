@@ -100,18 +100,35 @@ pub fn node_config(node: &str) -> SchedulerConfig {
         .shutdown_grace(Duration::from_secs(60))
 }
 
-/// Plays `w` and collects what ran.
-pub async fn run(w: &Workload) -> Played {
-    let clock = Arc::new(TokioClock::starting_at(w.base));
+/// The store and the locks every node of a play shares: the store's own locks
+/// (each job's lease in its row) with `row_leases`, a lock provider of their own
+/// otherwise; one delay model for both, as one database serves both.
+pub fn backend(
+    clock: &Arc<TokioClock>,
+    latency: Option<workload::Latency>,
+    lost_per_mille: u32,
+    seed: u64,
+    row_leases: bool,
+) -> (MemoryStore, LocalLocks) {
     let mut store = MemoryStore::with_clock(clock.clone());
     let mut locks = LocalLocks::with_clock(clock.clone());
-    if let Some(l) = w.latency {
-        // One pool for the store and the locks, as one database serves both.
+    if let Some(l) = latency {
         let model = StoreLatency::new(l.per_call, l.per_item, l.connections)
-            .losing_answers(w.lost_per_mille, w.seed);
+            .losing_answers(lost_per_mille, seed);
         store = store.with_latency(model.clone());
         locks = locks.with_latency(model);
     }
+    if row_leases {
+        // On the store's clock and delay model.
+        locks = store.locks();
+    }
+    (store, locks)
+}
+
+/// Plays `w` and collects what ran.
+pub async fn run(w: &Workload) -> Played {
+    let clock = Arc::new(TokioClock::starting_at(w.base));
+    let (store, locks) = backend(&clock, w.latency, w.lost_per_mille, w.seed, w.row_leases);
     let execs: Arc<Mutex<Vec<Exec>>> = Arc::default();
     let mut handles = Vec::new();
     for (n, &slots) in w.nodes.iter().enumerate() {

@@ -102,6 +102,10 @@ pub struct Workload {
     /// Starts and finishes in a thousand the store writes but answers with an
     /// error (0 in generated workloads; the lost-answer simulation sets it).
     pub lost_per_mille: u32,
+    /// Whether the nodes keep each job's lease in the store's job rows (the store's
+    /// own locks: a due fire claimed and started in one call) rather than in a lock
+    /// provider of their own: odd seeds.
+    pub row_leases: bool,
 }
 
 /// The store's delay model of a workload: each call costs `per_call` plus `per_item`
@@ -332,6 +336,7 @@ impl Workload {
             lives,
             latency: latency(seed),
             lost_per_mille: 0,
+            row_leases: seed % 2 == 1,
         }
     }
 }
