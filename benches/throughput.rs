@@ -59,7 +59,6 @@ mod scale;
 #[path = "throughput/store_calls.rs"]
 mod store_calls;
 
-use futures::StreamExt;
 use jobwheel::{
     Job, JobContext, JobError, JobStore, LocalExecutor, LockProvider, Schedule, Scheduler,
     SchedulerConfig, Timestamp,
@@ -366,12 +365,13 @@ pub(crate) async fn schedulers(
 }
 
 /// Upserts `jobs` with up to 32 calls in flight.
+/// Stores `jobs` with the bulk path (`upsert_many`, 20,000 at a time), as an
+/// application enqueuing many does.
 async fn store_all(store: &dyn JobStore, jobs: impl Iterator<Item = (Job, Timestamp)>) {
-    futures::stream::iter(jobs)
-        .for_each_concurrent(32, |(job, at)| async move {
-            store.upsert(&job, Some(at)).await.unwrap();
-        })
-        .await;
+    let jobs: Vec<(Job, Option<Timestamp>)> = jobs.map(|(j, at)| (j, Some(at))).collect();
+    for chunk in jobs.chunks(20_000) {
+        store.upsert_many(chunk).await.unwrap();
+    }
 }
 
 async fn drain(backend: &str, nodes: usize, jobs: usize) -> serde_json::Value {
@@ -394,6 +394,10 @@ async fn drain(backend: &str, nodes: usize, jobs: usize) -> serde_json::Value {
     let profiling = std::env::args()
         .any(|a| a == "--profile")
         .then(|| profile::Profile::start(backend));
+    if profiling.is_some() {
+        // For a sampling profiler attached to this process from here on.
+        eprintln!("profile | the drain starts (pid {})", std::process::id());
+    }
     let started = Instant::now();
     let handles = schedulers(backend, &prefix, nodes, &seen, micros_now()).await;
     while handles

@@ -160,18 +160,29 @@ impl Serialize for Timestamp {
 
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Repr {
-            Millis(i64),
-            Text(String),
+        /// Milliseconds or RFC 3339 text, read as they come (no trial of one form
+        /// and then the other: a stored job's instants are read on every poll).
+        struct Instant;
+        impl serde::de::Visitor<'_> for Instant {
+            type Value = Timestamp;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("milliseconds since the epoch or an RFC 3339 instant")
+            }
+            fn visit_i64<E: serde::de::Error>(self, ms: i64) -> Result<Timestamp, E> {
+                Ok(Timestamp(ms))
+            }
+            fn visit_u64<E: serde::de::Error>(self, ms: u64) -> Result<Timestamp, E> {
+                i64::try_from(ms)
+                    .map(Timestamp)
+                    .map_err(|_| E::custom(format!("instant {ms} ms is out of range")))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Timestamp, E> {
+                DateTime::parse_from_rfc3339(s)
+                    .map(|dt| Timestamp::from_datetime(&dt))
+                    .map_err(|e| E::custom(format!("invalid instant {s:?}: {e}")))
+            }
         }
-        match Repr::deserialize(d)? {
-            Repr::Millis(ms) => Ok(Timestamp(ms)),
-            Repr::Text(s) => DateTime::parse_from_rfc3339(&s)
-                .map(|dt| Timestamp::from_datetime(&dt))
-                .map_err(|e| serde::de::Error::custom(format!("invalid instant {s:?}: {e}"))),
-        }
+        d.deserialize_any(Instant)
     }
 }
 

@@ -95,16 +95,18 @@ impl PgDialect {
                      run_started_at = n.ms, run_covered_fires = ok.cfires, run_covered_through = ok.cthrough,
                      run_context = ok.context
                  FROM ok, n WHERE j.id = ok.job_id
-                 RETURNING j.id, j.running_run, j.run_started_at
+                 RETURNING j.id, ok.ord, j.running_run, j.run_started_at
              )
-             SELECT r.ord, upd.running_run AS run_id, upd.run_started_at AS started_at, j.id IS NOT NULL AS found,
-                    j.enabled, j.version, j.running_run, j.next_fire_at, j.last_token, j.run_node, j.run_token,
-                    j.run_fire_at, j.run_attempt, j.run_started_at AS prev_started
-             FROM req r
-             LEFT JOIN {jobs} j ON j.id = r.job_id
-             LEFT JOIN ok ON ok.ord = r.ord
-             LEFT JOIN upd ON upd.id = ok.job_id
-             ORDER BY r.ord"
+             SELECT upd.id AS job_id, upd.ord AS written, NULL::int8 AS ord, upd.running_run AS run_id,
+                    upd.run_started_at AS started_at,
+                    NULL::bool AS found, NULL::bool AS enabled, NULL::int8 AS version, NULL::int8 AS running_run,
+                    NULL::int8 AS next_fire_at, NULL::int8 AS last_token, NULL::text AS run_node, NULL::int8 AS run_token,
+                    NULL::int8 AS run_fire_at, NULL::int4 AS run_attempt, NULL::int8 AS prev_started
+             FROM upd
+             UNION ALL
+             SELECT r.job_id, NULL, r.ord, NULL, NULL, j.id IS NOT NULL, j.enabled, j.version, j.running_run,
+                    j.next_fire_at, j.last_token, j.run_node, j.run_token, j.run_fire_at, j.run_attempt, j.run_started_at
+             FROM req r LEFT JOIN {jobs} j ON j.id = r.job_id"
         );
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(
@@ -142,9 +144,11 @@ impl PgDialect {
         // run (a repeated start).
         let int =
             |row: &sqlx::postgres::PgRow, c: &str| row.try_get::<Option<i64>, _>(c).ok().flatten();
+        // Each request's start as written, or its job as it was before.
+        let rows = super::by_place(&rows, runs.len(), "start_runs")?;
         let mut started_jobs = std::collections::HashSet::new();
         let mut out = Vec::with_capacity(runs.len());
-        for (r, row) in runs.iter().zip(&rows) {
+        for (r, row) in runs.iter().zip(rows) {
             let i = |c: &str| int(row, c);
             if let (Some(id), Some(at)) = (i("run_id"), i("started_at")) {
                 started_jobs.insert(r.job_id.as_str());
@@ -369,9 +373,9 @@ impl PgDialect {
                  FROM UNNEST($12::int8[], $13::text[]) WITH ORDINALITY AS a(run_id, event, ord)
                  JOIN ok ON ok.run_id = a.run_id, n ORDER BY a.ord
              )
-             SELECT ins.id, ins.ended_at, ok.resched, ok.job_id,
+             SELECT ok.run_id, n.ms AS ended_at, ok.resched, ok.job_id,
                     EXISTS (SELECT 1 FROM {queue} q WHERE q.job_id = ok.job_id AND q.taken_at IS NULL) AS queued
-             FROM ins JOIN ok ON ok.run_id = ins.id"
+             FROM ok, n"
         )))
         .bind(i64s(|f| f.run_id.0))
         .bind(runs.iter().map(|f| f.job_id.to_string()).collect::<Vec<_>>())

@@ -55,17 +55,18 @@ impl PgDialect {
                      run_started_at = n.ms, run_covered_fires = ok.cfires, run_covered_through = ok.cthrough,
                      run_context = ok.context
                  FROM ok, n WHERE j.id = ok.job_id
-                 RETURNING j.id, j.running_run, j.run_started_at, j.last_token, j.lease_until
+                 RETURNING j.id, ok.ord, j.running_run, j.run_started_at, j.last_token, j.lease_until
              )
-             SELECT r.ord, upd.running_run AS run_id, upd.run_started_at AS started_at, upd.last_token AS token,
-                    upd.lease_until AS until, j.id IS NOT NULL AS found, j.enabled, j.version, j.running_run,
-                    j.next_fire_at, j.lease_until AS held_until, n.ms AS now
-             FROM req r
-             CROSS JOIN n
-             LEFT JOIN {jobs} j ON j.id = r.job_id
-             LEFT JOIN ok ON ok.ord = r.ord
-             LEFT JOIN upd ON upd.id = ok.job_id
-             ORDER BY r.ord"
+             SELECT upd.id AS job_id, upd.ord AS written, NULL::int8 AS ord, upd.running_run AS run_id,
+                    upd.run_started_at AS started_at,
+                    upd.last_token AS token, upd.lease_until AS until, NULL::bool AS found, NULL::bool AS enabled,
+                    NULL::int8 AS version, NULL::int8 AS running_run, NULL::int8 AS next_fire_at,
+                    NULL::int8 AS held_until, NULL::int8 AS now
+             FROM upd
+             UNION ALL
+             SELECT r.job_id, NULL, r.ord, NULL, NULL, NULL, NULL, j.id IS NOT NULL, j.enabled, j.version, j.running_run,
+                    j.next_fire_at, j.lease_until, n.ms
+             FROM req r CROSS JOIN n LEFT JOIN {jobs} j ON j.id = r.job_id"
         );
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(
@@ -109,14 +110,12 @@ impl PgDialect {
             .map_err(db_err("claim_runs"))?;
         let int =
             |row: &sqlx::postgres::PgRow, c: &str| row.try_get::<Option<i64>, _>(c).ok().flatten();
+        let full = rows.iter().filter(|r| int(r, "written").is_some()).count() >= want;
+        // Each candidate's claim as written, or its job as it was before.
+        let rows = super::by_place(&rows, claims.len(), "claim_runs")?;
         let mut claimed = std::collections::HashSet::new();
-        let full = rows
-            .iter()
-            .filter(|row| int(row, "run_id").is_some())
-            .count()
-            >= want;
         let mut out = Vec::with_capacity(claims.len());
-        for (c, row) in claims.iter().zip(&rows) {
+        for (c, row) in claims.iter().zip(rows) {
             let i = |name: &str| int(row, name);
             if let (Some(id), Some(at), Some(token), Some(until)) =
                 (i("run_id"), i("started_at"), i("token"), i("until"))
@@ -192,8 +191,11 @@ impl PgDialect {
                      FROM locked l JOIN req r ON r.k = l.id, n WHERE j.id = l.id
                      RETURNING j.id, j.last_token, j.lease_until
                  )
-                 SELECT r.k, upd.last_token, upd.lease_until, j.id IS NULL AS missing, n.us, n.ms + r.ttl AS until
-                 FROM req r CROSS JOIN n LEFT JOIN upd ON upd.id = r.k LEFT JOIN {jobs} j ON j.id = r.k"
+                 SELECT upd.id AS k, upd.last_token, upd.lease_until, false AS missing, 0::int8 AS us, 0::int8 AS until
+                 FROM upd
+                 UNION ALL
+                 SELECT r.k, NULL, NULL, true, n.us, n.ms + r.ttl FROM req r CROSS JOIN n
+                 WHERE NOT EXISTS (SELECT 1 FROM {jobs} j WHERE j.id = r.k)"
             )))
             .bind(unique.iter().map(|r| r.key.clone()).collect::<Vec<_>>())
             .bind(unique.iter().map(|r| duration_ms(r.ttl)).collect::<Vec<_>>())

@@ -122,6 +122,37 @@ pub(crate) fn db_err(operation: &'static str) -> impl Fn(sqlx::Error) -> Error {
     }
 }
 
+/// The rows of a batch statement that answers, for each of `n` requests, a row of
+/// what it wrote (column `written`: the request's place, 1-based) or a row of the
+/// state before it (column `ord`), by the request's place: the written row where
+/// there is one. The statement returns the two kinds of rows side by side (`UNION
+/// ALL`) rather than joining them: a join of two data-modifying CTEs has no row
+/// estimate and is planned as a nested loop, quadratic in the batch.
+fn by_place<'r>(rows: &'r [PgRow], n: usize, op: &'static str) -> Result<Vec<&'r PgRow>> {
+    use sqlx::Row;
+    let place = |row: &PgRow, c: &str| {
+        row.try_get::<Option<i64>, _>(c)
+            .ok()
+            .flatten()
+            .and_then(|p| usize::try_from(p - 1).ok())
+            .filter(|p| *p < n)
+    };
+    let mut out: Vec<Option<&PgRow>> = vec![None; n];
+    for row in rows {
+        if let Some(p) = place(row, "written") {
+            out[p] = Some(row);
+        }
+    }
+    for row in rows {
+        if let Some(p) = place(row, "ord") {
+            out[p].get_or_insert(row);
+        }
+    }
+    out.into_iter()
+        .map(|r| r.ok_or_else(|| Error::backend(NAME, op, false, "a request has no row")))
+        .collect()
+}
+
 /// Rewrites `?` placeholders as PostgreSQL's `$1`, `$2`, …
 fn numbered(sql: &str) -> String {
     let mut out = String::with_capacity(sql.len() + 16);
@@ -143,6 +174,8 @@ fn numbered(sql: &str) -> String {
 pub(crate) struct PgDialect {
     pool: PgPool,
     tables: Tables,
+    /// Set while a refresh of the job table's statistics runs in the background.
+    analyzing: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PgDialect {
@@ -156,6 +189,7 @@ impl PgDialect {
         Ok(PgDialect {
             pool,
             tables: tables.clone(),
+            analyzing: Default::default(),
         })
     }
 }
@@ -254,6 +288,41 @@ impl Dialect for PgDialect {
 
     fn run_sequence(&self) -> Option<String> {
         Some(self.next_run_id())
+    }
+
+    async fn after_bulk_insert(&self, rows: usize) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if rows < 1_000 || self.analyzing.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        // In the background: the enqueue does not wait for it, and one refresh at
+        // a time is enough.
+        let (pool, jobs, flag) = (self.pool.clone(), self.t("jobs"), self.analyzing.clone());
+        tokio::spawn(async move {
+            let refresh = async {
+                let analyzed: Option<f32> = sqlx::query_scalar(
+                    "SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)",
+                )
+                .bind(&jobs)
+                .fetch_optional(&pool)
+                .await?;
+                let analyzed = analyzed.unwrap_or(-1.0);
+                if analyzed < 0.0 || rows as f32 >= analyzed / 5.0 {
+                    // The columns the due scan's plan depends on.
+                    sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "ANALYZE {jobs} (next_fire_at, enabled, running_run, lease_until, run_node)"
+                    )))
+                    .execute(&pool)
+                    .await?;
+                }
+                Ok::<(), sqlx::Error>(())
+            };
+            if let Err(e) = refresh.await {
+                tracing::debug!(error = %e, "the job table's statistics were not refreshed");
+            }
+            flag.store(false, Ordering::SeqCst);
+        });
+        Ok(())
     }
 
     async fn purge_runs(&self, before: i64) -> Result<u64> {

@@ -427,6 +427,13 @@ impl<D: Dialect> Jobs for SqlStore<D> {
         } else {
             vec![None]
         };
+        let new_rows: usize = inserted.iter().flatten().map(Vec::len).sum();
+        if new_rows > 0 {
+            // A failure here costs only the plan of the next due scans.
+            if let Err(e) = self.d.after_bulk_insert(new_rows).await {
+                tracing::debug!(error = %e, "the job table's statistics were not refreshed");
+            }
+        }
         let mut created = vec![false; jobs.len()];
         let stored: std::borrow::Cow<'_, [(Job, Option<Timestamp>)]> =
             if inserted.iter().all(Option::is_some) {

@@ -296,6 +296,15 @@ pub(crate) trait Dialect: Send + Sync + Clone + fmt::Debug + 'static {
         let _ = (jobs, defs);
         async { Ok(None) }
     }
+    /// Called after a bulk insert of `rows` new jobs; by default nothing. PostgreSQL
+    /// refreshes the job table's statistics in the background when the insert grew
+    /// it by a fifth or more (or it was never analyzed): planned on stale statistics
+    /// (autovacuum analyzes within a minute or so), the due scan reads every due row
+    /// and sorts them instead of reading the due index in order up to its limit.
+    fn after_bulk_insert(&self, rows: usize) -> impl Future<Output = Result<()>> + Send {
+        let _ = rows;
+        async { Ok(()) }
+    }
     /// The SQL of the next value of the run ids' sequence where run ids carry their
     /// start day and the run log is partitioned by it ([`partitions`]: the start
     /// writes each id with [`partitions::run_id_for`], queries by start time bound

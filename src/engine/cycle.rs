@@ -18,7 +18,9 @@ pub(super) async fn start(core: &Arc<Core>) -> Result<()> {
         async move { timed("start_runs", store.name(), store.start_runs(&reqs)).await }
     });
     let store = core.store.clone();
-    let finish = Batcher::spawn(max, move |reqs: Vec<FinishRun>| {
+    // Two finishes in flight: a node's finishes write the rows of runs it holds,
+    // each in one batch, so they never wait for each other.
+    let finish = Batcher::spawn_parallel(max, 2, move |reqs: Vec<FinishRun>| {
         let store = store.clone();
         async move { timed("finish_runs", store.name(), store.finish_runs(&reqs)).await }
     });

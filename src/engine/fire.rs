@@ -63,8 +63,7 @@ pub(super) async fn fire_task(core: Arc<Core>, claim: Claim, slot: Option<SlotRe
             sink = core.lines.sink(),
         );
         crate::trace::place_run(&span, f.fire.context.trace.as_deref(), f.fire.attempt == 0);
-        next = run_fire(&core, claim, slot)
-            .instrument(span)
+        next = Box::pin(run_fire(&core, claim, slot).instrument(span))
             .await
             .map(|c| (c, None));
         if next.is_some() {
@@ -213,13 +212,20 @@ async fn run_fire(core: &Arc<Core>, mut claim: Claim, slot: Option<SlotRequest>)
             );
             Ok((run, skip, Err(Box::pin(slot.granted()) as Waiting)))
         }
-        (Some(slot), None) => start_in_line(core, claim, slot).await,
-        (None, _) => match wait_for_slot(core, &claim).await {
-            Some(grant) => start(core, claim)
-                .await
-                .map(|(run, skip)| (run, skip, Ok(grant))),
-            None => Err(claim.lease),
-        },
+        // The steps of a fire are boxed where they are large: a fire's task holds
+        // only the step it is in, so spawning and ending it copies little.
+        (Some(slot), None) => Box::pin(start_in_line(core, claim, slot)).await,
+        (None, _) => {
+            Box::pin(async {
+                match wait_for_slot(core, &claim).await {
+                    Some(grant) => start(core, claim)
+                        .await
+                        .map(|(run, skip)| (run, skip, Ok(grant))),
+                    None => Err(claim.lease),
+                }
+            })
+            .await
+        }
     };
     let (run, skip, place) = match started {
         Ok(started) => started,
@@ -234,7 +240,7 @@ async fn run_fire(core: &Arc<Core>, mut claim: Claim, slot: Option<SlotRequest>)
         drop(place);
         info!(message = %skip.message, next = ?skip.next, "misfire: skipped");
         let p = plan::plan_skip(&run.fire.job, &run.attempt, skip.next, skip.message);
-        let written = finish(core, &run, p, None, false).await;
+        let written = Box::pin(finish(core, &run, p, None, false)).await;
         release_after(core, run.lease, written.as_ref()).await;
         return None;
     }
@@ -249,23 +255,25 @@ async fn run_fire(core: &Arc<Core>, mut claim: Claim, slot: Option<SlotRequest>)
             tokio::select! {
                 grant = waiting => Some(grant),
                 _ = cancel.cancelled() => None,
-                _ = sleep(wait) => return give_back(core, run, wait).await,
+                _ = sleep(wait) => return Box::pin(give_back(core, run, wait)).await,
             }
         }
     };
     let began = Instant::now();
     let outcome = match grant {
         Some(grant) => {
-            execute(core, &run, grant, cancel, crate::trace::current())
-                .instrument(info_span!("jobwheel.execute"))
-                .await
+            Box::pin(
+                execute(core, &run, grant, cancel, crate::trace::current())
+                    .instrument(info_span!("jobwheel.execute")),
+            )
+            .await
         }
         None => Outcome::Cancelled,
     };
     // The run's slot is free again: the next fire in line takes it.
     let _finishing = Finishing::enter(core);
     core.pump_slots();
-    finish_and_continue(core, run, outcome, began.elapsed()).await
+    Box::pin(finish_and_continue(core, run, outcome, began.elapsed())).await
 }
 
 /// Gives back a started fire that waited `waited` for a slot without getting one:
