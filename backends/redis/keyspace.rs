@@ -68,6 +68,11 @@ pub struct RedisStore {
     pub(super) wait: Option<(u16, std::time::Duration)>,
     /// The shard count the keyspace had when this store connected, if any.
     pub(super) stored: Option<u16>,
+    /// Where the job hashes' leases live (the server and the prefix) when the store
+    /// is one keyspace: the [`home`](crate::LockProvider::home) its
+    /// [`locks`](Self::locks) name, so a scheduler keeps its leases in the job
+    /// hashes ([`JobLeases`](crate::store::JobLeases)). `None` when sharded.
+    pub(super) lease_home: Option<Arc<str>>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -133,14 +138,14 @@ impl RedisStore {
         timeout: std::time::Duration,
     ) -> Result<Self> {
         let conn = super::open(url, timeout).await?;
-        RedisStore::on(conn.into(), prefix).await
+        RedisStore::on(conn.into(), prefix, super::home_of(url, prefix)).await
     }
 
     /// On the application's existing connection manager, with keys under `prefix`
     /// (1-100 printable ASCII characters without spaces). Reads the keyspace's shard
     /// count (none: one keyspace).
     pub async fn new(conn: ConnectionManager, prefix: &str) -> Result<Self> {
-        RedisStore::on(conn.into(), prefix).await
+        RedisStore::on(conn.into(), prefix, Some(super::connection_home(prefix))).await
     }
 
     /// Connects to a Redis Cluster from seed URLs (`redis://127.0.0.1:7101`; any
@@ -161,10 +166,12 @@ impl RedisStore {
         timeout: std::time::Duration,
     ) -> Result<Self> {
         let conn = super::conn::open_cluster(seeds, timeout).await?;
-        RedisStore::on(conn, prefix).await
+        RedisStore::on(conn, prefix, None).await
     }
 
-    async fn on(conn: RedisConn, prefix: &str) -> Result<Self> {
+    /// The store under `prefix` on `conn`, laid out as its keyspace says; `home`
+    /// names where its job hashes' leases live when it is one keyspace.
+    async fn on(conn: RedisConn, prefix: &str, home: Option<String>) -> Result<Self> {
         super::check_prefix(prefix)?;
         let stored: Option<i64> = redis::cmd("GET")
             .arg(format!("{prefix}shards"))
@@ -179,6 +186,9 @@ impl RedisStore {
         };
         let mut store = RedisStore::laid_out(conn, prefix, layout)?;
         store.stored = stored;
+        if layout == Layout::Single {
+            store.lease_home = home.map(Into::into);
+        }
         Ok(store)
     }
 
@@ -219,6 +229,7 @@ impl RedisStore {
             claim_from: Arc::new(AtomicUsize::new(0)),
             wait: None,
             stored: None,
+            lease_home: None,
         })
     }
 
@@ -322,9 +333,14 @@ impl RedisStore {
     }
 
     /// Leases on this store's connection (one server or the cluster), with keys
-    /// under its prefix.
+    /// under its prefix. On one keyspace they name the store's
+    /// [`home`](crate::LockProvider::home), so a scheduler given them keeps each
+    /// job's lease in the job's hash, claiming and starting a fire in one script;
+    /// sharded, they are lease keys of their own.
     pub fn locks(&self) -> super::RedisLocks {
-        super::RedisLocks::checked(self.conn.clone(), &self.prefix)
+        let mut locks = super::RedisLocks::checked(self.conn.clone(), &self.prefix);
+        locks.home = self.lease_home.clone();
+        locks
     }
 
     /// Writes the schema version (and, sharded, the shard count and each shard's

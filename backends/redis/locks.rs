@@ -84,6 +84,9 @@ pub struct RedisLocks {
     acquire: Arc<Script>,
     renew: Arc<Script>,
     release: Arc<Script>,
+    /// The [`home`](LockProvider::home) these leases name: the store's when they
+    /// are a one-keyspace store's own (its job hashes hold the leases then).
+    pub(super) home: Option<Arc<str>>,
 }
 
 impl fmt::Debug for RedisLocks {
@@ -97,10 +100,15 @@ impl fmt::Debug for RedisLocks {
 
 impl RedisLocks {
     /// Connects to `url` (`redis://127.0.0.1:6379`) with a reconnecting connection
-    /// manager; keys go under `jobwheel:`.
+    /// manager; keys go under `jobwheel:`. They name the server, its database and
+    /// the prefix as their [`home`](LockProvider::home): beside a one-keyspace
+    /// [`RedisStore`](super::RedisStore) under `jobwheel:` on the same server and
+    /// database, a scheduler keeps its leases in the store's job hashes instead.
     pub async fn connect(url: &str) -> Result<Self> {
         let conn = super::open(url, super::CONNECT_TIMEOUT).await?;
-        RedisLocks::new(conn, "jobwheel:")
+        let mut locks = RedisLocks::new(conn, "jobwheel:")?;
+        locks.home = super::home_of(url, "jobwheel:").map(Into::into);
+        Ok(locks)
     }
 
     /// Connects to a Redis Cluster through its seed nodes (`redis://127.0.0.1:7000`,
@@ -133,6 +141,7 @@ impl RedisLocks {
             acquire: Arc::new(Script::new(ACQUIRE)),
             renew: Arc::new(Script::new(RENEW)),
             release: Arc::new(Script::new(RELEASE)),
+            home: None,
         }
     }
 
@@ -197,6 +206,10 @@ fn holder(l: &Lease) -> String {
 impl LockProvider for RedisLocks {
     fn name(&self) -> &'static str {
         NAME
+    }
+
+    fn home(&self) -> Option<String> {
+        self.home.as_deref().map(str::to_string)
     }
 
     async fn acquire(&self, owner: &str, requests: &[LockRequest]) -> Result<Vec<Option<Lease>>> {

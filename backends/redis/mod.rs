@@ -50,6 +50,8 @@ mod conn;
 mod decode;
 mod forward;
 mod keyspace;
+mod lease_scripts;
+mod leases;
 mod locks;
 mod log;
 mod prepared;
@@ -116,6 +118,28 @@ pub(crate) async fn open(
         Err(_) => Err(failed(true, format!("timed out after {timeout:?}"))),
         Ok(r) => r.map_err(|e| failed(true, e.to_string())),
     }
+}
+
+/// Where the leases of a keyspace under `prefix` on the server of `url` live, as
+/// [`LockProvider::home`](crate::LockProvider::home) names it: the server's address,
+/// its database and the prefix (`redis 127.0.0.1:6379/0 jobwheel:`). `None` for a
+/// URL that cannot be parsed.
+pub(crate) fn home_of(url: &str, prefix: &str) -> Option<String> {
+    let info = redis::Client::open(url).ok()?.get_connection_info().clone();
+    Some(format!(
+        "{NAME} {}/{} {prefix}",
+        info.addr(),
+        info.redis_settings().db()
+    ))
+}
+
+/// The home of a keyspace under `prefix` reached through a connection handed over
+/// by the application, whose server is not known: one of its own, which only the
+/// store's [`locks`](RedisStore::locks) share.
+fn connection_home(prefix: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{NAME} connection #{n} {prefix}")
 }
 
 /// A key prefix: 1-100 printable ASCII characters, no spaces.

@@ -1,8 +1,8 @@
 //! The Redis store's scripts, each compiled once per store and sent by SHA after its
 //! first use.
 
-use super::registry_scripts;
 use super::scripts::{self, source};
+use super::{lease_scripts, registry_scripts};
 use redis::Script;
 
 /// A script and its source: sent by hash, and on `NOSCRIPT` by source to the node
@@ -35,6 +35,9 @@ pub(super) struct Scripts {
     pub(super) due: Lua,
     pub(super) start: Lua,
     pub(super) finish: Lua,
+    pub(super) claim: Lua,
+    pub(super) acquire_jobs: Lua,
+    pub(super) renew_or_release_jobs: Lua,
     pub(super) take_releases: Lua,
     pub(super) queue_releases: Lua,
     pub(super) drop_releases: Lua,
@@ -78,6 +81,9 @@ impl Scripts {
             due: s(scripts::DUE),
             start: s(scripts::START),
             finish: s(scripts::FINISH),
+            claim: s(lease_scripts::CLAIM),
+            acquire_jobs: s(lease_scripts::ACQUIRE_JOBS),
+            renew_or_release_jobs: s(lease_scripts::RENEW_OR_RELEASE_JOBS),
             take_releases: s(super::release_scripts::TAKE_RELEASES),
             queue_releases: s(super::release_scripts::QUEUE_RELEASES),
             drop_releases: s(super::release_scripts::DROP_RELEASES),

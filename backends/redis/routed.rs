@@ -423,6 +423,12 @@ impl Jobs for RedisStore {
         Ok(taken)
     }
 
+    fn job_leases(&self) -> Option<&dyn crate::store::JobLeases> {
+        self.lease_home
+            .is_some()
+            .then_some(self as &dyn crate::store::JobLeases)
+    }
+
     async fn alarm_waiting(&self, job: &JobId, at: Timestamp, e: &AlarmEvent) -> Result<bool> {
         self.job_shard(job).alarm_queued(job, at, e).await
     }

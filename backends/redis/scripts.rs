@@ -11,7 +11,7 @@
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `P job:<id>` | hash | `def` (JSON), `enabled`, `version`, `next`, `trigger`, `attempt`, `resume` (where the schedule resumes after a retry, or empty), `nctx` (the next fire's context as JSON, or empty; a hash written before it had `npayload`, the payload override alone), `token`, `running`, `created`, `updated` |
+//! | `P job:<id>` | hash | `def` (JSON), `enabled`, `version`, `next`, `trigger`, `attempt`, `resume` (where the schedule resumes after a retry, or empty), `nctx` (the next fire's context as JSON, or empty; a hash written before it had `npayload`, the payload override alone), `token`, `running`, `lease_owner` and `lease_until` (ms; the job's lease when the scheduler keeps leases in the job hashes, see `lease_scripts`), `created`, `updated` |
 //! | `P jobs` | sorted set | every job id (score 0, lexical order) |
 //! | `P due` | sorted set | enabled, idle jobs with a next fire; score `next` |
 //! | `P run:<id>` | hash | `job`, `fire`, `trigger`, `node`, `attempt`, `token`, `status`, `started`, `ended`, `error`, `retry`, `cfires` and `cthrough` (a misfire record's span, or empty), `ctx` (the context it ran with as JSON, or empty; before it, `payload`) |
@@ -88,6 +88,26 @@ local function audit(nows)
   redis.call('HSET', P .. 'audit:' .. id, 'at', nows, 'actor', ARGV[2], 'action', ARGV[3],
     'target', ARGV[4], 'before', ARGV[5], 'after', ARGV[6])
   redis.call('ZADD', P .. 'audit', id, id)
+end
+-- Records the run of a start (the run hash, the job's run index) and returns its id.
+local function write_run(id, fire, trig, node, att, tok, cfires, cthrough, ctx, nows)
+  local rid = next_id('run')
+  redis.call('HSET', P .. 'run:' .. rid, 'job', id, 'fire', fire, 'trigger', trig,
+    'node', node, 'attempt', att, 'token', tok, 'status', 'running', 'started', nows,
+    'ended', '', 'error', '', 'retry', '0', 'cfires', cfires, 'cthrough', cthrough,
+    'ctx', ctx)
+  redis.call('ZADD', P .. 'runs:job:' .. id, rid, rid)
+  return rid
+end
+-- Indexes a batch of started runs (`runs`: id, id, ...) of the jobs `started`: the run
+-- log's and running indexes, the due index, the day's counter.
+local function index_starts(runs, started, day)
+  if #started == 0 then return end
+  bulk('ZADD', P .. 'runs', runs)
+  bulk('ZADD', P .. 'running', runs)
+  bulk('ZREM', P .. 'due', started)
+  redis.call('HINCRBY', P .. 'stats:' .. day, 'running', #started)
+  redis.call('ZADD', P .. 'stats:days', day, day)
 end
 local function enqueue(ev, nows)
   local aid = next_id('alarm')
@@ -208,49 +228,54 @@ return 1
 
 /// ARGV: P, until, limit[, after at, after id]. Returns id, next, def, version,
 /// trigger, attempt, resume, context per fire, in due order; with the `after` key
-/// only fires after it. A job hash written before `nctx` existed gives its `npayload`
+/// only fires after it. A job whose lease in its hash (`lease_until`, see
+/// `lease_scripts`) has not run out is passed over, and the page goes on past it
+/// to `limit` fires. A job hash written before `nctx` existed gives its `npayload`
 /// as a context.
 /// The key's place is its rank in the due index: the member's own when it is still
 /// there at that score, else that of the key added for a moment and taken out again
-/// (or put back at its own score) within the script, so no one sees it.
+/// (or put back at its own score) at the end of the script, so no one sees it.
 pub(super) const DUE: &str = r"
-local key, limit = P .. 'due', tonumber(ARGV[3])
-local ids = {}
+local key, limit, upto = P .. 'due', tonumber(ARGV[3]), tonumber(ARGV[2])
+local rank, own, moved, after = 0, nil, false, nil
 if ARGV[4] then
-  local at, after = ARGV[4], ARGV[5]
-  local own = redis.call('ZSCORE', key, after)
-  local moved = not (own and tonumber(own) == tonumber(at))
+  local at = ARGV[4]
+  after = ARGV[5]
+  own = redis.call('ZSCORE', key, after)
+  moved = not (own and tonumber(own) == tonumber(at))
   if moved then redis.call('ZADD', key, at, after) end
-  local rank = redis.call('ZRANK', key, after)
-  -- Read the page before the key goes back: taking it out would shift the ranks.
-  local page = redis.call('ZRANGE', key, rank + 1, rank + limit, 'WITHSCORES')
-  if moved then
-    if own then redis.call('ZADD', key, own, after) else redis.call('ZREM', key, after) end
-  end
-  local upto = tonumber(ARGV[2])
-  for k = 1, #page, 2 do
-    if tonumber(page[k + 1]) > upto then break end
-    ids[#ids + 1] = page[k]
-  end
-else
-  ids = redis.call('ZRANGEBYSCORE', key, '-inf', ARGV[2], 'LIMIT', 0, limit)
+  rank = redis.call('ZRANK', key, after) + 1
 end
-local out = {}
-for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', P .. 'job:' .. id, 'next', 'def', 'version', 'trigger', 'attempt',
-    'resume', 'nctx', 'npayload')
-  if f[1] and f[2] then
-    out[#out + 1] = id
-    for j = 1, 5 do out[#out + 1] = f[j] end
-    out[#out + 1] = f[6] or ''
-    local ctx = f[7]
-    if not ctx then
-      ctx = ''
-      -- the legacy payload as a context object (\034 is the double quote)
-      if f[8] and f[8] ~= '' then ctx = '{\034payload\034:' .. f[8] .. '}' end
+local now = now_ms()
+local out, n, done = {}, 0, false
+while n < limit and not done do
+  local page = redis.call('ZRANGE', key, rank, rank + limit - 1, 'WITHSCORES')
+  rank = rank + limit
+  done = #page < 2 * limit
+  for k = 1, #page, 2 do
+    if tonumber(page[k + 1]) > upto then done = true; break end
+    local id = page[k]
+    local f = redis.call('HMGET', P .. 'job:' .. id, 'next', 'def', 'version', 'trigger',
+      'attempt', 'resume', 'nctx', 'npayload', 'lease_until')
+    local leased = f[9] and f[9] ~= '' and tonumber(f[9]) > now
+    if f[1] and f[2] and not leased then
+      out[#out + 1] = id
+      for j = 1, 5 do out[#out + 1] = f[j] end
+      out[#out + 1] = f[6] or ''
+      local ctx = f[7]
+      if not ctx then
+        ctx = ''
+        -- the legacy payload as a context object (\034 is the double quote)
+        if f[8] and f[8] ~= '' then ctx = '{\034payload\034:' .. f[8] .. '}' end
+      end
+      out[#out + 1] = ctx
+      n = n + 1
+      if n >= limit then break end
     end
-    out[#out + 1] = ctx
   end
+end
+if moved then
+  if own then redis.call('ZADD', key, own, after) else redis.call('ZREM', key, after) end
 end
 return out
 ";
@@ -296,12 +321,7 @@ for _ = 1, tonumber(ARGV[2]) do
   elseif code then
     out[#out + 1] = code; out[#out + 1] = cur; out[#out + 1] = ''
   else
-    local rid = next_id('run')
-    redis.call('HSET', P .. 'run:' .. rid, 'job', id, 'fire', fire, 'trigger', trig,
-      'node', node, 'attempt', att, 'token', tok, 'status', 'running', 'started', nows,
-      'ended', '', 'error', '', 'retry', '0', 'cfires', cfires, 'cthrough', cthrough,
-      'ctx', ctx)
-    redis.call('ZADD', P .. 'runs:job:' .. id, rid, rid)
+    local rid = write_run(id, fire, trig, node, att, tok, cfires, cthrough, ctx, nows)
     redis.call('HSET', jk, 'token', tok, 'running', rid)
     runs[#runs + 1] = rid; runs[#runs + 1] = rid
     undue[#undue + 1] = id
@@ -309,19 +329,14 @@ for _ = 1, tonumber(ARGV[2]) do
     out[#out + 1] = 'ok'; out[#out + 1] = rid; out[#out + 1] = nows
   end
 end
-if #undue > 0 then
-  bulk('ZADD', P .. 'runs', runs)
-  bulk('ZADD', P .. 'running', runs)
-  bulk('ZREM', P .. 'due', undue)
-  redis.call('HINCRBY', P .. 'stats:' .. day, 'running', #undue)
-  redis.call('ZADD', P .. 'stats:days', day, day)
-end
+index_starts(runs, undue, day)
 return out
 ";
 
 /// ARGV: P, n, then per item: run, job, token, takeover, status, has error, error,
 /// will retry, version, next at, next trigger, next attempt, next resume, next context
-/// (or empty), alarm count, alarm JSON…, release count, per release its job, member
+/// (or empty), what happens to the job's lease in its hash (`0` untouched, `1` freed,
+/// `2` kept) and for how long (ms, or empty), alarm count, alarm JSON…, release count, per release its job, member
 /// and upstream run (JSON), forward count, per forward the shard of its job, the job,
 /// member and upstream run (releases of jobs on other shards, kept in `P fwd` to be
 /// delivered there, see `forward`).
@@ -340,8 +355,9 @@ for _ = 1, tonumber(ARGV[2]) do
   local rid, jid, tok, takeover, st, has_err, err, retry, ver, nat, ntrig, natt, nres, nctx, na =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
     ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11], ARGV[i + 12],
-    ARGV[i + 13], tonumber(ARGV[i + 14])
-  local alarms_at = i + 15
+    ARGV[i + 13], tonumber(ARGV[i + 16])
+  local lease, lease_ms = ARGV[i + 14], ARGV[i + 15]
+  local alarms_at = i + 17
   local nr = tonumber(ARGV[alarms_at + na])
   local rel_at = alarms_at + na + 1
   local nf = tonumber(ARGV[rel_at + 3 * nr])
@@ -368,14 +384,20 @@ for _ = 1, tonumber(ARGV[2]) do
       if jf[1] then
         local running, nxt = jf[2] or '', jf[4]
         if running == rid then running = '' end
+        local set = { 'token', tok, 'running', running }
         if jf[3] == ver and nxt == r[3] then
           nxt = nat
           resched = '1'
-          redis.call('HSET', jk, 'token', tok, 'running', running, 'next', nat, 'trigger', ntrig,
-            'attempt', natt, 'resume', nres, 'nctx', nctx)
-        else
-          redis.call('HSET', jk, 'token', tok, 'running', running)
+          for _, v in ipairs({ 'next', nat, 'trigger', ntrig, 'attempt', natt, 'resume', nres,
+            'nctx', nctx }) do set[#set + 1] = v end
         end
+        if lease == '1' then
+          set[#set + 1] = 'lease_owner'; set[#set + 1] = ''
+          set[#set + 1] = 'lease_until'; set[#set + 1] = '0'
+        elseif lease == '2' then
+          set[#set + 1] = 'lease_until'; set[#set + 1] = fmt(now + tonumber(lease_ms))
+        end
+        redis.call('HSET', jk, unpack(set))
         if jf[5] == '1' and nxt and nxt ~= '' and running == '' then
           due_of[jid] = nxt
         else

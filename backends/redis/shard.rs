@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
 use crate::store::{Applied, CorruptRow, DueQuery, JobChange, JobQuery, Jobs, Page};
-use crate::time::Timestamp;
+use crate::time::{Timestamp, duration_ms};
 use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
@@ -134,6 +134,25 @@ pub(super) fn triples(out: Vec<String>, n: usize, what: &'static str) -> Result<
             ]
         })
         .collect())
+}
+
+/// The arguments of a run being started, as the start and claim scripts read them:
+/// node, attempt, trigger, the covered fires and through when (both empty without a
+/// span), the context (JSON, or empty).
+pub(super) fn push_run(
+    call: &mut Call<'_>,
+    node: &str,
+    attempt: u32,
+    trigger: TriggerKind,
+    covers: Option<FireSpan>,
+    context: &FireContext,
+) {
+    call.arg(node)
+        .arg(attempt)
+        .arg(trigger.as_str())
+        .arg(covers.map_or(String::new(), |c| c.fires.to_string()))
+        .arg(covers.map_or(String::new(), |c| c.through.as_millis().to_string()))
+        .arg(context.to_stored().unwrap_or_default());
 }
 
 fn flag(b: bool) -> &'static str {
@@ -302,6 +321,11 @@ impl Shard {
                 .arg(flag(f.will_retry))
                 .arg(f.version);
             push_fire(&mut call, f.next.as_ref());
+            match f.lease {
+                LeaseEnd::Untouched => call.arg("0").arg(""),
+                LeaseEnd::Release => call.arg("1").arg(""),
+                LeaseEnd::Keep(ttl) => call.arg("2").arg(duration_ms(ttl).max(1)),
+            };
             call.arg(f.alarms.len());
             for a in &f.alarms {
                 call.arg(encode(a)?);
@@ -519,16 +543,10 @@ impl Jobs for Shard {
             call.arg(r.job_id.as_str())
                 .arg(r.fire_at.as_millis())
                 .arg(r.version)
-                .arg(r.token)
-                .arg(&r.node)
-                .arg(r.attempt)
-                .arg(r.trigger.as_str())
-                .arg(r.covers.map_or(String::new(), |c| c.fires.to_string()))
-                .arg(
-                    r.covers
-                        .map_or(String::new(), |c| c.through.as_millis().to_string()),
-                )
-                .arg(r.context.to_stored().unwrap_or_default());
+                .arg(r.token);
+            push_run(
+                &mut call, &r.node, r.attempt, r.trigger, r.covers, &r.context,
+            );
         }
         let out: Vec<String> = self.invoke(call, "start_runs").await?;
         let w = "decode start";

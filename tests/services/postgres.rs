@@ -85,6 +85,16 @@ async fn two_schedulers_on_one_database_run_every_fire_once() {
         }
     })
     .await;
+    // The store's own locks name its tables: every lease was kept in a job row.
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    let (leases,): (i64,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM {p}locks"
+    )))
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(leases, 0, "the locks table was written");
+    pool.close().await;
     drop_tables(&url, &p).await;
 }
 

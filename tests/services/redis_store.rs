@@ -147,6 +147,18 @@ async fn two_schedulers_on_one_redis_run_every_fire_once() {
         async move { pair(open(&url, &p).await) }
     })
     .await;
+    // The store's own locks name its home: every lease was kept in a job hash.
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    // (A lease key goes at its release; its token counter stays a day.)
+    for kind in ["lock", "token"] {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{p}{kind}:*"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(keys.is_empty(), "lease keys written: {keys:?}");
+    }
     drop_keys(&url, &p).await;
 }
 
@@ -430,4 +442,32 @@ async fn sharded_due_pages_are_those_of_one_index() {
     }
     drop_keys(&url, &p1).await;
     drop_keys(&url, &p4).await;
+}
+
+/// Where leases live: a one-keyspace store's `locks()` and `RedisLocks::connect` on
+/// the same server and database name the store's home (a scheduler then keeps its
+/// leases in the job hashes); a sharded store's locks, locks on a handed-over
+/// connection and locks under another prefix name none or another.
+#[tokio::test]
+async fn lock_providers_name_the_store_they_share_leases_with() {
+    use jobwheel::store::Jobs;
+    let Some(url) = url() else { return };
+    // Connecting reads one key and writes none.
+    let store = RedisStore::connect(&url).await.unwrap();
+    let home = store.job_leases().map(|l| l.home());
+    assert!(
+        home.is_some(),
+        "a one-keyspace store keeps leases in its job hashes"
+    );
+    assert_eq!(store.locks().home(), home);
+    assert_eq!(RedisLocks::connect(&url).await.unwrap().home(), home);
+    let other = RedisStore::connect_with_prefix(&url, &prefix("other"))
+        .await
+        .unwrap();
+    assert_ne!(other.locks().home(), home, "another prefix is another home");
+    let sharded = other.clone().with_shards(2).unwrap();
+    assert!(sharded.job_leases().is_none());
+    assert_eq!(sharded.locks().home(), None);
+    let conn = store.connection().unwrap().clone();
+    assert_eq!(RedisLocks::new(conn, "jobwheel:").unwrap().home(), None);
 }
