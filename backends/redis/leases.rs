@@ -6,7 +6,7 @@
 
 use super::decode::{corrupt, parse_int};
 use super::keyspace::RedisStore;
-use super::shard::push_run;
+use super::prepared::push_run;
 use crate::error::Result;
 use crate::lock::{Lease, LockRequest};
 use crate::record::*;

@@ -4,8 +4,9 @@ use super::decode::{
     Fields, corrupt, decode_alarm, decode_executor, decode_node, encode, executor_key,
     executor_member, int,
 };
+use super::prepared::flag_ms;
 use super::redis_err;
-use super::shard::{PURGE_CHUNK, Shard, flag_ms};
+use super::shard::{PURGE_CHUNK, Shard};
 use crate::error::Result;
 use crate::record::*;
 use crate::store::{

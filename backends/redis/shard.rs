@@ -1,6 +1,6 @@
 use super::conn::RedisConn;
 use super::decode::{Fields, corrupt, encode, job_record, parse_int, run_record};
-use super::prepared::{Call, Lua, Scripts};
+use super::prepared::{Call, Lua, Scripts, flag, ms, push_fire, push_run, triples};
 use super::{NAME, redis_err};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
@@ -108,55 +108,6 @@ impl Shard {
             .map(|(id, h)| run_record(id, &h))
             .collect()
     }
-}
-
-/// An optional instant as a script argument (empty when absent).
-pub(super) fn flag_ms(t: Option<Timestamp>) -> String {
-    ms(t)
-}
-
-fn ms(t: Option<Timestamp>) -> String {
-    t.map(|t| t.as_millis().to_string()).unwrap_or_default()
-}
-
-/// Reads the `(code, a, b)` triples that the start and finish scripts return.
-pub(super) fn triples(out: Vec<String>, n: usize, what: &'static str) -> Result<Vec<[String; 3]>> {
-    if out.len() != 3 * n {
-        return Err(corrupt(what, format!("{} values for {n} items", out.len())));
-    }
-    let mut it = out.into_iter();
-    Ok((0..n)
-        .map(|_| {
-            [
-                it.next().unwrap_or_default(),
-                it.next().unwrap_or_default(),
-                it.next().unwrap_or_default(),
-            ]
-        })
-        .collect())
-}
-
-/// The arguments of a run being started, as the start and claim scripts read them:
-/// node, attempt, trigger, the covered fires and through when (both empty without a
-/// span), the context (JSON, or empty).
-pub(super) fn push_run(
-    call: &mut Call<'_>,
-    node: &str,
-    attempt: u32,
-    trigger: TriggerKind,
-    covers: Option<FireSpan>,
-    context: &FireContext,
-) {
-    call.arg(node)
-        .arg(attempt)
-        .arg(trigger.as_str())
-        .arg(covers.map_or(String::new(), |c| c.fires.to_string()))
-        .arg(covers.map_or(String::new(), |c| c.through.as_millis().to_string()))
-        .arg(context.to_stored().unwrap_or_default());
-}
-
-fn flag(b: bool) -> &'static str {
-    if b { "1" } else { "0" }
 }
 
 impl Shard {
@@ -275,20 +226,6 @@ impl Shard {
             }
         }
     }
-}
-
-/// The fields of a job's next fire as script arguments (`None`: nothing to fire):
-/// at, trigger, attempt, resume, context.
-fn push_fire(call: &mut Call<'_>, fire: Option<&FireState>) {
-    match fire {
-        Some(f) => call
-            .arg(f.at.as_millis())
-            .arg(f.trigger.as_str())
-            .arg(f.attempt)
-            .arg(ms(f.resume_after))
-            .arg(f.context.to_stored().unwrap_or_default()),
-        None => call.arg("").arg("schedule").arg(0).arg("").arg(""),
-    };
 }
 
 /// A finish with its releases split by where their jobs live: `local` on the
