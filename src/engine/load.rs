@@ -126,7 +126,13 @@ pub(crate) struct Pace {
     mean_nanos: std::sync::atomic::AtomicU64,
     /// Runs entering a slot per second, decayed, and when it was last updated.
     entered: Mutex<(f64, Option<Instant>)>,
+    /// When the node's current stretch of starts began: its first start after
+    /// [`IDLE_AFTER`] without one.
+    busy_since: Mutex<Option<Instant>>,
 }
+
+/// A gap between starts after which the next one begins a new stretch.
+const IDLE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The window of the measured start rate: starts older than a few windows no longer
 /// count, so the rate follows a change of pace within about a second.
@@ -140,6 +146,12 @@ impl Pace {
         {
             let mut entered = lock(&self.entered);
             let now = Instant::now();
+            if entered
+                .1
+                .is_none_or(|at| now.duration_since(at) >= IDLE_AFTER)
+            {
+                *lock(&self.busy_since) = Some(now);
+            }
             let rate = decayed(*entered, now);
             *entered = (rate + 1.0 / RATE_WINDOW.as_secs_f64(), Some(now));
         }
@@ -165,8 +177,25 @@ impl Pace {
     /// the node actually turns its slots over at, which handlers that end at once
     /// do not raise (the node's own work bounds it), and 0 on a node that has been
     /// idle for a second.
+    ///
+    /// The decayed rate starts from 0, so early in a stretch of starts it counts
+    /// the starts so far against the whole window; it is divided by the share of
+    /// the window the stretch has lasted (at least a tenth of it), so a node that
+    /// starts a backlog measures its pace within its first polls rather than a
+    /// window later.
     pub(crate) fn started_within(&self, span: std::time::Duration) -> usize {
-        (decayed(*lock(&self.entered), Instant::now()) * span.as_secs_f64()) as usize
+        let now = Instant::now();
+        let rate = decayed(*lock(&self.entered), now);
+        let lasted = lock(&self.busy_since).map_or(0.0, |since| {
+            now.duration_since(since)
+                .as_secs_f64()
+                .max(RATE_WINDOW.as_secs_f64() / 10.0)
+        });
+        let share = 1.0 - (-lasted / RATE_WINDOW.as_secs_f64()).exp();
+        if share <= 0.0 {
+            return 0;
+        }
+        (rate / share * span.as_secs_f64()) as usize
     }
 
     /// Records a run that held its slot for `took` nanoseconds.
@@ -298,6 +327,29 @@ mod tests {
             0,
             "runs of 5 s: nothing starts within a quarter second"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stretch_of_starts_measures_its_pace_from_its_first_polls() {
+        let pace = Pace::default();
+        let second = Duration::from_secs(1);
+        // 64 starts every 10 ms (6,400 a second), for 30 ms only.
+        for _ in 0..3 {
+            for _ in 0..64 {
+                drop(pace.enter());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let n = pace.started_within(second);
+        assert!(
+            (4_000..=8_000).contains(&n),
+            "30 ms into a stretch of 6,400 starts a second: {n}"
+        );
+        // A lone start after an idle second is a new stretch of one start.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        drop(pace.enter());
+        let n = pace.started_within(second);
+        assert!(n <= 50, "one start is no pace: {n}");
     }
 
     #[tokio::test(start_paused = true)]
