@@ -3,10 +3,22 @@
 //! succeeded.
 
 use crate::support::{self, Figures};
-use jobwheel::{BackendConfig, Job, JobContext, LocalExecutor, Schedule, Scheduler, Timestamp};
+use jobwheel::{
+    BackendConfig, Job, JobContext, LocalExecutor, Schedule, Scheduler, SchedulerConfig, Timestamp,
+};
 use std::time::Instant;
 
-async fn scheduler(url: &str, concurrency: Option<usize>) -> anyhow::Result<Scheduler> {
+/// How the two schedulers are set.
+#[derive(Clone, Copy, Debug)]
+pub enum Tuning {
+    /// Every default, with `Some(c)` handlers per worker.
+    Defaults(Option<usize>),
+    /// Hand-tuned for a drain: 2048 handlers, claim batch 2000, claim window 4000,
+    /// write batch 1000.
+    Drain,
+}
+
+async fn scheduler(url: &str, tuning: Tuning) -> anyhow::Result<Scheduler> {
     let backend = BackendConfig::new(url)
         .max_connections(20)
         .connect()
@@ -17,17 +29,26 @@ async fn scheduler(url: &str, concurrency: Option<usize>) -> anyhow::Result<Sche
             support::executed();
             Ok(())
         });
-    if let Some(c) = concurrency {
-        b = b.executor(LocalExecutor::with_concurrency(c)?);
+    match tuning {
+        Tuning::Defaults(Some(c)) => b = b.executor(LocalExecutor::with_concurrency(c)?),
+        Tuning::Defaults(None) => {}
+        Tuning::Drain => {
+            b = b.executor(LocalExecutor::with_concurrency(2048)?).config(
+                SchedulerConfig::default()
+                    .claim_batch(2000)
+                    .claim_window(4000)
+                    .write_batch(1000),
+            );
+        }
     }
     Ok(b.build()?)
 }
 
 /// One run in the fresh database `url`.
-pub async fn run(url: &str, jobs: usize, concurrency: Option<usize>) -> anyhow::Result<Figures> {
+pub async fn run(url: &str, jobs: usize, tuning: Tuning) -> anyhow::Result<Figures> {
     let admin = support::pool(url, 2).await?;
-    let a = scheduler(url, concurrency).await?;
-    let b = scheduler(url, concurrency).await?;
+    let a = scheduler(url, tuning).await?;
+    let b = scheduler(url, tuning).await?;
     let now = Timestamp::now();
     let batch: Vec<Job> = (0..jobs)
         .map(|i| Job::builder(format!("j{i}"), "noop", Schedule::once(now)).build())

@@ -39,6 +39,9 @@ use support::Figures;
 pub enum Setting {
     /// jobwheel with `concurrency` handlers per worker, the rest default.
     Jobwheel { concurrency: Option<usize> },
+    /// jobwheel hand-tuned for a drain: concurrency 2048, claim batch 2000, claim
+    /// window 4000, write batch 1000 per worker.
+    JobwheelTuned,
     /// graphile_worker with `concurrency` and a LocalQueue of `local_queue` jobs.
     Graphile {
         concurrency: usize,
@@ -56,7 +59,7 @@ pub enum Setting {
 impl Setting {
     fn system(&self) -> &'static str {
         match self {
-            Setting::Jobwheel { .. } => "jobwheel",
+            Setting::Jobwheel { .. } | Setting::JobwheelTuned => "jobwheel",
             Setting::Graphile { .. } => "graphile_worker 0.14",
             Setting::Awa { .. } => "awa 0.6",
             Setting::Apalis { .. } => "apalis 1.0 (postgres)",
@@ -70,6 +73,9 @@ impl Setting {
             Setting::Jobwheel {
                 concurrency: Some(c),
             } => format!("concurrency {c}"),
+            Setting::JobwheelTuned => {
+                "concurrency 2048, claim 2000, window 4000, write 1000".into()
+            }
             Setting::Graphile {
                 concurrency,
                 local_queue,
@@ -88,7 +94,7 @@ impl Setting {
 
     fn key(&self) -> &'static str {
         match self {
-            Setting::Jobwheel { .. } => "jobwheel",
+            Setting::Jobwheel { .. } | Setting::JobwheelTuned => "jobwheel",
             Setting::Graphile { .. } => "graphile",
             Setting::Awa { .. } => "awa",
             Setting::Apalis { .. } => "apalis",
@@ -98,7 +104,12 @@ impl Setting {
 
     async fn run(&self, url: &str, jobs: usize) -> anyhow::Result<Figures> {
         match *self {
-            Setting::Jobwheel { concurrency } => jobwheel_peer::run(url, jobs, concurrency).await,
+            Setting::Jobwheel { concurrency } => {
+                jobwheel_peer::run(url, jobs, jobwheel_peer::Tuning::Defaults(concurrency)).await
+            }
+            Setting::JobwheelTuned => {
+                jobwheel_peer::run(url, jobs, jobwheel_peer::Tuning::Drain).await
+            }
             Setting::Graphile {
                 concurrency,
                 local_queue,
@@ -155,6 +166,7 @@ fn settings() -> Vec<(&'static str, Setting)> {
         ),
         ("best", Setting::Apalis { concurrency: 100 }),
         ("best", Setting::Jobwheel { concurrency: None }),
+        ("tuned", Setting::JobwheelTuned),
         ("ceiling", Setting::Ceiling),
     ]
 }
@@ -257,7 +269,12 @@ async fn bench() -> anyhow::Result<()> {
             .map(median)
     };
     let jobwheel = |s: &Setting| matches!(s, Setting::Jobwheel { .. });
-    let peer = |s: &Setting| !matches!(s, Setting::Jobwheel { .. } | Setting::Ceiling);
+    let peer = |s: &Setting| {
+        !matches!(
+            s,
+            Setting::Jobwheel { .. } | Setting::JobwheelTuned | Setting::Ceiling
+        )
+    };
     let best_peer = settings
         .iter()
         .enumerate()
@@ -273,10 +290,25 @@ async fn bench() -> anyhow::Result<()> {
         );
     }
     if let (Some(j), Some(g)) = (find(&jobwheel, "concurrency 10"), graphile10) {
-        println!("jobwheel at concurrency 10: {:.2}x graphile_worker at concurrency 10", j / g);
+        println!(
+            "jobwheel at concurrency 10: {:.2}x graphile_worker at concurrency 10",
+            j / g
+        );
+    }
+    if let (Some(j), Some(t)) = (
+        find(&jobwheel, "best"),
+        find(&|s| matches!(s, Setting::JobwheelTuned), "tuned"),
+    ) {
+        println!(
+            "jobwheel at its defaults: {:.0} % of its hand-tuned setting",
+            j / t * 100.0
+        );
     }
     if let (Some(j), Some(c)) = (find(&jobwheel, "best"), ceiling) {
-        println!("jobwheel at its defaults: {:.0} % of the SQL-only ceiling", j / c * 100.0);
+        println!(
+            "jobwheel at its defaults: {:.0} % of the SQL-only ceiling",
+            j / c * 100.0
+        );
     }
     Ok(())
 }
