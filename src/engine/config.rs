@@ -45,7 +45,7 @@ pub struct SchedulerConfig {
     pub heartbeat: Duration,
     /// Missed beats after which a node is dead (default 3).
     pub dead_after_beats: u32,
-    /// Most fires claimed per poll (default 1000).
+    /// Most fires claimed per poll (default 2000).
     pub claim_batch: usize,
     /// Most due fires a node claims beyond its free executor slots (default 4000),
     /// to wait in line for the next slot; those near the head of the line write
@@ -55,7 +55,9 @@ pub struct SchedulerConfig {
     /// slow handlers claims only what it has slots for, and other nodes take the
     /// rest of a backlog. 0: claim only free slots.
     pub claim_window: usize,
-    /// Most starts or finishes written per store call (default 500).
+    /// Most starts or finishes written per store call (default 1000). A batch holds
+    /// what queued while the previous call was in flight, so a lone write still goes
+    /// out at once.
     pub write_batch: usize,
     /// How long shutdown waits for running handlers before cancelling them
     /// (default 30 s).
@@ -114,9 +116,9 @@ impl Default for SchedulerConfig {
             misfire_threshold: Duration::from_secs(5),
             heartbeat: Duration::from_secs(10),
             dead_after_beats: 3,
-            claim_batch: 1000,
+            claim_batch: 2000,
             claim_window: 4000,
-            write_batch: 500,
+            write_batch: 1000,
             shutdown_grace: Duration::from_secs(30),
             run_retention: None,
             alarm_retention: Some(Duration::from_secs(7 * 24 * 3600)),
