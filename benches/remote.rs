@@ -10,9 +10,9 @@
 //!    (`--rate` fires/s) for `--seconds`; lag is the wall-clock time from a fire's
 //!    instant to its handler's start on the instance.
 
-use jobwheel::executors::{ExecutorServer, RemoteGroup};
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::placement::{RemoteTarget, Routing};
+use jobwheel::remote::{ExecutorServer, RemoteGroup};
 use jobwheel::store::RunLog;
 use jobwheel::{
     Job, JobContext, JobError, LocalExecutor, Schedule, Scheduler, SchedulerConfig, Timestamp,

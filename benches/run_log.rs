@@ -410,7 +410,7 @@ async fn upgrade(backend: &str, rows: i64) {
     let (store, db) = open(backend, &prefix, false).await;
     let t = db.t();
     let dir = format!(
-        "{}/backends/{backend}/migrations",
+        "{}/src/backends/{backend}/migrations",
         env!("CARGO_MANIFEST_DIR")
     );
     let mut files: Vec<_> = std::fs::read_dir(&dir)

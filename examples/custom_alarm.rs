@@ -8,7 +8,7 @@
 //! server there, its delivery fails and is retried by the outbox while the file alarm
 //! still gets every event: each alarm is delivered on its own.
 
-use jobwheel::email::{EmailAlarm, SmtpSecurity};
+use jobwheel::alarm::email::{EmailAlarm, SmtpSecurity};
 use jobwheel::{
     AlarmError, AlarmEvent, AlarmKind, AlarmPolicy, Job, JobAlarm, JobContext, JobResult,
     RetryPolicy, Schedule, Scheduler, SchedulerConfig, Throttled,

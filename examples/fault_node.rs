@@ -167,7 +167,7 @@ async fn main() -> jobwheel::Result<()> {
     // instance, signed with the secret in `JOBWHEEL_GROUP_SECRET`.
     if let Some(instance) = arg("--remote") {
         let secret = std::env::var("JOBWHEEL_GROUP_SECRET").unwrap_or_default();
-        builder = builder.remote(jobwheel::executors::RemoteGroup::fixed(
+        builder = builder.remote(jobwheel::remote::RemoteGroup::fixed(
             "billing",
             secret,
             [instance],

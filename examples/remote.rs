@@ -4,10 +4,10 @@
 //!
 //! `cargo run --example remote --features remote` (finishes by itself in about 5 s).
 
-use jobwheel::executors::{ExecutorServer, RemoteGroup};
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::placement::{RemoteTarget, Routing};
 use jobwheel::prelude::*;
+use jobwheel::remote::{ExecutorServer, RemoteGroup};
 use std::time::Duration;
 
 /// The handler the executor instances serve.

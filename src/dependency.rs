@@ -73,7 +73,7 @@ pub fn context_of<S: AsRef<str>>(upstream: &[S]) -> String {
 /// writes: one per child whose link matches, in the order the parent lists them.
 ///
 /// None when `from.depth` is past [`MAX_DEPTH`].
-pub fn releases_of(parent: &crate::Job, from: &UpstreamRun, will_retry: bool) -> Vec<Release> {
+pub fn releases_of(parent: &crate::job::Job, from: &UpstreamRun, will_retry: bool) -> Vec<Release> {
     if from.depth > MAX_DEPTH {
         return Vec::new();
     }
@@ -110,7 +110,7 @@ mod tests {
     #[test]
     fn windows_start_at_the_wall_clock_hour_or_day() {
         let t = |s: &str| {
-            crate::Timestamp::from_datetime(&chrono::DateTime::parse_from_rfc3339(s).unwrap())
+            crate::time::Timestamp::from_datetime(&chrono::DateTime::parse_from_rfc3339(s).unwrap())
         };
         let day = |z: &str| JoinWindow::new(WindowUnit::Day, z).unwrap();
         let hour = |z: &str| JoinWindow::new(WindowUnit::Hour, z).unwrap();

@@ -185,3 +185,58 @@ impl Error {
         }
     }
 }
+
+/// `url` with any password (and user) replaced by `***`, for messages and logs.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let url = match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***{}", &rest[at..]),
+        None => url.to_string(),
+    };
+    redact_query_password(&url)
+}
+
+/// `url` with the value of every `password=` query parameter replaced by `***`.
+fn redact_query_password(url: &str) -> String {
+    let Some((head, query)) = url.split_once('?') else {
+        return url.to_string();
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+            _ => p.to_string(),
+        })
+        .collect();
+    format!("{head}?{}", params.join("&"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url as redact;
+
+    #[test]
+    fn redact_hides_user_information_only() {
+        assert_eq!(
+            redact("redis://:s3cr3tpw@127.0.0.1:notaport/9"),
+            "redis://***@127.0.0.1:notaport/9"
+        );
+        assert_eq!(
+            redact("postgres://app:pw@db/app?x=a@b"),
+            "postgres://***@db/app?x=a@b"
+        );
+        assert_eq!(redact("postgres://db/app"), "postgres://db/app");
+        assert_eq!(
+            redact("postgres://db/app?user=a&password=s3cr3t&sslmode=off"),
+            "postgres://db/app?user=a&password=***&sslmode=off"
+        );
+        assert_eq!(redact("sqlite::memory:"), "sqlite::memory:");
+        assert_eq!(
+            redact("redis+cluster://:pw@10.0.0.1:7000,10.0.0.2:7000"),
+            "redis+cluster://***@10.0.0.1:7000,10.0.0.2:7000"
+        );
+    }
+}

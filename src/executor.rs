@@ -1,6 +1,8 @@
 //! The [`Executor`] trait: where handlers run.
 
+use crate::error::Result;
 use crate::handler::{JobContext, JobError, JobHandler};
+use crate::store::JobStore;
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,4 +71,28 @@ impl<E: Executor + ?Sized> Executor for Arc<E> {
     async fn execute(&self, execution: Execution) -> Outcome {
         (**self).execute(execution).await
     }
+}
+
+/// The scheduler's side of a group of executor instances in other processes: it runs
+/// the jobs whose [`RemoteTarget`](crate::placement::RemoteTarget) names the group,
+/// as their handler (holding one of the node's slots while the run is away), and
+/// answers for the group's instances. The engine knows a group only through this
+/// trait; [`RemoteGroup`](crate::remote::RemoteGroup) (feature `remote`) is the
+/// implementation that speaks the executor protocol.
+#[async_trait]
+pub trait ExecutorGroup: JobHandler {
+    /// The group's name, as jobs name it.
+    fn name(&self) -> &str;
+
+    /// Called once, when the scheduler is built, with the store the group reads its
+    /// registered instances from.
+    fn attach(&self, store: Arc<dyn JobStore>);
+
+    /// Asks every live instance to cancel run `run_id` (fenced by `token`) and
+    /// returns the addresses of those that were running or queueing it; an instance
+    /// that cannot be reached is passed over. Errors: the instances cannot be read.
+    async fn kill_everywhere(&self, run_id: i64, token: u64) -> Result<Vec<String>>;
+
+    /// How many instances get runs now (the live-executors gauge).
+    async fn live_count(&self) -> Result<usize>;
 }

@@ -10,8 +10,8 @@
 //!   ([`memory::MemoryStore`] always; SQL and Redis stores behind features);
 //! * [`LockProvider`] — exclusive leases with fencing tokens ([`memory::LocalLocks`]);
 //! * [`Executor`] — where handlers run, with bounded concurrency;
-//! * [`JobAlarm`] — observers that deliver alarm events (`email::EmailAlarm` and
-//!   `webhook::WebhookAlarm` behind the `email` and `webhook` features; a `Vec`, an
+//! * [`JobAlarm`] — observers that deliver alarm events (`alarm::email::EmailAlarm` and
+//!   `alarm::webhook::WebhookAlarm` behind the `email` and `webhook` features; a `Vec`, an
 //!   `Option`, [`Retrying`] and [`Throttled`] compose them);
 //! * [`JobHandler`] — your code; async closures implement it.
 //!
@@ -78,7 +78,6 @@ pub mod alarm;
 mod capture;
 #[cfg(feature = "conformance")]
 pub mod conformance;
-pub mod connect;
 pub mod dependency;
 pub mod engine;
 pub mod error;
@@ -101,49 +100,27 @@ pub mod store;
 pub mod time;
 mod trace;
 
-#[path = "../backends/memory/mod.rs"]
-pub mod memory;
-
-#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
-#[path = "../backends/sql/mod.rs"]
-mod sql;
-
-#[cfg(feature = "sqlite")]
-#[path = "../backends/sqlite/mod.rs"]
-pub mod sqlite;
-
-#[cfg(feature = "postgres")]
-#[path = "../backends/postgres/mod.rs"]
-pub mod postgres;
-
+mod backends;
+pub use backends::memory;
 #[cfg(feature = "mysql")]
-#[path = "../backends/mysql/mod.rs"]
-pub mod mysql;
-
+pub use backends::mysql;
+#[cfg(feature = "postgres")]
+pub use backends::postgres;
 #[cfg(feature = "redis")]
-#[path = "../backends/redis/mod.rs"]
-pub mod redis;
-
-#[cfg(feature = "email")]
-#[path = "../alarms/email.rs"]
-pub mod email;
-
-#[cfg(feature = "webhook")]
-#[path = "../alarms/webhook.rs"]
-pub mod webhook;
+pub use backends::redis;
+#[cfg(feature = "sqlite")]
+pub use backends::sqlite;
 
 #[cfg(feature = "server")]
-#[path = "../admin/mod.rs"]
 pub mod admin;
 
 #[cfg(feature = "remote")]
-#[path = "../executors/mod.rs"]
-pub mod executors;
+pub mod remote;
 
 /// What an application embedding jobwheel needs in one `use jobwheel::prelude::*;`:
 /// the scheduler, jobs and schedules, handler types, policies and [`connect()`].
 pub mod prelude {
-    pub use crate::connect::{Backend, BackendConfig, connect};
+    pub use crate::backends::connect::{Backend, BackendConfig, connect};
     pub use crate::engine::{Scheduler, SchedulerConfig, SchedulerHandle};
     pub use crate::handler::{JobContext, JobError, JobResult};
     pub use crate::job::{Job, JobId};
@@ -159,14 +136,14 @@ pub mod prelude {
 pub use async_trait::async_trait;
 
 pub use alarm::{AlarmError, JobAlarm, Retrying, Throttled};
+pub use backends::connect::{Backend, BackendConfig, connect};
 pub use capture::{MAX_LINE_BYTES, RunLogLayer, run_log_layer};
-pub use connect::{Backend, BackendConfig, connect};
 pub use engine::{
     Doctor, EngineMetrics, MisfireCounts, Scheduler, SchedulerBuilder, SchedulerConfig,
     SchedulerHandle, ShutdownReport,
 };
 pub use error::{Error, Result};
-pub use executor::{Execution, Executor, Outcome};
+pub use executor::{Execution, Executor, ExecutorGroup, Outcome};
 pub use handler::{JobContext, JobError, JobHandler, JobResult, RetryAdvice};
 pub use job::{Job, JobBuilder, JobId};
 pub use local_executor::{LocalExecutor, LocalExecutorConfig, SlowLaneConfig};

@@ -27,6 +27,12 @@ pub const MAX_PAYLOAD_DEPTH: usize = 64;
 pub const MAX_PAGE: usize = 100_000;
 
 /// `limit` lowered to [`MAX_PAGE`].
+#[cfg(any(
+    feature = "sqlite",
+    feature = "postgres",
+    feature = "mysql",
+    feature = "redis"
+))]
 pub(crate) fn page(limit: usize) -> usize {
     limit.min(MAX_PAGE)
 }

@@ -122,20 +122,26 @@ macro_rules! delegate_locks {
                 &self,
                 owner: &str,
                 requests: &[$crate::lock::LockRequest],
-            ) -> $crate::Result<Vec<Option<$crate::lock::Lease>>> {
+            ) -> $crate::error::Result<Vec<Option<$crate::lock::Lease>>> {
                 self.$field.acquire(owner, requests).await
             }
             async fn renew(
                 &self,
                 leases: &[$crate::lock::Lease],
                 ttl: std::time::Duration,
-            ) -> $crate::Result<Vec<Option<$crate::lock::Lease>>> {
+            ) -> $crate::error::Result<Vec<Option<$crate::lock::Lease>>> {
                 self.$field.renew(leases, ttl).await
             }
-            async fn release(&self, leases: &[$crate::lock::Lease]) -> $crate::Result<Vec<bool>> {
+            async fn release(
+                &self,
+                leases: &[$crate::lock::Lease],
+            ) -> $crate::error::Result<Vec<bool>> {
                 self.$field.release(leases).await
             }
-            async fn forget_idle(&self, older_than: std::time::Duration) -> $crate::Result<u64> {
+            async fn forget_idle(
+                &self,
+                older_than: std::time::Duration,
+            ) -> $crate::error::Result<u64> {
                 self.$field.forget_idle(older_than).await
             }
         }

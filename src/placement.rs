@@ -3,7 +3,7 @@
 //! [`BlockStrategy`] the instance applies when the job is still running there.
 //!
 //! These are part of the job's definition (stored with it, validated with it); the
-//! client and server that carry remote runs are in the `executors` module (feature
+//! client and server that carry remote runs are in the `remote` module (feature
 //! `remote`).
 
 use crate::error::{Error, Result};

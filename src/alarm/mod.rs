@@ -73,6 +73,10 @@ impl<A: JobAlarm + ?Sized> JobAlarm for Box<A> {
 }
 
 mod compose;
+#[cfg(feature = "email")]
+pub mod email;
+#[cfg(feature = "webhook")]
+pub mod webhook;
 
 pub use compose::{Retrying, Throttled};
 pub(crate) use compose::{Throttle, ThrottleDecision};

@@ -322,7 +322,7 @@ pub async fn changes_and_their_audit_entries(store: &dyn JobStore) {
         assert!(
             matches!(
                 apply(change, "missing").await,
-                Err(crate::Error::NotFound { .. })
+                Err(crate::error::Error::NotFound { .. })
             ),
             "a change to a missing job is refused NotFound"
         );

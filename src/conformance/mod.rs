@@ -63,8 +63,8 @@ pub use releases::{
     operators_release_and_skip_instants, releases_are_queued_once_and_taken_in_order,
 };
 pub use rows::{
-    RawRows, bad_rows_do_not_stop_the_engine, ids_sort_bytewise, oversized_payloads_read_back,
-    rows_from_newer_versions_are_read, unreadable_rows_are_skipped,
+    RawRows, ids_sort_bytewise, oversized_payloads_read_back, rows_from_newer_versions_are_read,
+    unreadable_rows_are_skipped,
 };
 pub use rules::{finish_rules_agree, start_rules_agree};
 pub use spans::{jobs_keep_where_their_schedule_resumes, runs_keep_their_misfire_span};
@@ -78,7 +78,6 @@ pub use windows::a_windowed_join_takes_each_window_once;
 
 use crate::lock::LockProvider;
 use crate::store::JobStore;
-use std::sync::Arc;
 
 /// A prefix unique to one check run, so checks can share a database.
 pub(crate) fn unique(name: &str) -> String {
@@ -182,13 +181,10 @@ pub async fn audit_log_suite(store: &dyn JobStore) {
 }
 
 /// Runs the checks that need rows written as they are ([`RawRows`]): unreadable rows
-/// are skipped and reported, rows from newer versions are read, and a scheduler on
-/// the store keeps firing every other job (this last check runs a scheduler for about
-/// two seconds of real time).
-pub async fn raw_rows_suite(store: Arc<dyn JobStore>, raw: &dyn RawRows) {
-    unreadable_rows_are_skipped(store.as_ref(), raw).await;
-    rows_from_newer_versions_are_read(store.as_ref(), raw).await;
-    bad_rows_do_not_stop_the_engine(store, raw).await;
+/// are skipped and reported, and rows from newer versions are read.
+pub async fn raw_rows_suite(store: &dyn JobStore, raw: &dyn RawRows) {
+    unreadable_rows_are_skipped(store, raw).await;
+    rows_from_newer_versions_are_read(store, raw).await;
 }
 
 /// Runs every [`LockProvider`] check in turn.

@@ -260,12 +260,16 @@ pub async fn never_fires_until_triggered(store: &dyn JobStore) {
     let t0 = long_ago(store).await;
     let manual = job(&id)
         .to_builder()
-        .schedule(crate::Schedule::never())
+        .schedule(crate::schedule::Schedule::never())
         .build()
         .unwrap();
     store.upsert(&manual, None).await.unwrap();
     let rec = record(store, &id).await;
-    assert_eq!(rec.job.schedule(), &crate::Schedule::Never, "reads back");
+    assert_eq!(
+        rec.job.schedule(),
+        &crate::schedule::Schedule::Never,
+        "reads back"
+    );
     assert_eq!(rec.next_fire_at(), None, "no fire of its own");
     let far = store.now().await.unwrap() + DAY * 365;
     assert!(

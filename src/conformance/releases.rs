@@ -365,7 +365,7 @@ pub async fn operators_release_and_skip_instants(store: &dyn JobStore) {
         .build()
         .unwrap();
     store.upsert(&fan, None).await.unwrap();
-    let entry = |action: &str| crate::AuditEntry {
+    let entry = |action: &str| crate::record::AuditEntry {
         actor: "ops@example.com".into(),
         action: action.into(),
         target: d.clone(),

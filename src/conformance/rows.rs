@@ -4,16 +4,14 @@
 
 use super::store::{cleanup, jid, long_ago};
 use super::unique;
-use crate::engine::{Scheduler, SchedulerConfig};
 use crate::error::Error;
-use crate::handler::{JobContext, JobError};
+
 use crate::job::Job;
-use crate::memory::LocalLocks;
 use crate::schedule::Schedule;
 use crate::store::{DueQuery, JobQuery, JobStore};
 use crate::time::Timestamp;
 use async_trait::async_trait;
-use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
 
 /// Writes rows as they are, bypassing the store's encoding: what the unreadable-row
@@ -219,84 +217,4 @@ pub async fn ids_sort_bytewise(store: &dyn JobStore) {
         .collect();
     assert_eq!(due, ids, "due orders ties bytewise");
     cleanup(store, &ids).await;
-}
-
-/// A scheduler on a store holding an unreadable row (due before everything else) and
-/// a job whose payload is over the default limit: every other job fires — one-shots
-/// once, a recurring job again and again — the oversized job fires, the bad row is
-/// counted once in `corrupt_rows` however often the poller meets it, and
-/// [`Scheduler::doctor`] names it. Runs a scheduler on `store` for about two seconds.
-pub async fn bad_rows_do_not_stop_the_engine(store: Arc<dyn JobStore>, raw: &dyn RawRows) {
-    let p = unique("engine");
-    let now = store.now().await.unwrap();
-    let bad = format!("{p}-bad");
-    raw.write_job(&bad, "{\"id\": 7}", now - Duration::from_secs(1))
-        .await;
-    let big = format!("{p}-big");
-    let job = Job::builder(&big, "record", Schedule::once(now))
-        .max_payload_bytes(1 << 20)
-        .payload(serde_json::json!({ "blob": "x".repeat(200 * 1024) }))
-        .build()
-        .unwrap();
-    store.upsert(&job, Some(now)).await.unwrap();
-    let once: Vec<String> = (0..5).map(|i| format!("{p}-once-{i}")).collect();
-    for id in &once {
-        let job = Job::builder(id, "record", Schedule::once(now))
-            .build()
-            .unwrap();
-        store.upsert(&job, Some(now)).await.unwrap();
-    }
-    let tick = format!("{p}-tick");
-    let every = Schedule::every(Duration::from_millis(500)).unwrap();
-    let job = Job::builder(&tick, "record", every).build().unwrap();
-    store.upsert(&job, Some(now)).await.unwrap();
-
-    let ran: Arc<Mutex<Vec<String>>> = Arc::default();
-    let seen = ran.clone();
-    let scheduler = Scheduler::builder()
-        .store(store.clone())
-        .locks(LocalLocks::new())
-        .handler("record", move |ctx: JobContext| {
-            seen.lock().unwrap().push(ctx.job.id().to_string());
-            async { Ok::<(), JobError>(()) }
-        })
-        .config(
-            SchedulerConfig::default()
-                .node_id(format!("{p}-node"))
-                .poll_interval(Duration::from_millis(100)),
-        )
-        .build()
-        .unwrap();
-    let handle = scheduler.start().await.unwrap();
-    let count = |id: &str| ran.lock().unwrap().iter().filter(|r| *r == id).count();
-    for _ in 0..100 {
-        if count(&tick) >= 3 && once.iter().chain([&big]).all(|id| count(id) == 1) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    for id in once.iter().chain([&big]) {
-        assert_eq!(count(id), 1, "{id} fires once beside an unreadable row");
-    }
-    assert!(
-        count(&tick) >= 3,
-        "the recurring job keeps firing: {}",
-        count(&tick)
-    );
-    assert_eq!(
-        handle.scheduler().metrics().corrupt_rows,
-        1,
-        "the unreadable row is counted once, however often the poller meets it"
-    );
-    let doctor = handle.scheduler().doctor().await.unwrap();
-    assert!(!doctor.is_healthy());
-    assert!(
-        doctor.jobs.iter().any(|c| c.id == bad),
-        "doctor names it: {doctor:?}"
-    );
-    handle.shutdown().await;
-    assert!(store.remove(&jid(&bad)).await.unwrap());
-    let mut all = once;
-    all.extend([big, tick]);
-    cleanup(store.as_ref(), &all).await;
 }

@@ -5,8 +5,8 @@
 use super::releases::parent_fire;
 use super::store::{cleanup, failure_event, jid, job, long_ago};
 use super::unique;
-use crate::AlarmKind;
 use crate::dependency::{Release, UpstreamRun};
+use crate::policy::AlarmKind;
 use crate::record::*;
 use crate::schedule::Schedule;
 use crate::store::{AlarmQuery, JobStore};

@@ -478,7 +478,6 @@ impl Handles {
     }
 }
 
-#[cfg(feature = "remote")]
 /// `n` instances of executor group `group` are live.
 pub(crate) fn live_executors(group: &str, n: usize) {
     ::metrics::gauge!(LIVE_EXECUTORS, "group" => group.to_string()).set(n as f64);
@@ -493,7 +492,6 @@ pub(crate) fn register_alarm(alarm: &str) {
 }
 
 /// Registers executor group `group`'s dispatch instruments (refusals at zero).
-#[cfg(feature = "remote")]
 pub(crate) fn register_group(group: &str) {
     for reason in REFUSALS {
         ::metrics::counter!(DISPATCH_REFUSED, "group" => group.to_string(), "reason" => reason)
@@ -516,7 +514,6 @@ pub(crate) fn dispatched(group: &str, took: std::time::Duration) {
     ::metrics::histogram!(DISPATCH, "group" => group.to_string()).record(took.as_secs_f64());
 }
 
-#[cfg(feature = "remote")]
 /// Refusal codes of the executor protocol, and the engine's own reasons; an
 /// instance's answer is not trusted to keep the label set small, so any other code
 /// counts as `other`.

@@ -48,7 +48,6 @@ async fn census(core: &Core) {
         }
         Err(e) => debug!(error = %e, "reading the node registry for the live-node gauge failed"),
     }
-    #[cfg(feature = "remote")]
     for (name, group) in &core.handlers.remote {
         if let Ok(live) = group.live_count().await {
             super::instruments::live_executors(name, live);
@@ -299,7 +298,7 @@ pub(super) async fn settle_doubts(core: &Arc<Core>) -> Result<()> {
 async fn settle_claims(
     core: &Arc<Core>,
     claims: Vec<Doubt>,
-) -> std::result::Result<Vec<Doubt>, (Vec<Doubt>, crate::Error)> {
+) -> std::result::Result<Vec<Doubt>, (Vec<Doubt>, crate::error::Error)> {
     if claims.is_empty() {
         return Ok(claims);
     }

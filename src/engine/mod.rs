@@ -22,7 +22,6 @@
 //! ```
 
 mod alarms;
-mod api;
 mod backoff;
 mod batch;
 mod config;
@@ -37,17 +36,18 @@ mod metrics;
 mod node;
 mod plan;
 mod poll;
+mod scheduler;
 mod slots;
 mod waiting;
 
-pub use api::Doctor;
 pub use config::SchedulerConfig;
 pub(crate) use metrics::bump;
 pub use metrics::{EngineMetrics, MisfireCounts};
+pub use scheduler::Doctor;
 
 use crate::alarm::JobAlarm;
 use crate::error::{Error, Result};
-use crate::executor::Executor;
+use crate::executor::{Executor, ExecutorGroup};
 use crate::handler::IntoHandler;
 use crate::local_executor::LocalExecutor;
 use crate::lock::LockProvider;
@@ -77,9 +77,6 @@ pub struct SchedulerBuilder {
     alarms: Vec<Arc<dyn JobAlarm>>,
     handlers: Handlers,
     config: SchedulerConfig,
-    /// The executor groups added, given the store at build.
-    #[cfg(feature = "remote")]
-    remote_groups: Vec<crate::executors::RemoteGroup>,
 }
 
 impl fmt::Debug for SchedulerBuilder {
@@ -108,7 +105,7 @@ impl SchedulerBuilder {
     }
     /// The store and lock provider of a [`Backend`](crate::Backend), as
     /// [`connect`](crate::connect()) returns them.
-    pub fn backend(mut self, backend: crate::connect::Backend) -> Self {
+    pub fn backend(mut self, backend: crate::backends::connect::Backend) -> Self {
         self.store = Some(backend.store);
         self.locks = Some(backend.locks);
         self
@@ -143,16 +140,11 @@ impl SchedulerBuilder {
     /// Dispatches the jobs that name this executor group (see
     /// [`Job::remote`](crate::Job::remote)) to its instances. A later group of the
     /// same name replaces an earlier one.
-    #[cfg(feature = "remote")]
-    pub fn remote(mut self, group: crate::executors::RemoteGroup) -> Self {
-        self.remote_groups.retain(|g| g.name() != group.name());
-        self.remote_groups.push(group.clone());
-        self.handlers
-            .remote
-            .insert(group.name().to_string(), group.clone());
-        self.handlers
-            .groups
-            .insert(group.name().to_string(), Arc::new(group));
+    pub fn remote(mut self, group: impl ExecutorGroup) -> Self {
+        let group: Arc<dyn ExecutorGroup> = Arc::new(group);
+        let name = group.name().to_string();
+        self.handlers.remote.insert(name.clone(), group.clone());
+        self.handlers.groups.insert(name, group);
         self
     }
     /// Adds an alarm; every alarm hears every alarm event.
@@ -203,8 +195,7 @@ impl SchedulerBuilder {
             locks
         };
         // Registered executor groups read their instances from this store.
-        #[cfg(feature = "remote")]
-        for group in &self.remote_groups {
+        for group in self.handlers.remote.values() {
             group.attach(store.clone());
         }
         let config = self.config;
@@ -278,8 +269,6 @@ impl Scheduler {
             alarms: Vec::new(),
             handlers: Handlers::default(),
             config: SchedulerConfig::default(),
-            #[cfg(feature = "remote")]
-            remote_groups: Vec::new(),
         }
     }
 
@@ -316,7 +305,6 @@ impl Scheduler {
         for alarm in &self.core.alarm.alarms {
             instruments::register_alarm(alarm.name());
         }
-        #[cfg(feature = "remote")]
         for group in self.core.handlers.remote.keys() {
             instruments::register_group(group);
         }

@@ -32,30 +32,33 @@ use tokio_util::task::TaskTracker;
 pub(crate) struct Handlers {
     pub(crate) local: HashMap<String, Arc<dyn JobHandler>>,
     pub(crate) groups: HashMap<String, Arc<dyn JobHandler>>,
-    /// The executor groups, to reach their instances (a kill).
-    #[cfg(feature = "remote")]
-    pub(crate) remote: HashMap<String, crate::executors::RemoteGroup>,
+    /// The executor groups, to reach their instances (a kill, the live count).
+    pub(crate) remote: HashMap<String, Arc<dyn crate::executor::ExecutorGroup>>,
 }
 
 impl Handlers {
     /// The handler that runs `job` here, or the error saying what this node lacks:
     /// [`Error::UnknownGroup`](crate::Error::UnknownGroup) for a remote job,
     /// [`Error::UnknownHandler`](crate::Error::UnknownHandler) otherwise.
-    pub(crate) fn for_job(&self, job: &crate::Job) -> crate::Result<&Arc<dyn JobHandler>> {
+    pub(crate) fn for_job(
+        &self,
+        job: &crate::job::Job,
+    ) -> crate::error::Result<&Arc<dyn JobHandler>> {
         match job.remote() {
             Some(target) => {
                 self.groups
                     .get(target.group())
-                    .ok_or_else(|| crate::Error::UnknownGroup {
+                    .ok_or_else(|| crate::error::Error::UnknownGroup {
                         group: target.group().to_string(),
                     })
             }
-            None => self
-                .local
-                .get(job.handler())
-                .ok_or_else(|| crate::Error::UnknownHandler {
-                    handler: job.handler().to_string(),
-                }),
+            None => {
+                self.local
+                    .get(job.handler())
+                    .ok_or_else(|| crate::error::Error::UnknownHandler {
+                        handler: job.handler().to_string(),
+                    })
+            }
         }
     }
 }

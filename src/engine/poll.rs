@@ -381,7 +381,7 @@ async fn claim_due(core: &Arc<Core>, due: Vec<DueFire>, want: usize) -> Result<u
     super::instruments::claim_batch(claims.len());
     let asked_at = Instant::now();
     let leases = core.store.job_leases().ok_or_else(|| {
-        crate::Error::invalid(
+        crate::error::Error::invalid(
             "scheduler.locks",
             core.store.name(),
             "the store keeps no leases in its job rows",

@@ -133,11 +133,11 @@ impl Ops {
         &self,
         actor: &Actor,
         id: &JobId,
-        fire_at: crate::Timestamp,
+        fire_at: crate::time::Timestamp,
     ) -> Result<Vec<JobId>> {
         let rec = self.visible(actor, id).await?;
         if rec.job.after().is_empty() {
-            return Err(crate::Error::invalid(
+            return Err(crate::error::Error::invalid(
                 "job.after",
                 id,
                 "the job waits for no parents: trigger it instead",
@@ -166,8 +166,8 @@ impl Ops {
                     UpstreamRun {
                         job: p.clone(),
                         fire_at,
-                        run: crate::RunId(0),
-                        status: crate::RunStatus::Succeeded,
+                        run: crate::record::RunId(0),
+                        status: crate::record::RunStatus::Succeeded,
                         depth: 1,
                         released_by: Some(actor.name().to_string()),
                         window: window.map(|w| w.start(fire_at)),
@@ -197,7 +197,7 @@ impl Ops {
         &self,
         actor: &Actor,
         id: &JobId,
-        fire_at: crate::Timestamp,
+        fire_at: crate::time::Timestamp,
     ) -> Result<u64> {
         let rec = self.visible(actor, id).await?;
         // A job that joins by a window skips the window `fire_at` is in.
@@ -210,7 +210,7 @@ impl Ops {
             Some(json!({"fire_at": fire_at})),
         );
         match self.store.drop_releases(id, key, Some(&audit)).await? {
-            0 => Err(crate::Error::not_found(
+            0 => Err(crate::error::Error::not_found(
                 "queued release",
                 format!("{id} at {fire_at}"),
             )),

@@ -70,7 +70,7 @@ impl FireContext {
         match text {
             None | Some("") => Ok(FireContext::default()),
             Some(t) => serde_json::from_str(t)
-                .map_err(|e| crate::Error::invalid("fire.context", t, e.to_string())),
+                .map_err(|e| crate::error::Error::invalid("fire.context", t, e.to_string())),
         }
     }
 }

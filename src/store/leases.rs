@@ -104,7 +104,7 @@ impl std::fmt::Debug for JobRowLocks {
 impl JobRowLocks {
     fn leases(&self) -> Result<&dyn JobLeases> {
         self.store.job_leases().ok_or_else(|| {
-            crate::Error::invalid(
+            crate::error::Error::invalid(
                 "scheduler.locks",
                 self.store.name(),
                 "the store keeps no leases in its job rows",
@@ -114,7 +114,7 @@ impl JobRowLocks {
 }
 
 #[async_trait]
-impl crate::LockProvider for JobRowLocks {
+impl crate::lock::LockProvider for JobRowLocks {
     fn name(&self) -> &'static str {
         self.store.name()
     }

@@ -88,83 +88,86 @@ macro_rules! delegate_store {
             fn name(&self) -> &'static str {
                 $crate::store::Jobs::name(&self.$field)
             }
-            async fn now(&self) -> $crate::Result<$crate::Timestamp> {
+            async fn now(&self) -> $crate::error::Result<$crate::time::Timestamp> {
                 $crate::store::Jobs::now(&self.$field).await
             }
-            async fn schema(&self) -> $crate::Result<Option<$crate::store::SchemaVersion>> {
+            async fn schema(&self) -> $crate::error::Result<Option<$crate::store::SchemaVersion>> {
                 $crate::store::Jobs::schema(&self.$field).await
             }
             async fn apply(
                 &self,
                 change: &$crate::store::JobChange,
-                audit: Option<&$crate::AuditEntry>,
-            ) -> $crate::Result<$crate::store::Applied> {
+                audit: Option<&$crate::record::AuditEntry>,
+            ) -> $crate::error::Result<$crate::store::Applied> {
                 self.$field.apply(change, audit).await
             }
             async fn upsert_many(
                 &self,
-                jobs: &[($crate::Job, Option<$crate::Timestamp>)],
-            ) -> $crate::Result<Vec<$crate::UpsertOutcome>> {
+                jobs: &[($crate::job::Job, Option<$crate::time::Timestamp>)],
+            ) -> $crate::error::Result<Vec<$crate::record::UpsertOutcome>> {
                 self.$field.upsert_many(jobs).await
             }
-            async fn get(&self, id: &$crate::JobId) -> $crate::Result<Option<$crate::JobRecord>> {
+            async fn get(
+                &self,
+                id: &$crate::job::JobId,
+            ) -> $crate::error::Result<Option<$crate::record::JobRecord>> {
                 self.$field.get(id).await
             }
             async fn list(
                 &self,
                 q: &$crate::store::JobQuery,
-            ) -> $crate::Result<$crate::store::Page<$crate::JobRecord>> {
+            ) -> $crate::error::Result<$crate::store::Page<$crate::record::JobRecord>> {
                 self.$field.list(q).await
             }
             async fn due(
                 &self,
                 q: &$crate::store::DueQuery,
-            ) -> $crate::Result<$crate::store::Page<$crate::store::DueFire>> {
+            ) -> $crate::error::Result<$crate::store::Page<$crate::store::DueFire>> {
                 self.$field.due(q).await
             }
             async fn start_runs(
                 &self,
                 runs: &[$crate::store::StartRun],
-            ) -> $crate::Result<Vec<$crate::store::StartOutcome>> {
+            ) -> $crate::error::Result<Vec<$crate::store::StartOutcome>> {
                 self.$field.start_runs(runs).await
             }
             async fn finish_runs(
                 &self,
                 runs: &[$crate::store::FinishRun],
-            ) -> $crate::Result<Vec<$crate::store::FinishOutcome>> {
+            ) -> $crate::error::Result<Vec<$crate::store::FinishOutcome>> {
                 self.$field.finish_runs(runs).await
             }
             async fn releases(
                 &self,
-                job: Option<&$crate::JobId>,
+                job: Option<&$crate::job::JobId>,
                 limit: usize,
-            ) -> $crate::Result<Vec<$crate::dependency::QueuedRelease>> {
+            ) -> $crate::error::Result<Vec<$crate::dependency::QueuedRelease>> {
                 self.$field.releases(job, limit).await
             }
-            async fn take_releases(&self, limit: usize) -> $crate::Result<u64> {
+            async fn take_releases(&self, limit: usize) -> $crate::error::Result<u64> {
                 self.$field.take_releases(limit).await
             }
             async fn queue_releases(
                 &self,
                 r: &[$crate::dependency::Release],
-                a: Option<&$crate::AuditEntry>,
-            ) -> $crate::Result<()> {
+                a: Option<&$crate::record::AuditEntry>,
+            ) -> $crate::error::Result<()> {
                 self.$field.queue_releases(r, a).await
             }
             async fn drop_releases(
                 &self,
-                job: &$crate::JobId,
-                at: $crate::Timestamp,
-                a: Option<&$crate::AuditEntry>,
-            ) -> $crate::Result<u64> {
+                job: &$crate::job::JobId,
+                at: $crate::time::Timestamp,
+                a: Option<&$crate::record::AuditEntry>,
+            ) -> $crate::error::Result<u64> {
                 self.$field.drop_releases(job, at, a).await
             }
             async fn alarm_waiting(
                 &self,
-                job: &$crate::JobId,
-                at: $crate::Timestamp,
-                e: &$crate::AlarmEvent,
-            ) -> $crate::Result<bool> {
+                job: &$crate::job::JobId,
+                at: $crate::time::Timestamp,
+                e: &$crate::record::AlarmEvent,
+            ) -> $crate::error::Result<bool> {
                 self.$field.alarm_waiting(job, at, e).await
             }
             fn job_leases(&self) -> Option<&dyn $crate::store::JobLeases> {
@@ -176,31 +179,37 @@ macro_rules! delegate_store {
             async fn runs(
                 &self,
                 q: &$crate::store::RunQuery,
-            ) -> $crate::Result<Vec<$crate::RunRecord>> {
+            ) -> $crate::error::Result<Vec<$crate::record::RunRecord>> {
                 self.$field.runs(q).await
             }
-            async fn purge_runs(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
+            async fn purge_runs(
+                &self,
+                before: $crate::time::Timestamp,
+            ) -> $crate::error::Result<u64> {
                 self.$field.purge_runs(before).await
             }
-            async fn prepare_log(&self) -> $crate::Result<()> {
+            async fn prepare_log(&self) -> $crate::error::Result<()> {
                 self.$field.prepare_log().await
             }
-            async fn append_lines(&self, chunks: &[$crate::LogLines]) -> $crate::Result<()> {
+            async fn append_lines(
+                &self,
+                chunks: &[$crate::record::LogLines],
+            ) -> $crate::error::Result<()> {
                 self.$field.append_lines(chunks).await
             }
             async fn lines(
                 &self,
-                run: $crate::RunId,
+                run: $crate::record::RunId,
                 offset: u64,
                 limit: usize,
-            ) -> $crate::Result<Vec<$crate::LogLine>> {
+            ) -> $crate::error::Result<Vec<$crate::record::LogLine>> {
                 self.$field.lines(run, offset, limit).await
             }
             async fn daily_stats(
                 &self,
                 from: chrono::NaiveDate,
                 to: chrono::NaiveDate,
-            ) -> $crate::Result<Vec<$crate::DailyStats>> {
+            ) -> $crate::error::Result<Vec<$crate::record::DailyStats>> {
                 self.$field.daily_stats(from, to).await
             }
         }
@@ -208,48 +217,53 @@ macro_rules! delegate_store {
         impl $crate::store::NodeRegistry for $ty {
             async fn heartbeat(
                 &self,
-                node: &$crate::NodeInfo,
-            ) -> $crate::Result<$crate::Timestamp> {
+                node: &$crate::record::NodeInfo,
+            ) -> $crate::error::Result<$crate::time::Timestamp> {
                 self.$field.heartbeat(node).await
             }
-            async fn nodes(&self) -> $crate::Result<$crate::store::Page<$crate::NodeRecord>> {
+            async fn nodes(
+                &self,
+            ) -> $crate::error::Result<$crate::store::Page<$crate::record::NodeRecord>> {
                 self.$field.nodes().await
             }
             async fn reap_nodes(
                 &self,
                 silent_for: std::time::Duration,
-            ) -> $crate::Result<Vec<String>> {
+            ) -> $crate::error::Result<Vec<String>> {
                 self.$field.reap_nodes(silent_for).await
             }
-            async fn deregister(&self, node_id: &str) -> $crate::Result<bool> {
+            async fn deregister(&self, node_id: &str) -> $crate::error::Result<bool> {
                 self.$field.deregister(node_id).await
             }
-            async fn orphaned_runs(&self, limit: usize) -> $crate::Result<Vec<$crate::RunRecord>> {
+            async fn orphaned_runs(
+                &self,
+                limit: usize,
+            ) -> $crate::error::Result<Vec<$crate::record::RunRecord>> {
                 self.$field.orphaned_runs(limit).await
             }
             async fn executor_beat(
                 &self,
-                instance: &$crate::ExecutorInfo,
-            ) -> $crate::Result<$crate::Timestamp> {
+                instance: &$crate::record::ExecutorInfo,
+            ) -> $crate::error::Result<$crate::time::Timestamp> {
                 self.$field.executor_beat(instance).await
             }
             async fn executors(
                 &self,
                 group: Option<&str>,
-            ) -> $crate::Result<$crate::store::Page<$crate::ExecutorRecord>> {
+            ) -> $crate::error::Result<$crate::store::Page<$crate::record::ExecutorRecord>> {
                 self.$field.executors(group).await
             }
             async fn reap_executors(
                 &self,
                 silent_for: std::time::Duration,
-            ) -> $crate::Result<Vec<(String, String)>> {
+            ) -> $crate::error::Result<Vec<(String, String)>> {
                 self.$field.reap_executors(silent_for).await
             }
             async fn deregister_executor(
                 &self,
                 group: &str,
                 address: &str,
-            ) -> $crate::Result<bool> {
+            ) -> $crate::error::Result<bool> {
                 self.$field.deregister_executor(group, address).await
             }
         }
@@ -258,46 +272,55 @@ macro_rules! delegate_store {
             async fn claim_alarms(
                 &self,
                 c: &$crate::store::AlarmClaim,
-            ) -> $crate::Result<$crate::store::Page<$crate::AlarmRecord>> {
+            ) -> $crate::error::Result<$crate::store::Page<$crate::record::AlarmRecord>> {
                 self.$field.claim_alarms(c).await
             }
             async fn complete_alarm(
                 &self,
-                id: $crate::AlarmId,
+                id: $crate::record::AlarmId,
                 owner: &str,
                 d: &$crate::store::AlarmDelivery,
-            ) -> $crate::Result<bool> {
+            ) -> $crate::error::Result<bool> {
                 self.$field.complete_alarm(id, owner, d).await
             }
             async fn alarms(
                 &self,
                 q: &$crate::store::AlarmQuery,
-            ) -> $crate::Result<Vec<$crate::AlarmRecord>> {
+            ) -> $crate::error::Result<Vec<$crate::record::AlarmRecord>> {
                 self.$field.alarms(q).await
             }
-            async fn purge_alarms(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
+            async fn purge_alarms(
+                &self,
+                before: $crate::time::Timestamp,
+            ) -> $crate::error::Result<u64> {
                 self.$field.purge_alarms(before).await
             }
             async fn apply_alarm(
                 &self,
                 change: $crate::store::AlarmChange,
-                audit: Option<&$crate::AuditEntry>,
-            ) -> $crate::Result<bool> {
+                audit: Option<&$crate::record::AuditEntry>,
+            ) -> $crate::error::Result<bool> {
                 self.$field.apply_alarm(change, audit).await
             }
         }
         #[async_trait::async_trait]
         impl $crate::store::AuditLog for $ty {
-            async fn append_audit(&self, e: &$crate::AuditEntry) -> $crate::Result<()> {
+            async fn append_audit(
+                &self,
+                e: &$crate::record::AuditEntry,
+            ) -> $crate::error::Result<()> {
                 self.$field.append_audit(e).await
             }
             async fn audit(
                 &self,
                 q: &$crate::store::AuditQuery,
-            ) -> $crate::Result<Vec<$crate::AuditRecord>> {
+            ) -> $crate::error::Result<Vec<$crate::record::AuditRecord>> {
                 self.$field.audit(q).await
             }
-            async fn purge_audit(&self, before: $crate::Timestamp) -> $crate::Result<u64> {
+            async fn purge_audit(
+                &self,
+                before: $crate::time::Timestamp,
+            ) -> $crate::error::Result<u64> {
                 self.$field.purge_audit(before).await
             }
         }
@@ -306,19 +329,21 @@ macro_rules! delegate_store {
             async fn add_credential(
                 &self,
                 c: &$crate::record::Credential,
-                a: &$crate::AuditEntry,
-            ) -> $crate::Result<bool> {
+                a: &$crate::record::AuditEntry,
+            ) -> $crate::error::Result<bool> {
                 self.$field.add_credential(c, a).await
             }
             async fn remove_credential(
                 &self,
                 k: $crate::record::CredentialKind,
                 n: &str,
-                a: &$crate::AuditEntry,
-            ) -> $crate::Result<bool> {
+                a: &$crate::record::AuditEntry,
+            ) -> $crate::error::Result<bool> {
                 self.$field.remove_credential(k, n, a).await
             }
-            async fn credentials(&self) -> $crate::Result<Vec<$crate::record::CredentialRecord>> {
+            async fn credentials(
+                &self,
+            ) -> $crate::error::Result<Vec<$crate::record::CredentialRecord>> {
                 self.$field.credentials().await
             }
         }

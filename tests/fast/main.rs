@@ -26,6 +26,7 @@ mod engine_window;
 mod engine_windows;
 mod handlers;
 mod instruments;
+mod layout;
 #[cfg(feature = "conformance")]
 mod memory;
 mod model;

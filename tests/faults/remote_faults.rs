@@ -7,10 +7,10 @@
 use crate::support;
 
 use jobwheel::RunRecord;
-use jobwheel::executors::{RemoteGroup, RemoteGroupConfig, protocol};
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::placement::{RemoteTarget, Routing};
 use jobwheel::prelude::*;
+use jobwheel::remote::{RemoteGroup, RemoteGroupConfig, protocol};
 use jobwheel::store::RunLog;
 use serde_json::json;
 use std::time::Duration;
@@ -137,7 +137,7 @@ async fn fault_mid_run(fault: &str) {
         // nobody applies that result.
         first.signal("CONT");
         let r = result_of(&first.base, run1.id.0, run1.token, 5_000).await;
-        assert_eq!(r.phase, jobwheel::executors::protocol::Phase::Done, "{r:?}");
+        assert_eq!(r.phase, jobwheel::remote::protocol::Phase::Done, "{r:?}");
         let after = runs(&store, "nightly").await;
         assert_eq!(
             after[0].status,

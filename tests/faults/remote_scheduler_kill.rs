@@ -7,10 +7,10 @@
 
 use crate::support;
 
-use jobwheel::executors::{ExecutorServer, RemoteGroup};
 use jobwheel::placement::RemoteTarget;
 use jobwheel::postgres::PgStore;
 use jobwheel::prelude::*;
+use jobwheel::remote::{ExecutorServer, RemoteGroup};
 use jobwheel::store::{Jobs, RunLog};
 use jobwheel::{RetryPolicy, RunRecord};
 use std::io::BufRead;

@@ -5,11 +5,11 @@
 use crate::support;
 
 use jobwheel::RunRecord;
-use jobwheel::executors::protocol::{self, Phase, RunState};
-use jobwheel::executors::{ExecutorServer, RemoteGroup};
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::placement::{RemoteTarget, Routing};
 use jobwheel::prelude::*;
+use jobwheel::remote::protocol::{self, Phase, RunState};
+use jobwheel::remote::{ExecutorServer, RemoteGroup};
 use jobwheel::store::RunLog;
 use serde_json::json;
 use std::time::Duration;

@@ -5,9 +5,9 @@
 
 use crate::support;
 
-use jobwheel::executors::auth;
-use jobwheel::executors::protocol::{self, Phase};
 use jobwheel::placement::BlockStrategy;
+use jobwheel::remote::auth;
+use jobwheel::remote::protocol::{self, Phase};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::remote::*;
@@ -396,10 +396,7 @@ async fn answers_what_the_protocol_document_describes(b: &str) {
 /// The committed `docs/executor-protocol.json` is the document the code generates.
 #[test]
 fn protocol_document_is_committed() {
-    support::openapi::committed_equals(
-        "docs/executor-protocol.json",
-        &jobwheel::executors::openapi(),
-    );
+    support::openapi::committed_equals("docs/executor-protocol.json", &jobwheel::remote::openapi());
 }
 
 /// Sends `request` (raw bytes) to `base` over TCP and reads the answer's status

@@ -6,10 +6,10 @@
 
 use crate::support;
 
-use jobwheel::executors::protocol;
-use jobwheel::executors::{RegistryServer, RemoteGroup};
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::prelude::*;
+use jobwheel::remote::protocol;
+use jobwheel::remote::{RegistryServer, RemoteGroup};
 use jobwheel::store::{JobStore, NodeRegistry};
 use serde_json::json;
 use std::sync::Arc;
@@ -132,11 +132,10 @@ async fn the_endpoint_refuses_what_the_group_did_not_sign_or_cannot_be_registere
         (s, v["error"].as_str(), verified),
         (401, Some("unsigned"), true)
     );
-    let other =
-        jobwheel::executors::auth::Secret::new("t", "another-secret-of-enough-bytes").unwrap();
+    let other = jobwheel::remote::auth::Secret::new("t", "another-secret-of-enough-bytes").unwrap();
     let (ts, n) = (
         Timestamp::now().as_millis(),
-        jobwheel::executors::auth::nonce(),
+        jobwheel::remote::auth::nonce(),
     );
     let sig = other.sign_request("POST", protocol::REGISTER, ts, &n, &bytes);
     let (s, v, _) = raw(&url, protocol::REGISTER, bytes, Some((ts, n, sig))).await;
@@ -159,14 +158,14 @@ async fn the_endpoint_refuses_what_the_group_did_not_sign_or_cannot_be_registere
         let bytes = serde_json::to_vec(&body).unwrap();
         let (ts, n) = (
             Timestamp::now().as_millis(),
-            jobwheel::executors::auth::nonce(),
+            jobwheel::remote::auth::nonce(),
         );
         let sig = other.sign_request("POST", protocol::REGISTER, ts, &n, &bytes);
         let r = reqwest::Client::new()
             .post(format!("{url}{}", protocol::REGISTER))
-            .header(jobwheel::executors::auth::TIMESTAMP, ts)
-            .header(jobwheel::executors::auth::NONCE, &n)
-            .header(jobwheel::executors::auth::SIGNATURE, sig)
+            .header(jobwheel::remote::auth::TIMESTAMP, ts)
+            .header(jobwheel::remote::auth::NONCE, &n)
+            .header(jobwheel::remote::auth::SIGNATURE, sig)
             .body(bytes)
             .send()
             .await
@@ -183,13 +182,13 @@ async fn the_endpoint_refuses_what_the_group_did_not_sign_or_cannot_be_registere
     assert!(
         answers[0]
             .1
-            .contains(&jobwheel::executors::auth::SIGNATURE.to_string()),
+            .contains(&jobwheel::remote::auth::SIGNATURE.to_string()),
         "{answers:?}"
     );
     // Skewed, replayed.
     let (s, v, _) = signed(&url, protocol::REGISTER, &info(4), 120_000, None).await;
     assert_eq!((s, v["error"].as_str()), (401, Some("skewed_timestamp")));
-    let nonce = jobwheel::executors::auth::nonce();
+    let nonce = jobwheel::remote::auth::nonce();
     let (s, _, _) = signed(&url, protocol::REGISTER, &info(4), 0, Some(&nonce)).await;
     assert_eq!(s, 200);
     let (s, v, _) = signed(&url, protocol::REGISTER, &info(4), 0, Some(&nonce)).await;

@@ -6,10 +6,10 @@
 
 use crate::support;
 
-use jobwheel::executors::{ExecutorServer, RemoteGroup, RemoteGroupConfig};
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::placement::{RemoteTarget, Routing};
 use jobwheel::prelude::*;
+use jobwheel::remote::{ExecutorServer, RemoteGroup, RemoteGroupConfig};
 use jobwheel::store::{Jobs, NodeRegistry, RunLog};
 use jobwheel::{ExecutorInfo, JobStore};
 use std::sync::{Arc, Mutex};

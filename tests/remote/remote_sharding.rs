@@ -5,9 +5,9 @@
 
 use crate::support;
 
-use jobwheel::executors::{ExecutorServer, RemoteGroup};
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::prelude::*;
+use jobwheel::remote::{ExecutorServer, RemoteGroup};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -4,10 +4,10 @@
 
 use crate::support;
 
-use jobwheel::executors::{ExecutorServer, RemoteGroup, RemoteGroupConfig};
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::placement::RemoteTarget;
 use jobwheel::prelude::*;
+use jobwheel::remote::{ExecutorServer, RemoteGroup, RemoteGroupConfig};
 use jobwheel::store::{NodeRegistry, RunLog};
 use jobwheel::{JobStore, RunRecord};
 use std::sync::Arc;

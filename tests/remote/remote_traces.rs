@@ -5,10 +5,10 @@
 
 use crate::support;
 
-use jobwheel::executors::RemoteGroup;
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::placement::RemoteTarget;
 use jobwheel::prelude::*;
+use jobwheel::remote::RemoteGroup;
 use opentelemetry_sdk::trace::SpanData;
 use serde_json::Value;
 use std::time::Duration;

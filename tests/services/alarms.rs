@@ -6,10 +6,10 @@
 use crate::support;
 
 use hmac::{KeyInit, Mac};
-use jobwheel::email::{EmailAlarm, SmtpSecurity};
+use jobwheel::alarm::email::{EmailAlarm, SmtpSecurity};
+use jobwheel::alarm::webhook::{WebhookAlarm, WebhookFormat};
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::store::AlarmOutbox;
-use jobwheel::webhook::{WebhookAlarm, WebhookFormat};
 use jobwheel::{
     AlarmEvent, AlarmKind, AlarmPolicy, AlarmStatus, Job, JobAlarm, JobContext, JobError, JobId,
     RetryPolicy, RunId, Schedule, Scheduler, SchedulerConfig, Timestamp,
@@ -76,7 +76,7 @@ async fn webhook_posts_a_signed_versioned_body_a_receiver_can_verify() {
         .map(|b| format!("{b:02x}"))
         .collect();
     assert_eq!(r.headers["x-jobwheel-signature"], format!("v1={hex}"));
-    assert!(jobwheel::webhook::verify_signature(
+    assert!(jobwheel::alarm::webhook::verify_signature(
         b"s3cret-key",
         ts,
         &r.body,
@@ -84,7 +84,7 @@ async fn webhook_posts_a_signed_versioned_body_a_receiver_can_verify() {
         ts + 10,
         Duration::from_secs(300)
     ));
-    assert!(!jobwheel::webhook::verify_signature(
+    assert!(!jobwheel::alarm::webhook::verify_signature(
         b"other-key",
         ts,
         &r.body,

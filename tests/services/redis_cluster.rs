@@ -125,7 +125,8 @@ async fn the_redis_store_on_a_cluster_passes_the_suites_with_shards_on_every_pri
         conn: client.get_async_connection().await.unwrap(),
         store: store.clone(),
     };
-    conformance::raw_rows_suite(Arc::new(store.clone()), &raw).await;
+    conformance::raw_rows_suite(&store, &raw).await;
+    support::raw_rows::bad_rows_do_not_stop_the_engine(Arc::new(store.clone()), &raw).await;
     conformance::lock_suite(&store.locks()).await;
 
     let node = redis::Client::open(seeds[0].as_str()).unwrap();

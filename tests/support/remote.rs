@@ -1,10 +1,10 @@
 //! Remote executor test helpers: an executor server with the suite's handlers, the
 //! Python executor as a child process, and hand-signed protocol requests.
 
-use jobwheel::executors::protocol::{self, RunState};
-use jobwheel::executors::{ExecutorServer, ExecutorServerBuilder, auth};
 use jobwheel::placement::BlockStrategy;
 use jobwheel::prelude::*;
+use jobwheel::remote::protocol::{self, RunState};
+use jobwheel::remote::{ExecutorServer, ExecutorServerBuilder, auth};
 use serde_json::{Value, json};
 use std::io::BufRead;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -318,7 +318,7 @@ pub async fn result_of(base: &str, run_id: i64, token: u64, wait_ms: u64) -> Run
 /// The protocol's OpenAPI document, as the code generates it (equal to the
 /// committed `docs/executor-protocol.json`: `protocol_document_is_committed`).
 pub fn protocol_doc() -> Value {
-    serde_json::from_str(&jobwheel::executors::openapi()).unwrap()
+    serde_json::from_str(&jobwheel::remote::openapi()).unwrap()
 }
 
 /// A request body for each endpoint of the protocol, in an order where every one is

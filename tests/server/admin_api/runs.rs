@@ -3,7 +3,7 @@
 
 use super::support::remote::{Seen, instance_builder};
 use super::{Ctx, JOB, last_audit, until};
-use jobwheel::executors::ExecutorServer;
+use jobwheel::remote::ExecutorServer;
 use serde_json::{Value, json};
 use std::time::Duration;
 
