@@ -62,7 +62,7 @@ pub(super) async fn start(core: &Arc<Core>) -> Result<()> {
         .spawn(maintenance::renew_loop(core.clone()));
     core.life
         .background
-        .spawn(maintenance::heartbeat_loop(core.clone()));
+        .spawn(super::services::service_loop(core.clone()));
     core.life
         .background
         .spawn(super::alarms::alarm_loop(core.clone()));

@@ -33,7 +33,8 @@ pub const FINISHES_REFUSED: &str = "jobwheel_runs_finish_refused_total";
 /// `catch_up`): a late run that stands for three missed fires counts 3.
 pub const FIRES_MISFIRED: &str = "jobwheel_fires_misfired_total";
 /// Store or lock calls that failed (and were retried), by `operation` (`due`,
-/// `start_runs`, `finish_runs`, `renew`, `maintenance`, `alarms`, `append_lines`).
+/// `start_runs`, `finish_runs`, `renew`, `alarms`, `append_lines`, and each node
+/// service by its name: `heartbeat`, `reap_nodes`, `run_retention`, …).
 pub const BACKEND_ERRORS: &str = "jobwheel_backend_errors_total";
 /// Stored rows this node could not read (skipped).
 pub const CORRUPT_ROWS: &str = "jobwheel_corrupt_rows_total";

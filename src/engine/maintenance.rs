@@ -1,7 +1,8 @@
-//! Background loops: lease renewal, heartbeats and lost-run recovery, run retention.
-//! None of them is on the path of a fire (alarm delivery is in `alarms.rs`).
+//! The work of a node's services (`services.rs` runs them): heartbeats, the census,
+//! lost-run recovery (dead nodes' runs, starts whose answer was lost, runs the node
+//! no longer has in hand), and the lease renewal loop. None of it is on the path of
+//! a fire (alarm delivery is in `alarms.rs`).
 
-use super::backoff::Backoff;
 use super::plan;
 use super::{Core, bump, lock};
 use crate::error::Result;
@@ -9,16 +10,8 @@ use crate::lock::LockRequest;
 use crate::record::*;
 use crate::store::RunQuery;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::time::{Instant, sleep};
-use tracing::{debug, info, warn};
-
-/// How long a lease key nobody holds is kept after its last grant: a day, so a
-/// later grant's token (the lock server's clock in µs) is past its last one even if
-/// that clock steps back by up to a day.
-const IDLE_LEASES: Duration = Duration::from_secs(86_400);
-/// Most jobs one maintenance pass lets take a queued release.
-const TAKE_PER_PASS: usize = 500;
+use tracing::{debug, warn};
 
 pub(super) async fn heartbeat_once(core: &Core) -> Result<()> {
     let info = NodeInfo {
@@ -34,7 +27,7 @@ pub(super) async fn heartbeat_once(core: &Core) -> Result<()> {
 
 /// Sets the live-node and live-executor gauges from the registry as it is now (the
 /// store's clock as this node reads it). A failed read leaves them as they were.
-async fn census(core: &Core) {
+pub(super) async fn census(core: &Core) {
     let now = core.clock.now();
     match core.store.nodes().await {
         Ok(nodes) => {
@@ -112,57 +105,9 @@ fn lose(core: &Core, e: &mut super::RunningEntry, why: &str) {
     warn!(job = %e.lease.key, token = e.lease.token, why, "lease lost; cancelling the run");
 }
 
-/// Heartbeats once per `heartbeat`; between beats it checks for dead nodes and their
-/// runs every quarter beat, so a dead node's runs are recovered at most a quarter beat
-/// after it counts as dead (`heartbeat × dead_after_beats` after its last beat).
-pub(super) async fn heartbeat_loop(core: Arc<Core>) {
-    let mut last = Last::default();
-    let mut backoff = Backoff::default();
-    loop {
-        let wait = match maintain(&core, &mut last).await {
-            Ok(()) => {
-                backoff.reset();
-                core.config.heartbeat / 4
-            }
-            Err(e) => {
-                core.backend_error("maintenance");
-                let d = backoff.next_delay().min(core.config.heartbeat);
-                warn!(error = %e, retry_in = ?d, "heartbeat failed");
-                d
-            }
-        };
-        tokio::select! {
-            _ = core.life.bg_stop.cancelled() => return,
-            _ = sleep(wait) => {}
-        }
-    }
-}
-
-/// When the maintenance loop last did its less frequent work.
-#[derive(Default)]
-struct Last {
-    beat: Option<Instant>,
-    reclaim: Option<Instant>,
-    purge: Option<Instant>,
-}
-
-async fn maintain(core: &Arc<Core>, last: &mut Last) -> Result<()> {
-    // An eighth of a beat of slack keeps the beat from slipping a whole check late.
-    let beat = last
-        .beat
-        .is_none_or(|t| t.elapsed() + core.config.heartbeat / 8 >= core.config.heartbeat);
-    if beat {
-        heartbeat_once(core).await?;
-        last.beat = Some(Instant::now());
-    }
-    if core.life.stop.is_cancelled() {
-        return Ok(());
-    }
-    census(core).await;
-    for dead in core.store.reap_nodes(core.config.dead_after()).await? {
-        info!(node = %dead, "reaped a dead node");
-    }
-    // A dead node may leave many runs: recover them concurrently.
+/// Takes over the running runs of dead nodes, concurrently (a dead node may leave
+/// many), and records them lost.
+pub(super) async fn recover_orphans(core: &Arc<Core>) -> Result<()> {
     let orphans = core.store.orphaned_runs(core.config.claim_batch).await?;
     futures::future::join_all(orphans.into_iter().map(|run| {
         let why = format!("node {} died while running", run.node);
@@ -170,58 +115,8 @@ async fn maintain(core: &Arc<Core>, last: &mut Last) -> Result<()> {
     }))
     .await
     .into_iter()
-    .collect::<Result<Vec<bool>>>()?;
-    settle_doubts(core).await?;
-    if last
-        .reclaim
-        .is_none_or(|t| t.elapsed() >= core.config.dead_after())
-    {
-        reclaim_own(core).await?;
-        last.reclaim = Some(Instant::now());
-    }
-    // Jobs able to take a queued release that no write let take it (a PostgreSQL
-    // finish's follow-up transaction cut short, a release queued while the job
-    // could not take it and nothing has written the job since).
-    let taken = core.store.take_releases(TAKE_PER_PASS).await?;
-    if taken > 0 {
-        debug!(taken, "queued releases taken");
-    }
-    if beat {
-        // Not a reason to fail the pass: the next beat checks again.
-        if let Err(e) = super::waiting::raise(core).await {
-            core.backend_error("alarm_waiting");
-            warn!(error = %e, "checking queued releases' wait deadlines failed");
-        }
-    }
-    if last
-        .purge
-        .is_none_or(|t| t.elapsed() >= Duration::from_secs(3600))
-    {
-        let now = core.store.now().await?;
-        // Not a reason to skip the rest: the days ahead leave a week to try again.
-        if let Err(e) = core.store.prepare_log().await {
-            core.backend_error("prepare_log");
-            warn!(error = %e, "making the run log's days ahead failed");
-        }
-        if let Some(keep) = core.config.run_retention {
-            // Whole UTC days: a store with a day-partitioned log drops them whole.
-            let cutoff = day_start(now - keep);
-            let n = core.store.purge_runs(cutoff).await?;
-            info!(purged = n, before = %cutoff, "run retention");
-        }
-        // Lease rows of keys nobody held for a day (every one-shot job leaves one).
-        let n = core.locks.forget_idle(IDLE_LEASES).await?;
-        if n > 0 {
-            info!(forgotten = n, "idle lease keys");
-        }
-        if let Some(keep) = core.config.alarm_retention {
-            let cutoff = now - keep;
-            let n = core.store.purge_alarms(cutoff).await?;
-            info!(purged = n, before = %cutoff, "alarm retention");
-        }
-        last.purge = Some(Instant::now());
-    }
-    Ok(())
+    .collect::<Result<Vec<bool>>>()
+    .map(|_| ())
 }
 
 /// A start whose call failed after it may have reached the store (a connection cut
@@ -394,7 +289,7 @@ const RECLAIM_PAGES: usize = 10;
 /// recorded is in hand once its answer arrives), and not a start in doubt
 /// ([`settle_doubts`] settles those). Reads up to [`RECLAIM_PAGES`] pages of the
 /// node's running runs, newest first.
-async fn reclaim_own(core: &Arc<Core>) -> Result<()> {
+pub(super) async fn reclaim_own(core: &Arc<Core>) -> Result<()> {
     // What is in hand is read before the store: a run finished in between is no
     // longer running there.
     let held = core.load.in_hand();
@@ -541,7 +436,7 @@ fn count_recovery(core: &Core, out: Option<&FinishOutcome>) {
 }
 
 /// The start of the UTC day `t` falls in.
-fn day_start(t: crate::time::Timestamp) -> crate::time::Timestamp {
+pub(super) fn day_start(t: crate::time::Timestamp) -> crate::time::Timestamp {
     const DAY_MS: i64 = 86_400_000;
     crate::time::Timestamp::from_millis(t.as_millis().div_euclid(DAY_MS) * DAY_MS)
 }

@@ -74,14 +74,14 @@ impl MisfireCounts {
 
 /// One of the live counters: its value here, and the instrument it also counts in
 /// the installed `metrics` recorder (if it has one).
-/// The operations a failed store or lock call is counted under.
-pub(crate) const BACKEND_OPERATIONS: [&str; 8] = [
+/// The operations of the fire cycle a failed store or lock call is counted under
+/// (a node service's failures are counted under the service's name).
+pub(crate) const BACKEND_OPERATIONS: [&str; 7] = [
     "due",
     "claim_runs",
     "start_runs",
     "finish_runs",
     "renew",
-    "maintenance",
     "alarms",
     "append_lines",
 ];
@@ -194,7 +194,8 @@ impl Counters {
                 let _ = c.handle.set(::metrics::counter!(name));
             }
         }
-        for op in BACKEND_OPERATIONS {
+        let services = super::services::Service::ALL.map(|s| s.name());
+        for op in BACKEND_OPERATIONS.into_iter().chain(services) {
             ::metrics::counter!(super::instruments::BACKEND_ERRORS, "operation" => op).increment(0);
         }
     }

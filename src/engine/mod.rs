@@ -37,6 +37,7 @@ mod node;
 mod plan;
 mod poll;
 mod scheduler;
+mod services;
 mod slots;
 mod waiting;
 

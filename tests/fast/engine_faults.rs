@@ -7,8 +7,9 @@ use async_trait::async_trait;
 use jobwheel::memory::MemoryStore;
 use jobwheel::store::*;
 use jobwheel::*;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::*;
 
@@ -16,11 +17,14 @@ use support::*;
 /// `lose_answers` start calls (`lose_finish_answers` finish calls) are recorded but
 /// answered with an error (a connection cut after the commit), and whose next
 /// `drop_finishes` finish calls are answered as written but not written (a write a
-/// Redis primary acknowledged and lost in a failover).
+/// Redis primary acknowledged and lost in a failover). The calls it names in `broken`
+/// always fail; `calls` counts the calls it checks, by name.
 #[derive(Clone)]
 struct FlakyStore {
     inner: MemoryStore,
     down: Arc<AtomicBool>,
+    broken: Arc<Mutex<HashSet<&'static str>>>,
+    calls: Arc<Mutex<HashMap<&'static str, usize>>>,
     failed: Arc<AtomicUsize>,
     lose_answers: Arc<AtomicUsize>,
     lose_finish_answers: Arc<AtomicUsize>,
@@ -33,6 +37,8 @@ impl FlakyStore {
         FlakyStore {
             inner,
             down: Arc::default(),
+            broken: Arc::default(),
+            calls: Arc::default(),
             failed: Arc::default(),
             lose_answers: Arc::default(),
             lose_finish_answers: Arc::default(),
@@ -41,7 +47,8 @@ impl FlakyStore {
     }
 
     fn check(&self, op: &'static str) -> Result<()> {
-        if self.down.load(Ordering::SeqCst) {
+        *self.calls.lock().unwrap().entry(op).or_default() += 1;
+        if self.down.load(Ordering::SeqCst) || self.broken.lock().unwrap().contains(op) {
             self.failed.fetch_add(1, Ordering::SeqCst);
             return Err(Error::backend("flaky", op, true, "connection refused"));
         }
@@ -152,6 +159,7 @@ impl RunLog for FlakyStore {
         self.inner.runs(q).await
     }
     async fn purge_runs(&self, before: Timestamp) -> Result<u64> {
+        self.check("purge_runs")?;
         self.inner.purge_runs(before).await
     }
     async fn append_lines(&self, chunks: &[jobwheel::LogLines]) -> Result<()> {
@@ -215,6 +223,7 @@ impl AlarmOutbox for FlakyStore {
         self.inner.alarms(q).await
     }
     async fn purge_alarms(&self, before: Timestamp) -> Result<u64> {
+        self.check("purge_alarms")?;
         self.inner.purge_alarms(before).await
     }
     async fn apply_alarm(&self, change: AlarmChange, audit: Option<&AuditEntry>) -> Result<bool> {
@@ -559,5 +568,56 @@ async fn a_run_whose_acknowledged_finish_was_lost_is_reclaimed_by_its_live_node(
     let m = h.scheduler().metrics();
     assert_eq!(m.lost_recovered, 1, "{m:?}");
     assert_eq!(m.finish_refused, 0, "{m:?}");
+    h.shutdown().await;
+}
+
+/// Each of a node's services runs on its own: a store that refuses to reap dead
+/// nodes (the second service of a pass) leaves the heartbeat, the recovery of
+/// orphaned runs, the queued releases, retention and the fires going, and the
+/// refusals are counted.
+#[tokio::test(start_paused = true)]
+async fn a_node_service_that_fails_never_stops_the_others() {
+    let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
+    let flaky = FlakyStore::new(store.clone());
+    flaky.broken.lock().unwrap().insert("reap_nodes");
+    let s = Scheduler::builder()
+        .store(flaky.clone())
+        .locks(locks)
+        .handler("tick", |_ctx: JobContext| async { Ok::<(), JobError>(()) })
+        .config(config("n1").run_retention(Some(Duration::from_secs(30 * 86_400))))
+        .build()
+        .unwrap();
+    let h = s.start().await.unwrap();
+    let tick = Schedule::every(Duration::from_secs(1)).unwrap();
+    h.scheduler()
+        .upsert(Job::builder("tick", "tick", tick).build().unwrap())
+        .await
+        .unwrap();
+    // Ten beats of the default 10 s.
+    advance(Duration::from_secs(100)).await;
+    let calls = flaky.calls.lock().unwrap().clone();
+    let n = |op: &str| calls.get(op).copied().unwrap_or(0);
+    assert!(n("reap_nodes") >= 10, "reaping is tried again: {calls:?}");
+    assert!(n("heartbeat") >= 10, "the node beats every beat: {calls:?}");
+    assert!(
+        n("orphaned_runs") >= 30,
+        "dead nodes' runs are looked for every quarter beat: {calls:?}"
+    );
+    assert!(
+        n("take_releases") >= 30,
+        "queued releases are taken every quarter beat: {calls:?}"
+    );
+    assert_eq!(n("purge_runs"), 1, "run retention ran at start: {calls:?}");
+    assert_eq!(
+        n("purge_alarms"),
+        1,
+        "alarm retention ran at start: {calls:?}"
+    );
+    let runs = runs_of(&store, "tick").await.len();
+    assert!(runs >= 90, "the job fired every second: {runs}");
+    assert!(
+        h.scheduler().metrics().backend_errors >= n("reap_nodes") as u64,
+        "every refusal is counted"
+    );
     h.shutdown().await;
 }
