@@ -77,6 +77,9 @@ pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> Ap
     if let Some(b) = q.before {
         query = query.before(RunId(b));
     }
+    if let Some(n) = &q.node {
+        query = query.node(n.clone());
+    }
     let runs = s.store.runs(&query).await?;
     let next = (runs.len() >= limit)
         .then(|| runs.last().map(|r| r.id.0))
@@ -85,9 +88,7 @@ pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> Ap
     let mut sight = s.ops.sight(&actor);
     let mut items: Vec<RunRecord> = Vec::with_capacity(runs.len());
     for r in runs {
-        let wanted =
-            q.node.as_ref().is_none_or(|n| &r.node == n) && trigger.is_none_or(|t| r.trigger == t);
-        if wanted && sight.run(&r).await? {
+        if trigger.is_none_or(|t| r.trigger == t) && sight.run(&r).await? {
             items.push(r);
         }
     }

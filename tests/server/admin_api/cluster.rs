@@ -130,6 +130,29 @@ async fn two_servers_on_one_store_form_a_cluster() {
     fires.dedup();
     assert_eq!(fires.len(), n, "each fire ran once across the two servers");
 
+    // The node filter is the store's: a page of one run of a node holds one of its
+    // runs, and a node with none gives an empty last page.
+    let seen: std::collections::BTreeSet<&str> =
+        runs.iter().map(|r| r["node"].as_str().unwrap()).collect();
+    for node in seen {
+        let path = format!("/api/v1/runs?job=tick&node={node}&limit=1");
+        let r = api_b.call(&admin, "GET", "/api/v1/runs", &path, None).await;
+        let items = r.body["items"].as_array().unwrap();
+        assert_eq!(items.len(), 1, "{node}: {}", r.body);
+        assert_eq!(items[0]["node"], node);
+    }
+    let r = api_b
+        .call(
+            &admin,
+            "GET",
+            "/api/v1/runs",
+            "/api/v1/runs?job=tick&node=nobody&limit=1",
+            None,
+        )
+        .await;
+    assert_eq!(r.body["items"], serde_json::json!([]), "{}", r.body);
+    assert!(r.body["next"].is_null(), "no page after: {}", r.body);
+
     instance.shutdown().await;
     a.shutdown().await;
     b.shutdown().await;
