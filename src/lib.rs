@@ -150,10 +150,10 @@ pub use local_executor::{LocalExecutor, LocalExecutorConfig, SlowLaneConfig};
 pub use lock::{Lease, LockProvider, LockRequest};
 pub use policy::{AlarmKind, AlarmPolicy, MisfirePolicy, RetryPolicy};
 pub use record::{
-    AlarmEvent, AlarmId, AlarmRecord, AlarmStatus, AuditEntry, AuditRecord, Credential,
-    CredentialKind, CredentialRecord, DailyStats, ExecutorInfo, ExecutorRecord, FireContext,
-    FireSpan, FireState, JobRecord, LogLine, LogLines, NodeInfo, NodeRecord, RunId, RunRecord,
-    RunStatus, TriggerKind, UpsertOutcome,
+    AlarmEvent, AlarmId, AlarmRecord, AlarmStatus, AuditAction, AuditEntry, AuditRecord,
+    Credential, CredentialKind, CredentialRecord, DailyStats, ExecutorInfo, ExecutorRecord,
+    FireContext, FireSpan, FireState, JobRecord, LogLine, LogLines, NodeInfo, NodeRecord, RunId,
+    RunRecord, RunStatus, TriggerKind, UpsertOutcome,
 };
 pub use schedule::{CronExpr, CronSchedule, Schedule};
 pub use store::{AlarmQuery, AuditQuery, CorruptRow, JobQuery, JobStore, Page, RunQuery};

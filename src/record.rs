@@ -15,7 +15,7 @@ mod fire;
 mod run;
 mod upstream;
 pub use alarm::*;
-pub use audit::{AuditEntry, AuditRecord};
+pub use audit::{AuditAction, AuditEntry, AuditRecord};
 pub use credential::{Credential, CredentialKind, CredentialRecord};
 pub use due::{DueFire, DueKey};
 pub use executor::{ExecutorInfo, ExecutorRecord};

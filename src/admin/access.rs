@@ -17,6 +17,7 @@ use crate::admin::config::check_name;
 use crate::admin::{Role, ServerConfig};
 use crate::error::{Error, Result};
 use crate::ops::Actor;
+use crate::record::AuditAction;
 use crate::record::{AuditEntry, Credential, CredentialKind, CredentialRecord};
 use crate::store::JobStore;
 use crate::time::Timestamp;
@@ -188,21 +189,15 @@ fn check(
     Ok(())
 }
 
-fn entry(actor: &Actor, action: &str, v: &AccessView) -> AuditEntry {
+fn entry(actor: &Actor, action: AuditAction, v: &AccessView) -> AuditEntry {
     let shown =
         serde_json::json!({"kind": v.kind, "name": v.name, "role": v.role, "groups": v.groups});
-    let (before, after) = if action.ends_with(".remove") {
+    let (before, after) = if action.removes() {
         (Some(shown), None)
     } else {
         (None, Some(shown))
     };
-    AuditEntry {
-        actor: actor.name().to_string(),
-        action: action.to_string(),
-        target: v.name.clone(),
-        before,
-        after,
-    }
+    AuditEntry::new(actor.name(), action, v.name.clone(), before, after)
 }
 
 async fn add(
@@ -219,9 +214,12 @@ async fn add(
         source: Source::Store,
         created_at: None,
     };
-    let action = format!("{}.add", credential.kind.as_str());
+    let action = match credential.kind {
+        CredentialKind::Account => AuditAction::AccountAdd,
+        CredentialKind::Token => AuditAction::TokenAdd,
+    };
     if !store
-        .add_credential(&credential, &entry(actor, &action, &v))
+        .add_credential(&credential, &entry(actor, action, &v))
         .await?
     {
         return Err(Error::Conflict {
@@ -337,9 +335,12 @@ pub async fn remove(
     if !within(actor, &v.groups) {
         return Err(not_found());
     }
-    let action = format!("{}.remove", kind.as_str());
+    let action = match kind {
+        CredentialKind::Account => AuditAction::AccountRemove,
+        CredentialKind::Token => AuditAction::TokenRemove,
+    };
     if !store
-        .remove_credential(kind, name, &entry(actor, &action, &v))
+        .remove_credential(kind, name, &entry(actor, action, &v))
         .await?
     {
         return Err(not_found());

@@ -42,6 +42,7 @@ pub use error::ApiError;
 pub use serve::Server;
 
 use crate::ops::Ops;
+use crate::record::AuditAction;
 use crate::record::AuditEntry;
 use crate::remote::RemoteGroup;
 use crate::store::JobStore;
@@ -105,18 +106,12 @@ impl AdminState {
     pub(crate) async fn audit(
         &self,
         actor: &str,
-        action: &str,
+        action: AuditAction,
         target: &str,
     ) -> Result<(), ApiError> {
-        let entry = AuditEntry {
-            actor: actor.to_string(),
-            action: action.to_string(),
-            target: target.to_string(),
-            before: None,
-            after: None,
-        };
+        let entry = AuditEntry::new(actor, action, target, None, None);
         self.store.append_audit(&entry).await.map_err(|e| {
-            tracing::error!(error = %e, actor, action, target, "an audit entry could not be written");
+            tracing::error!(error = %e, actor, %action, target, "an audit entry could not be written");
             ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,
                 "audit_failed",

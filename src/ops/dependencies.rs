@@ -6,6 +6,7 @@ use super::{Actor, Ops};
 use crate::dependency::{ChildLink, ChildOn, MAX_GRAPH_READS, QueuedRelease, Release, UpstreamRun};
 use crate::error::Result;
 use crate::job::JobId;
+use crate::record::AuditAction;
 use crate::store::JobQuery;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -177,7 +178,7 @@ impl Ops {
             .collect();
         let audit = super::entry(
             actor,
-            "job.release",
+            AuditAction::JobRelease,
             id.as_str(),
             None,
             Some(json!({"fire_at": fire_at, "in_place_of": missing})),
@@ -204,7 +205,7 @@ impl Ops {
         let key = rec.job.join_window().map_or(fire_at, |w| w.start(fire_at));
         let audit = super::entry(
             actor,
-            "job.skip",
+            AuditAction::JobSkip,
             id.as_str(),
             None,
             Some(json!({"fire_at": fire_at})),

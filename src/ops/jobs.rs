@@ -4,6 +4,7 @@
 use super::{Actor, Ops, entry};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
+use crate::record::AuditAction;
 use crate::record::{DueKey, FireContext, FireState, JobRecord, TriggerKind, UpsertOutcome};
 use crate::store::{Applied, JobChange};
 use crate::time::Timestamp;
@@ -106,7 +107,7 @@ impl Ops {
         job: Job,
         how: Store,
         before: Option<&JobRecord>,
-        action: &str,
+        action: AuditAction,
     ) -> Result<UpsertOutcome> {
         Self::may_place(actor, &job)?;
         let next = self.checked(&job).await?;
@@ -165,8 +166,14 @@ impl Ops {
         {
             return Err(Error::not_found("job", job.id()));
         }
-        self.store_job(actor, job, Store::Upsert, before.as_ref(), "job.upsert")
-            .await
+        self.store_job(
+            actor,
+            job,
+            Store::Upsert,
+            before.as_ref(),
+            AuditAction::JobUpsert,
+        )
+        .await
     }
 
     /// Creates `job` unless one with its id exists: [`UpsertOutcome::Created`], or
@@ -175,7 +182,7 @@ impl Ops {
     ///
     /// Errors: as [`upsert`](Self::upsert).
     pub async fn create(&self, actor: &Actor, job: Job) -> Result<UpsertOutcome> {
-        self.store_job(actor, job, Store::Create, None, "job.create")
+        self.store_job(actor, job, Store::Create, None, AuditAction::JobCreate)
             .await
     }
 
@@ -192,8 +199,14 @@ impl Ops {
             ));
         }
         let before = self.visible(actor, id).await?;
-        self.store_job(actor, job, Store::Upsert, Some(&before), "job.update")
-            .await
+        self.store_job(
+            actor,
+            job,
+            Store::Upsert,
+            Some(&before),
+            AuditAction::JobUpdate,
+        )
+        .await
     }
 
     /// Creates a copy of job `from` under the id `to` (its definition, with its
@@ -208,7 +221,7 @@ impl Ops {
             .map_err(|e| Error::invalid("job", from, e.to_string()))?;
         def["id"] = Value::String(to.to_string());
         let job = Job::from_json(&def.to_string())?;
-        self.store_job(actor, job, Store::Create, None, "job.copy")
+        self.store_job(actor, job, Store::Create, None, AuditAction::JobCopy)
             .await
     }
 
@@ -222,7 +235,7 @@ impl Ops {
         };
         let audit = entry(
             actor,
-            "job.remove",
+            AuditAction::JobRemove,
             id.as_str(),
             Some(JobSnapshot::of(&before).json()),
             None,
@@ -242,7 +255,7 @@ impl Ops {
         before: &JobRecord,
         change: JobChange,
         after: JobSnapshot,
-        action: &str,
+        action: AuditAction,
     ) -> Result<JobRecord> {
         let id = before.job.id();
         let audit = entry(
@@ -275,7 +288,8 @@ impl Ops {
             next: before.next.clone(),
         };
         let change = JobChange::Pause { id: id.clone() };
-        self.act(actor, &before, change, after, "job.pause").await
+        self.act(actor, &before, change, after, AuditAction::JobPause)
+            .await
     }
 
     /// Resumes job `id` from its next fire after the store's now (a one-shot: its
@@ -303,7 +317,8 @@ impl Ops {
             id: id.clone(),
             next,
         };
-        self.act(actor, &before, change, after, "job.resume").await
+        self.act(actor, &before, change, after, AuditAction::JobResume)
+            .await
     }
 
     /// Makes job `id` due now on the store's clock (trigger `manual`); it runs once
@@ -344,7 +359,8 @@ impl Ops {
             id: id.clone(),
             fire,
         };
-        self.act(actor, &before, change, after, "job.trigger").await
+        self.act(actor, &before, change, after, AuditAction::JobTrigger)
+            .await
     }
 }
 

@@ -37,6 +37,7 @@ pub use sight::Sight;
 
 use crate::error::{Error, Result};
 use crate::job::{DEFAULT_MAX_PAYLOAD_BYTES, Job};
+use crate::record::AuditAction;
 use crate::record::AuditEntry;
 use crate::record::DueKey;
 use crate::store::JobStore;
@@ -144,18 +145,12 @@ impl Ops {
 /// An audit entry by `actor`.
 fn entry(
     actor: &Actor,
-    action: &str,
+    action: AuditAction,
     target: &str,
     before: Option<serde_json::Value>,
     after: Option<serde_json::Value>,
 ) -> AuditEntry {
-    AuditEntry {
-        actor: actor.name().to_string(),
-        action: action.to_string(),
-        target: target.to_string(),
-        before,
-        after,
-    }
+    AuditEntry::new(actor.name(), action, target, before, after)
 }
 
 /// [`Error::Conflict`] about `what` `id`.

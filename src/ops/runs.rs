@@ -4,6 +4,7 @@
 use super::{Actor, Ops, conflict, entry};
 use crate::error::{Error, Result};
 use crate::job::Job;
+use crate::record::AuditAction;
 use crate::record::{AlarmId, AlarmRecord, LogLine, RunId, RunRecord, RunStatus};
 use crate::store::{AlarmChange, AlarmQuery, RunQuery};
 use async_trait::async_trait;
@@ -86,7 +87,7 @@ impl Ops {
         let killed = killer.kill(&run, job.as_ref().map(|r| &*r.job)).await?;
         let audit = entry(
             actor,
-            "run.kill",
+            AuditAction::RunKill,
             &id.to_string(),
             Some(serde_json::json!({"status": "running", "job": run.job_id})),
             Some(serde_json::json!({"killed_on": killed})),
@@ -121,8 +122,8 @@ impl Ops {
         let id = change.id();
         let before = self.alarm(actor, id).await?;
         let (action, status) = match change {
-            AlarmChange::Retry(_) => ("alarm.retry", "pending"),
-            _ => ("alarm.discard", "failed"),
+            AlarmChange::Retry(_) => (AuditAction::AlarmRetry, "pending"),
+            _ => (AuditAction::AlarmDiscard, "failed"),
         };
         let audit = entry(
             actor,

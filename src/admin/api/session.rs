@@ -4,6 +4,7 @@ use super::answers::{Health, Session};
 use super::extract::Reader;
 use super::{ApiResult, St, json, json_body};
 use crate::admin::auth::Via;
+use crate::record::AuditAction;
 use crate::time::Timestamp;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -62,12 +63,14 @@ pub(super) async fn login(
                 // The name as given, cut to the longest an account may have.
                 let name: String = req.name.chars().take(64).collect();
                 tracing::warn!(name = ?name, "failed login");
-                s.audit("anonymous", "session.login_failed", &name).await?;
+                s.audit("anonymous", AuditAction::SessionLoginFailed, &name)
+                    .await?;
             }
             return Err(e);
         }
     };
-    s.audit(p.actor().name(), "session.login", &p.name).await?;
+    s.audit(p.actor().name(), AuditAction::SessionLogin, &p.name)
+        .await?;
     let mut r = json(StatusCode::OK, &session_json(&s, &p));
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         r.headers_mut().insert(header::SET_COOKIE, v);
