@@ -89,7 +89,9 @@ pub mod limits;
 mod links;
 pub mod local_executor;
 pub mod lock;
-#[cfg(feature = "openapi")]
+/// The OpenAPI documents of the two HTTP APIs (the `openapi` feature alone only
+/// derives the types' JSON Schemas).
+#[cfg(feature = "remote")]
 mod openapi;
 pub mod ops;
 pub mod placement;

@@ -192,7 +192,9 @@ impl<D: Dialect> SqlLocks<D> {
         d.commit(tx, op).await
     }
 
-    /// Grants every requested key that is free or expired to `owner`.
+    /// Grants every requested key that is free or expired to `owner` (SQLite's
+    /// locks; PostgreSQL and MariaDB have statements of their own).
+    #[cfg(feature = "sqlite")]
     pub(crate) async fn acquire(
         &self,
         owner: &str,

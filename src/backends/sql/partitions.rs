@@ -15,7 +15,9 @@
 //! node made is done).
 
 use super::decode::SqlRow;
-use super::run_ids::{DAY_MS, ID_STEP, LEGACY_BELOW};
+#[cfg(feature = "postgres")]
+use super::run_ids::LEGACY_BELOW;
+use super::run_ids::{DAY_MS, ID_STEP};
 use super::{Dialect, Sql};
 use crate::error::Result;
 use crate::store::DAYS_AHEAD;
