@@ -398,6 +398,21 @@ async fn store_verbs(url: &str, prefix: &str) {
             .any(|a| a["event"]["job_id"] == "boom.once"),
         "{alarms}"
     );
+    // The table spells the kind as the JSON, the API and the console do.
+    let kind = alarms
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["event"]["job_id"] == "boom.once")
+        .map(|a| a["event"]["kind"].as_str().unwrap().to_string())
+        .unwrap();
+    let table = jobwheel(u, prefix, &["alarms"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("boom.once") && l.contains(&*kind)),
+        "{kind} in {text}"
+    );
     let out = jobwheel(u, prefix, &["alarms", "--status", "lost"]);
     assert_eq!(code(&out), 2);
 
@@ -432,6 +447,34 @@ async fn every_store_verb_works_on_sqlite() {
     std::fs::create_dir_all(&dir).unwrap();
     let url = format!("sqlite://{}?mode=rwc", dir.join("jobs.db").display());
     store_verbs(&url, "cli_").await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A store never migrated: every verb but `migrate` says to run it (not that a table
+/// is missing), on SQLite and on PostgreSQL, and after `migrate` the verbs work.
+#[test]
+fn an_unmigrated_store_names_jobwheel_migrate() {
+    let dir = std::env::temp_dir().join(format!("jobwheel-cli-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sqlite = format!("sqlite://{}?mode=rwc", dir.join("jobs.db").display());
+    let prefix = format!("fresh{:08x}_", fastrand::u32(..));
+    let mut urls = vec![sqlite.clone()];
+    urls.extend(support::server_url("JOBWHEEL_POSTGRES_URL"));
+    for url in &urls {
+        for args in [&["jobs", "list"][..], &["runs"], &["doctor"], &["alarms"]] {
+            let out = jobwheel(Some(url), &prefix, args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(code(&out), 1, "{args:?} on {url}: {err}");
+            assert!(
+                err.contains("no jobwheel tables yet: run `jobwheel migrate` first"),
+                "{args:?} on {url}: {err}"
+            );
+        }
+    }
+    let out = jobwheel(Some(&sqlite), &prefix, &["migrate"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let out = jobwheel(Some(&sqlite), &prefix, &["jobs", "list"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

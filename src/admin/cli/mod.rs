@@ -187,6 +187,9 @@ async fn run(cli: Cli) -> Outcome {
                 .or_else(|| config.as_ref().and_then(|c| c.prefix.clone()));
             let migrate = matches!(command, Command::Migrate);
             let store = store::open(&url, prefix, migrate).await?;
+            if !matches!(command, Command::Migrate | Command::Doctor) {
+                store::check_schema(&store).await?;
+            }
             let ops = store::ops(store.clone(), config.as_ref())?;
             match command {
                 Command::Cron(_)

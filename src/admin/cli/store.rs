@@ -122,6 +122,30 @@ pub(crate) async fn open(
     Ok(config.connect().await?.store)
 }
 
+/// Refuses a store whose schema is not this build's, naming `jobwheel migrate`
+/// (a store never migrated has no tables, and its first query would only say that
+/// a table does not exist). A store without versions (memory) passes.
+pub(crate) async fn check_schema(store: &Arc<dyn JobStore>) -> Outcome {
+    let Some(v) = store.schema().await? else {
+        return Ok(());
+    };
+    match v.found {
+        Some(found) if found == v.known => Ok(()),
+        Some(found) if found > v.known => Err(Failure::Failed(format!(
+            "the store's schema is version {found}, newer than this jobwheel's {}: upgrade jobwheel",
+            v.known
+        ))),
+        Some(found) => Err(Failure::Failed(format!(
+            "the store's schema is version {found} of {}: run `jobwheel migrate` first",
+            v.known
+        ))),
+        None => Err(Failure::Failed(format!(
+            "the {} store has no jobwheel tables yet: run `jobwheel migrate` first",
+            store.name()
+        ))),
+    }
+}
+
 pub(super) fn limit(field: &str, n: usize) -> Result<usize, Failure> {
     if (1..=10_000).contains(&n) {
         Ok(n)
@@ -149,6 +173,10 @@ pub(crate) async fn migrated(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
 }
 
 pub(crate) async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
+    if store.schema().await?.is_some_and(|v| v.found.is_none()) {
+        // Nothing to scan: say what to do rather than that a table is missing.
+        return check_schema(store).await;
+    }
     let before = Timestamp::now();
     let store_now = store.now().await?;
     let after = Timestamp::now();
@@ -184,14 +212,16 @@ pub(crate) async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
     } else {
         match schema {
             Some(v) => println!(
-                "schema: version {} of {}{}",
+                "schema: version {} of {} ({} migrations are numbered per backend; {} is the newest this jobwheel has){}",
                 v.found
                     .map_or_else(|| "none".to_string(), |f| f.to_string()),
                 v.known,
-                if schema_ok {
-                    ""
-                } else {
-                    " (run jobwheel migrate)"
+                store.name(),
+                v.known,
+                match v.found {
+                    _ if schema_ok => "",
+                    Some(f) if f > v.known => " — written by a newer jobwheel: upgrade this one",
+                    _ => " — run jobwheel migrate",
                 }
             ),
             None => println!("schema: not versioned ({})", store.name()),
@@ -423,7 +453,7 @@ pub(crate) async fn alarms(ops: &Ops, args: &AlarmsArgs, json: bool) -> Outcome 
             vec![
                 a.id.0.to_string(),
                 a.event.job_id.to_string(),
-                format!("{:?}", a.event.kind),
+                a.event.kind.as_str().to_string(),
                 a.status.as_str().to_string(),
                 a.attempts.to_string(),
                 a.created_at.to_string(),

@@ -354,12 +354,19 @@ impl<D: Dialect> Jobs for SqlStore<D> {
             "SELECT MAX(version) AS v FROM {} WHERE success",
             self.d.t("migrations")
         ));
-        let rows = self.d.fetch("schema", q).await?;
+        let known = D::MIGRATIONS.iter().map(|m| m.0).max().unwrap_or(0);
+        let rows = match self.d.fetch("schema", q).await {
+            Ok(rows) => rows,
+            // Never migrated: the migrations table is not there yet.
+            Err(e) if missing_table(&e) => {
+                return Ok(Some(crate::store::SchemaVersion { found: None, known }));
+            }
+            Err(e) => return Err(e),
+        };
         let found = match rows.first() {
             Some(r) => decode::col(D::NAME, "schema", r.opt_int("v"))?,
             None => None,
         };
-        let known = D::MIGRATIONS.iter().map(|m| m.0).max().unwrap_or(0);
         Ok(Some(crate::store::SchemaVersion { found, known }))
     }
 
@@ -605,4 +612,17 @@ pub(super) fn push_fire(q: &mut Sql, fire: Option<&FireState>) {
         "next_fire_at = ?, next_trigger = ?, attempt = ?, resume_after = ?, next_context = ?",
         decode::fire_args(fire),
     );
+}
+
+/// Whether `e` is the database saying a table does not exist (PostgreSQL's
+/// `42P01`, MySQL's `42S02`, SQLite's "no such table").
+fn missing_table(e: &Error) -> bool {
+    let Error::Backend { source, .. } = e else {
+        return false;
+    };
+    let Some(sqlx::Error::Database(d)) = source.downcast_ref::<sqlx::Error>() else {
+        return false;
+    };
+    matches!(d.code().as_deref(), Some("42P01" | "42S02"))
+        || d.message().starts_with("no such table")
 }
