@@ -88,9 +88,11 @@ pub(super) fn routes(state: Arc<AdminState>, max_body_bytes: usize) -> Router {
         .with_state(state)
 }
 
-/// Logs each request when it is answered: refusals of credentials, roles and rate
-/// (401, 403, 429) at `warn` with the caller's address, other refusals at `info`,
-/// failures at `error`, the rest at `debug`.
+/// Logs each request when it is answered: refusals of credentials presented, roles
+/// and rate (401, 403, 429) at `warn` with the caller's address, other refusals
+/// (among them a 401 to a request that presented no credentials: the console asking
+/// who is logged in before the login page) at `info`, failures at `error`, the rest
+/// at `debug`.
 async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -98,6 +100,15 @@ async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) 
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|c| c.0.ip());
+    let presented = req
+        .headers()
+        .contains_key(axum::http::header::AUTHORIZATION)
+        || req
+            .headers()
+            .get_all(axum::http::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.contains(crate::admin::auth::SESSION_COOKIE));
     let started = std::time::Instant::now();
     let r = next.run(req).await;
     let status = r.status().as_u16();
@@ -109,6 +120,9 @@ async fn log_request(req: axum::extract::Request, next: axum::middleware::Next) 
     match status {
         500.. => {
             tracing::error!(%method, ?path, status, code, ?peer, ms, "admin API request failed")
+        }
+        401 if !presented && code == "unauthenticated" => {
+            tracing::info!(%method, ?path, status, code, ?peer, ms, "admin API request without credentials")
         }
         401 | 403 | 429 => {
             tracing::warn!(%method, ?path, status, code, ?peer, ms, "admin API request refused");
