@@ -307,9 +307,23 @@ async fn store_verbs(url: &str, prefix: &str) {
         once,
         "--json",
     ];
-    json(u, prefix, &args);
+    let said = json(u, prefix, &args);
     let rec = store.get(&id).await.unwrap().unwrap();
     assert_eq!(rec.next_trigger().as_str(), "manual");
+    assert_eq!(said["done"], "triggered");
+    assert_eq!(
+        said["fire_at"],
+        serde_json::to_value(rec.next_fire_at()).unwrap(),
+        "it names the fire it made: {said}"
+    );
+    let out = jobwheel(u, prefix, &["jobs", "trigger", "report.daily"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("jobwheel runs --job report.daily"),
+        "it says how to find the run: {text}"
+    );
+    let out = jobwheel(u, prefix, &args);
+    assert_eq!(code(&out), 0);
     assert_eq!(
         rec.next_payload(),
         Some(&serde_json::from_str(once).unwrap()),
@@ -423,6 +437,8 @@ async fn store_verbs(url: &str, prefix: &str) {
         [
             "job.pause",
             "job.resume",
+            "job.trigger",
+            "job.trigger",
             "job.trigger",
             "job.remove",
             "job.create",

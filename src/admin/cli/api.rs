@@ -208,9 +208,17 @@ pub(crate) async fn jobs(api: &Api, command: JobsCommand, json: bool) -> Outcome
                 }
                 None => None,
             };
-            one(api
+            let record = api
                 .call("POST", &format!("/jobs/{}/trigger", enc(&id)), body)
-                .await?)
+                .await?;
+            one(record)?;
+            if !json {
+                println!(
+                    "a manual fire; a node starts its run within a poll (`jobwheel runs --job {}` lists it)",
+                    super::table::escape(&id)
+                );
+            }
+            Ok(())
         }
         JobsCommand::Rm { id } => {
             let v = api

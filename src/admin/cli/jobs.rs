@@ -222,8 +222,18 @@ pub(crate) async fn jobs(ops: &Ops, command: JobsCommand, json: bool) -> Outcome
         }
         JobsCommand::Trigger { id, payload } => {
             let payload = payload.as_deref().map(parse_payload).transpose()?;
-            ops.trigger(&who, &job_id(&id)?, payload).await?;
-            done("triggered", &id)
+            let record = ops.trigger(&who, &job_id(&id)?, payload).await?;
+            if json {
+                return print_json(
+                    &json!({"job": id, "done": "triggered", "fire_at": record.next_fire_at()}),
+                );
+            }
+            println!(
+                "triggered {id}: a manual fire at {at}; a node starts its run within a poll (`jobwheel runs --job {id}` lists it)",
+                id = table::escape(&id),
+                at = time(record.next_fire_at()),
+            );
+            Ok(())
         }
         JobsCommand::Rm { id } => {
             if !ops.remove(&who, &job_id(&id)?).await? {
