@@ -173,13 +173,20 @@ class Registrar:
             return answer
         raise RuntimeError("the endpoint refused the timestamp twice")
 
-    def run(self):
+    def said_registered(self):
+        print(f"registered in group {self.info['group']} as {self.info['address']} at {self.url}", file=sys.stderr, flush=True)
+
+    def run(self, registered):
         """Beats every `every` seconds (the first beat is the caller's) until stopped,
-        then leaves."""
+        then leaves. The first beat that is written after failures says so."""
         while not self.stop.wait(self.every):
             try:
                 self.call("/v1/registry/beat", self.info)
+                if not registered:
+                    registered = True
+                    self.said_registered()
             except (OSError, RuntimeError, ValueError) as e:
+                registered = False
                 print(f"beat failed: {e}", file=sys.stderr, flush=True)
         try:
             self.call("/v1/registry/leave", {"group": self.info["group"], "address": self.info["address"]})
@@ -584,6 +591,7 @@ def main():
     state = State({"echo": echo, "fail": fail, "wait": wait, "chatty": chatty, "shard": shard, "report": report}, a.capacity, a.instance or addr)
     server.RequestHandlerClass = make_handler(signer, state)
     registrar = None
+    registered = False
     if a.register:
         if not a.advertise and server.server_address[0] in ("0.0.0.0", "::"):
             raise SystemExit("bound to every interface: say where schedulers reach this instance with --advertise")
@@ -595,13 +603,16 @@ def main():
         # tried again by the beats.
         try:
             registrar.call("/v1/registry/beat", info)
+            registered = True
         except Refused as e:
             raise SystemExit(f"registration refused: {e}")
         except (OSError, RuntimeError, ValueError) as e:
             print(f"first beat failed (retrying every {a.beat_every}s): {e}", file=sys.stderr, flush=True)
-        beats = threading.Thread(target=registrar.run, daemon=True)
+        beats = threading.Thread(target=registrar.run, args=(registered,), daemon=True)
         beats.start()
     print(f"listening on {addr}", flush=True)
+    if registered:
+        registrar.said_registered()
 
     def stop(*_):
         raise KeyboardInterrupt

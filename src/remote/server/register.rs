@@ -113,7 +113,8 @@ impl Registration {
     }
 }
 
-/// Beats every `every` until `stop`, then deregisters. A failed beat is logged and
+/// Beats every `every` until `stop`, then deregisters. The first beat written is
+/// logged (`executor registered`), as is the first after a failure. A failed beat is logged and
 /// tried again at the next one: the instance keeps serving, and schedulers stop
 /// sending it runs only once its beats have been missing for their `dead_after`.
 pub(super) async fn beat_loop(
@@ -122,9 +123,20 @@ pub(super) async fn beat_loop(
     every: Duration,
     stop: CancellationToken,
 ) {
+    // Whether the last beat was written: the first one that is, and the first after
+    // failures, say so at `info` (the others are silent).
+    let mut registered = false;
     loop {
-        if let Err(e) = target.beat(&info).await {
-            tracing::warn!(group = %info.group, address = %info.address, error = %e, "executor beat failed");
+        match target.beat(&info).await {
+            Ok(()) if !registered => {
+                registered = true;
+                tracing::info!(group = %info.group, address = %info.address, every = ?every, "executor registered");
+            }
+            Ok(()) => {}
+            Err(e) => {
+                registered = false;
+                tracing::warn!(group = %info.group, address = %info.address, error = %e, "executor beat failed");
+            }
         }
         tokio::select! {
             _ = stop.cancelled() => break,
