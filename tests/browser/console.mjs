@@ -348,6 +348,10 @@ try {
   eq(await rowOf('tick').locator('.badge.unserved').count(), 0, 'a served job is not');
   check(await rowOf('report.yearly').locator('.last-run .badge').count() === 1, 'the last run is shown');
   check(/^\d+ %$/.test(await rowOf('report.yearly').locator('td').nth(7).textContent()), 'the success rate is shown');
+  const wall = await rowOf('report.yearly').locator('.job-zone').textContent();
+  check(new RegExp('^\\(\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d ' + process.env.JW_ZONE.replace('/', '\\/') + '\\)$').test(wall),
+    `the next fire is also shown on the job's wall clock, its zone named: ${wall}`);
+  check((await page.locator('thead th').nth(5).textContent()).startsWith('Next fire ('), 'the next fire column names the console\'s zone');
   const off = await page.evaluate(() => ({
     page: document.documentElement.scrollWidth - window.innerWidth,
     actions: [...document.querySelectorAll('td .actions')].filter((a) => a.getBoundingClientRect().right > a.closest('.panel').getBoundingClientRect().right + 1).length,

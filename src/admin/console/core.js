@@ -119,6 +119,25 @@ JW.time = (t) => {
   if (!t) return h('span', { class: 'muted' }, '—');
   return h('span', { class: 'time', title: t }, JW.timeText(t));
 };
+/** An instant of a job: in the console's zone, and — for a cron job whose zone is not
+ * the console's — on the job's own wall clock beside it, with the zone named. */
+JW.jobTime = (t, sched) => {
+  const shown = JW.time(t);
+  if (!t || !sched || sched.kind !== 'cron') return shown;
+  const mine = JW.zone() === 'UTC' ? 'UTC' : Intl.DateTimeFormat().resolvedOptions().timeZone;
+  if (sched.zone === mine) return shown;
+  let wall;
+  try {
+    const p = Object.fromEntries(new Intl.DateTimeFormat('en-CA', {
+      timeZone: sched.zone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit',
+      hour: '2-digit', minute: '2-digit', second: '2-digit',
+    }).formatToParts(new Date(t)).map((x) => [x.type, x.value]));
+    wall = p.year + '-' + p.month + '-' + p.day + ' ' + p.hour + ':' + p.minute + ':' + p.second;
+  } catch (_) {
+    return shown; // a zone this browser does not know
+  }
+  return h('span', {}, shown, ' ', h('span', { class: 'muted job-zone' }, '(' + wall + ' ' + sched.zone + ')'));
+};
 /** A `datetime-local` input's value as an RFC 3339 instant, read in the console's zone. */
 JW.instantOf = (v) => {
   if (!v) return '';

@@ -71,7 +71,7 @@ pages.jobs = async (_, query) => {
       h('span', { class: 'handler' }, v.job.handler),
       v.job.remote ? v.job.remote.group : h('span', { class: 'muted', title: 'runs on a scheduler node that registers the handler' }, 'local'),
       h('span', { class: 'mono' }, schedule(v.job.schedule)),
-      time(v.next_fire_at),
+      JW.jobTime(v.next_fire_at, v.job.schedule),
       v.last_run ? h('span', { class: 'last-run' }, link('#/runs/' + v.last_run.id, badge(v.last_run.status)), ' ', JW.ago(v.last_run.started_at)) : h('span', { class: 'muted' }, 'never'),
       success(v.recent),
       h('span', {}, v.running ? link('#/runs/' + v.running, 'run ' + v.running) : badge(v.job.enabled ? 'enabled' : 'paused'),
@@ -79,7 +79,7 @@ pages.jobs = async (_, query) => {
       h('div', { class: 'actions' }, jobActions(v, reload)),
     ].filter((c, i) => operator || i !== 0);
   });
-  const head = ['Id', 'Handler', 'Group', 'Schedule', 'Next fire', 'Last run', 'Success', 'State', ''];
+  const head = ['Id', 'Handler', 'Group', 'Schedule', 'Next fire (' + JW.zoneName() + ')', 'Last run', 'Success', 'State', ''];
   if (operator) head.unshift(all);
   const bulk = operator ? h('div', { class: 'filters bulk' }, count,
     bulkButton('Pause', 'pause', 'paused'), bulkButton('Resume', 'resume', 'resumed'), bulkButton('Trigger', 'trigger', 'triggered')) : null;
@@ -148,7 +148,7 @@ pages.job = async ([id]) => {
           h('dt', {}, 'Id'), h('dd', { class: 'mono', id: 'job-id' }, v.job.id),
           h('dt', {}, 'State'), h('dd', {}, badge(v.job.enabled ? 'enabled' : 'paused')),
           h('dt', {}, 'Schedule'), h('dd', { class: 'mono', id: 'job-schedule' }, JW.schedule(v.job.schedule)),
-          h('dt', {}, 'Next fire'), h('dd', {}, time(v.next_fire_at), ' ', h('span', { class: 'muted' }, v.next_trigger)),
+          h('dt', {}, 'Next fire'), h('dd', {}, JW.jobTime(v.next_fire_at, v.job.schedule), ' ', h('span', { class: 'muted' }, v.next_trigger)),
           v.next_payload != null ? [h('dt', {}, 'Next payload'), h('dd', { class: 'mono', id: 'job-next-payload' }, JSON.stringify(v.next_payload))] : null,
           h('dt', {}, 'Attempt'), h('dd', {}, v.attempt),
           h('dt', {}, 'Running'), h('dd', {}, v.running ? link('#/runs/' + v.running, 'run ' + v.running) : '—'),
