@@ -54,6 +54,9 @@ pub(super) async fn start(core: &Arc<Core>) -> Result<()> {
     let _ = core.life.started_at.set(now);
     maintenance::heartbeat_once(core).await?;
     info!(node = %core.node_id, store = core.store.name(), locks = core.locks.name(), "scheduler started");
+    if core.alarm.alarms.is_empty() {
+        alarms_go_nowhere(core).await;
+    }
     core.life
         .background
         .spawn(super::poll::poll_loop(core.clone()));
@@ -111,4 +114,27 @@ pub(super) async fn shutdown(core: &Arc<Core>) -> ShutdownReport {
     }
     info!(node = %core.node_id, drained, cancelled, "scheduler stopped");
     ShutdownReport { cancelled, drained }
+}
+
+/// Warns once, at start, when no alarm is registered but stored jobs name alarm
+/// events: their events would be recorded `not_needed` and reach nobody. Reads the
+/// first page of jobs; a failed read says nothing.
+async fn alarms_go_nowhere(core: &Core) {
+    const PAGE: usize = 100;
+    let Ok(page) = core.store.list(&crate::store::JobQuery::new(PAGE)).await else {
+        return;
+    };
+    let named: Vec<&str> = page
+        .items
+        .iter()
+        .filter(|r| !r.job.alarm().events.is_empty())
+        .map(|r| r.job.id().as_str())
+        .collect();
+    if let Some(first) = named.first() {
+        warn!(
+            jobs = named.len(),
+            first = %first,
+            "no alarm is registered: the alarm events these jobs name (a final failure, a lost run, …) are recorded not_needed and reach nobody; add one (SchedulerBuilder::alarm, or [[email_alarms]] or [[webhook_alarms]] in jobwheel.toml)"
+        );
+    }
 }

@@ -280,3 +280,97 @@ async fn the_scheduler_throttle_records_suppressed_events_as_not_needed() {
         Some("config.alarm_throttle")
     );
 }
+
+/// The warnings a subscriber heard, by their message.
+#[derive(Clone, Default)]
+struct Warnings(Arc<Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warnings {
+    fn on_event(
+        &self,
+        event: &tracing::Event<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        struct Message<'a>(&'a mut String);
+        impl tracing::field::Visit for Message<'_> {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                if field.name() == "message" {
+                    *self.0 = format!("{value:?}");
+                }
+            }
+        }
+        if *event.metadata().level() == tracing::Level::WARN {
+            let mut text = String::new();
+            event.record(&mut Message(&mut text));
+            self.0.lock().unwrap().push(text);
+        }
+    }
+}
+
+/// A scheduler with jobs that name alarm events and no alarm says so once at
+/// start; with an alarm, or with jobs that name none, it says nothing.
+#[tokio::test(start_paused = true)]
+async fn a_scheduler_whose_alarm_events_reach_nobody_warns_at_start() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let heard = Warnings::default();
+    let _guard = support::scoped_subscriber(tracing_subscriber::registry().with(heard.clone()));
+    let nowhere = |heard: &Warnings| {
+        heard
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|w| w.contains("no alarm is registered"))
+            .count()
+    };
+    let start = |events: Vec<AlarmKind>, alarm: Option<Probe>| async move {
+        let (store, locks, _clock) = support::backend("2026-01-01T00:00:00Z");
+        let policy = AlarmPolicy {
+            events,
+            ..AlarmPolicy::default()
+        };
+        let job = Job::builder(
+            "report",
+            "noop",
+            Schedule::every(Duration::from_secs(3600)).unwrap(),
+        )
+        .alarm(policy)
+        .build()
+        .unwrap();
+        {
+            use jobwheel::store::Jobs;
+            store.upsert(&job, None).await.unwrap();
+        }
+        let mut b = Scheduler::builder()
+            .store(store)
+            .locks(locks)
+            .handler("noop", |_ctx: jobwheel::JobContext| async {
+                Ok::<(), jobwheel::JobError>(())
+            })
+            .config(support::config("n1"));
+        if let Some(a) = alarm {
+            b = b.alarm(a);
+        }
+        let h = b.build().unwrap().start().await.unwrap();
+        h.shutdown().await;
+    };
+    start(AlarmPolicy::default().events, None).await;
+    assert_eq!(
+        nowhere(&heard),
+        1,
+        "warned once: {:?}",
+        heard.0.lock().unwrap()
+    );
+    start(
+        AlarmPolicy::default().events,
+        Some(Probe::new("probe", 0, true)),
+    )
+    .await;
+    start(Vec::new(), None).await;
+    assert_eq!(
+        nowhere(&heard),
+        1,
+        "no more warnings: {:?}",
+        heard.0.lock().unwrap()
+    );
+}
