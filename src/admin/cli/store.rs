@@ -126,7 +126,12 @@ pub(crate) async fn open(
 /// (a store never migrated has no tables, and its first query would only say that
 /// a table does not exist). A store without versions (memory) passes.
 pub(crate) async fn check_schema(store: &Arc<dyn JobStore>) -> Outcome {
-    let Some(v) = store.schema().await? else {
+    schema_outcome(store.name(), store.schema().await?)
+}
+
+/// [`check_schema`]'s answer for a store named `name` whose schema is `schema`.
+fn schema_outcome(name: &str, schema: Option<crate::store::SchemaVersion>) -> Outcome {
+    let Some(v) = schema else {
         return Ok(());
     };
     match v.found {
@@ -140,8 +145,7 @@ pub(crate) async fn check_schema(store: &Arc<dyn JobStore>) -> Outcome {
             v.known
         ))),
         None => Err(Failure::Failed(format!(
-            "the {} store has no jobwheel tables yet: run `jobwheel migrate` first",
-            store.name()
+            "the {name} store has no jobwheel tables yet: run `jobwheel migrate` first"
         ))),
     }
 }
@@ -173,9 +177,10 @@ pub(crate) async fn migrated(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
 }
 
 pub(crate) async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
-    if store.schema().await?.is_some_and(|v| v.found.is_none()) {
+    let schema = store.schema().await?;
+    if schema.is_some_and(|v| v.found.is_none()) {
         // Nothing to scan: say what to do rather than that a table is missing.
-        return check_schema(store).await;
+        return schema_outcome(store.name(), schema);
     }
     let before = Timestamp::now();
     let store_now = store.now().await?;
@@ -191,7 +196,6 @@ pub(crate) async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
         .filter(|n| store_now.duration_since(n.last_beat) > Duration::from_secs(60))
         .map(|n| n.info.node_id.as_str())
         .collect();
-    let schema = store.schema().await?;
     let schema_ok = schema.is_none_or(|v| v.found == Some(v.known));
     let healthy = found.is_healthy() && silent.is_empty() && skew_ms.abs() < 1_000 && schema_ok;
     if json {
