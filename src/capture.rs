@@ -49,6 +49,56 @@ pub(crate) fn register(sink: Weak<dyn LineSink>) -> u64 {
     n
 }
 
+/// Writes lines to one run's log directly, without `tracing`: what a remote
+/// executor's lines arrive through on the scheduler node, and what a handler may use
+/// for output it has as text (a child process's, say). Every run's
+/// [`JobContext::log`](crate::JobContext::log) is one. A line goes where the run's
+/// `tracing` events go (the node's buffer, written to the store; an executor
+/// server's buffer), cut to [`MAX_LINE_BYTES`], under the same bound on lines per
+/// run. The default logger (a context made by hand, in a test) drops what it is
+/// given.
+#[derive(Clone, Debug, Default)]
+pub struct RunLogger {
+    to: Option<(u64, RunKey)>,
+}
+
+impl RunLogger {
+    /// A logger that drops every line.
+    pub fn discard() -> RunLogger {
+        RunLogger::default()
+    }
+
+    /// A logger for run `run` of the buffer registered as `sink`.
+    pub(crate) fn to(sink: u64, run: RunKey) -> RunLogger {
+        RunLogger {
+            to: Some((sink, run)),
+        }
+    }
+
+    /// Appends `line` to the run's log, as it is (no time or level is added). A
+    /// run whose log is closed (ended), or a discarding logger, drops it.
+    pub fn line(&self, line: impl Into<String>) {
+        self.lines([line.into()]);
+    }
+
+    /// Appends `lines` in order, as [`line`](Self::line) does each.
+    pub fn lines(&self, lines: impl IntoIterator<Item = String>) {
+        let Some((sink, run)) = self.to else {
+            return;
+        };
+        let sink = sinks()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&sink)
+            .and_then(Weak::upgrade);
+        if let Some(sink) = sink {
+            for line in lines {
+                sink.push(run, bound_line(line));
+            }
+        }
+    }
+}
+
 /// The layer that captures handlers' events into their runs' logs (see the module
 /// documentation): `tracing_subscriber::registry().with(jobwheel::run_log_layer())`.
 /// It keeps events at `INFO` and above (libraries' debug chatter inside a handler,

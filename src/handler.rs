@@ -49,6 +49,11 @@ pub struct JobContext {
     /// [`Upstream`](crate::TriggerKind::Upstream)): the upstream runs that released
     /// it, with their fires' instants and how they ended; empty otherwise.
     pub upstream: Vec<crate::dependency::UpstreamRun>,
+    /// Writes lines to this run's log directly (beside its `tracing` events, which
+    /// [`run_log_layer`](crate::run_log_layer) captures): kept and bounded as they
+    /// are, read back with the run. A context made by hand takes
+    /// [`RunLogger::discard`](crate::RunLogger::discard).
+    pub log: crate::capture::RunLogger,
 }
 
 impl JobContext {

@@ -139,7 +139,7 @@ pub use async_trait::async_trait;
 
 pub use alarm::{AlarmError, JobAlarm, Retrying, Throttled};
 pub use backends::connect::{Backend, BackendConfig, connect};
-pub use capture::{MAX_LINE_BYTES, RunLogLayer, run_log_layer};
+pub use capture::{MAX_LINE_BYTES, RunLogLayer, RunLogger, run_log_layer};
 pub use engine::{
     Doctor, EngineMetrics, MisfireCounts, Scheduler, SchedulerBuilder, SchedulerConfig,
     SchedulerHandle, ShutdownReport,

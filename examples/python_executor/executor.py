@@ -13,6 +13,11 @@ With `--register http://scheduler:9100` it registers at a scheduler's registrati
 endpoint (jobwheel's RegistryServer) by heartbeat every `--beat-every` seconds, and
 leaves when it stops (SIGTERM or Ctrl-C); without it, schedulers list its address.
 
+A run's log lines go back to the scheduler with the answers to its run and result
+requests (`log_offset`), and the scheduler stores them with the run: this process
+keeps a run's last 1,000 lines only until they are asked for, and ended runs for
+RETENTION_S (10 minutes), so restarting it loses no line a scheduler already read.
+
 Handlers are plain functions of a context: `ctx.payload`, `ctx.log(line)`,
 `ctx.cancelled` (a threading.Event set on kill, cover or deadline). A handler
 returns to succeed and raises to fail (`Permanent` for a failure not to retry).
@@ -45,6 +50,11 @@ MAX_WAIT_MS = 30_000
 LOG_LINES = 1_000
 MAX_LINE = 4096
 RETENTION_S = 600
+# Largest total of line bytes in one log chunk (the protocol's MAX_CHUNK_BYTES).
+MAX_CHUNK_BYTES = 256 * 1024
+# A result poll that asks for log lines is answered this long after it came, at the
+# soonest, once lines past its offset are there.
+LOG_BATCH_S = 1.0
 
 
 class Permanent(Exception):
@@ -236,7 +246,8 @@ class Context:
         self._cond = cond
 
     def log(self, line):
-        """Appends a line to the run's log (the last 1,000 lines are kept)."""
+        """Appends a line to the run's log (the last 1,000 lines wait here for the
+        scheduler's next poll, which stores them with the run)."""
         raw = str(line).encode()[:MAX_LINE].decode(errors="ignore")
         with self._cond:
             buf = self.run["log"]
@@ -246,6 +257,7 @@ class Context:
             while len(buf) > LOG_LINES:
                 buf.popleft()
                 self.run["log_first"] += 1
+            self._cond.notify_all()
 
 
 class State:
@@ -358,16 +370,26 @@ class State:
             self.jobs.pop(run["block_key"], None)
         self.cond.notify_all()
 
-    def result(self, rid, token, wait_ms):
-        deadline = time.monotonic() + min(wait_ms, MAX_WAIT_MS) / 1000
+    def result(self, rid, token, wait_ms, log_offset=None):
+        """The run's state, waiting up to wait_ms for its end; with a log_offset,
+        also until lines past it are there (answered LOG_BATCH_S after the request
+        at the soonest, so a chatty run's lines come about once a second)."""
+        start = time.monotonic()
+        deadline = start + min(wait_ms, MAX_WAIT_MS) / 1000
         with self.cond:
             while True:
                 run = self.runs.get(rid)
                 if run is None or run["token"] != token:
                     return None
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                left = deadline - now
                 if run["phase"] == "done" or left <= 0:
                     return state_of(run)
+                if log_offset is not None and run["log_first"] + len(run["log"]) > log_offset:
+                    batch = start + LOG_BATCH_S - now
+                    if batch <= 0:
+                        return state_of(run)
+                    left = min(left, batch)
                 self.cond.wait(left)
 
     def kill(self, rid, token):
@@ -490,15 +512,19 @@ def idle_beat(state, req):
 def run(state, req):
     status, answer = state.admit(req)
     wait = req.get("wait_ms", 0)
+    shard = req.get("shard")
+    key = key_of(req["run_id"], shard and shard["index"])
     if status == 200 and answer["phase"] != "done" and wait:
-        shard = req.get("shard")
-        answer = state.result(key_of(req["run_id"], shard and shard["index"]), req["token"], wait) or answer
+        answer = state.result(key, req["token"], wait, req.get("log_offset")) or answer
+    if status == 200:
+        answer = with_log(state, key, answer, req.get("log_offset"))
     return status, answer
 
 
 def result(state, req):
-    s = state.result(key_of(req["run_id"], req.get("shard")), req["token"], req.get("wait_ms", 0))
-    return (200, s) if s else unknown_run()
+    key = key_of(req["run_id"], req.get("shard"))
+    s = state.result(key, req["token"], req.get("wait_ms", 0), req.get("log_offset"))
+    return (200, with_log(state, key, s, req.get("log_offset"))) if s else unknown_run()
 
 
 def kill(state, req):
@@ -506,17 +532,47 @@ def kill(state, req):
     return (200, {"killed": k}) if k is not None else unknown_run()
 
 
-def log(state, req):
+def read_log(state, key, offset, limit):
+    """Up to `limit` of a run's lines from `offset` (a LogChunk), or None."""
     with state.cond:
-        run = state.runs.get(key_of(req["run_id"], req.get("shard")))
+        run = state.runs.get(key)
+        if run is None:
+            return None
+        first = run["log_first"]
+        offset = max(offset, first)
+        lines, size = [], 0
+        for line in list(run["log"])[offset - first:offset - first + limit]:
+            size += len(line.encode())
+            if size > MAX_CHUNK_BYTES and lines:
+                break
+            lines.append(line)
+        nxt = offset + len(lines)
+        return {"lines": lines, "next_offset": nxt, "first_offset": first,
+                "done": run["phase"] == "done", "more": nxt < first + len(run["log"])}
+
+
+def with_log(state, key, answer, offset):
+    """A run or result answer with the run's lines from `offset` when the request
+    asked for them: the scheduler stores them with the run, so this buffer is only
+    where lines wait until the scheduler's next poll."""
+    if offset is None:
+        return answer
+    chunk = read_log(state, key, offset, 1000)
+    if chunk is None:
+        return answer
+    if answer["phase"] == "done":
+        chunk["done"] = True
+    return dict(answer, log=chunk)
+
+
+def log(state, req):
+    key = key_of(req["run_id"], req.get("shard"))
+    with state.cond:
+        run = state.runs.get(key)
         if run is None or run["token"] != req["token"]:
             return unknown_run()
-        first = run["log_first"]
-        offset = max(req.get("offset", 0), first)
-        limit = min(req.get("limit", 200), 1000)
-        lines = list(run["log"])[offset - first:offset - first + limit]
-        return 200, {"lines": lines, "next_offset": offset + len(lines), "first_offset": first,
-                     "done": run["phase"] == "done"}
+    chunk = read_log(state, key, req.get("offset", 0), min(req.get("limit", 200), 1000))
+    return (200, chunk) if chunk else unknown_run()
 
 
 ROUTES = {"/v1/beat": beat, "/v1/idle-beat": idle_beat, "/v1/run": run, "/v1/result": result,

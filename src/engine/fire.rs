@@ -495,6 +495,7 @@ async fn execute(
         shard: None,
         trace,
         upstream: run.attempt.context.upstream.clone(),
+        log: crate::capture::RunLogger::to(core.lines.sink(), (run.run_id.0, None)),
     };
     let exec = Execution {
         ctx,

@@ -45,8 +45,9 @@ impl Ops {
 
     /// Run `id` as `actor` may see it, with up to `limit` (at most 1,000) of its
     /// stored log lines from offset `offset` on: a local run's handler's events
-    /// ([`run_log_layer`](crate::run_log_layer)). A remote run's lines are kept by
-    /// its executor instances, not the store.
+    /// ([`run_log_layer`](crate::run_log_layer)) and [`RunLogger`](crate::RunLogger)
+    /// lines; a remote run's lines as they came back from its executor instance
+    /// (with each result poll while it runs, all of them with its result).
     ///
     /// Errors: as [`run`](Self::run).
     pub async fn run_lines(

@@ -178,8 +178,14 @@ impl RemoteGroup {
             shard: d.shard,
             traceparent: ctx.trace.clone(),
             upstream: ctx.upstream.clone(),
+            log_offset: Some(0),
         };
         let shard = d.shard.map(|s| s.index);
+        let mut tail = LogTail::new(ctx, &instance, d.shard);
+        tail.logger.line(format!(
+            "[jobwheel] dispatched to {instance} (group {}, attempt {})",
+            inner.name, d.attempt
+        ));
         let poll_timeout = inner.config.result_wait + inner.config.request_timeout;
         // Armed before the dispatch: the engine may drop this future (timeout, lost
         // lease, shutdown) while the dispatch waits for the run's end.
@@ -231,15 +237,17 @@ impl RemoteGroup {
             }
             Err(CallError::Unreachable(_)) => None,
         };
-        let poll = protocol::ResultRequest {
+        let mut poll = protocol::ResultRequest {
             run_id: req.run_id,
             token: req.token,
             wait_ms: inner.config.result_wait.as_millis() as u64,
             shard,
+            log_offset: None,
         };
         let mut failures = 0;
         loop {
-            let state: std::result::Result<RunState, _> = match first.take() {
+            poll.log_offset = Some(tail.next);
+            let mut state: std::result::Result<RunState, _> = match first.take() {
                 Some(answer) => Ok(answer),
                 None => {
                     inner
@@ -248,6 +256,10 @@ impl RemoteGroup {
                         .await
                 }
             };
+            let complete = match state.as_mut().ok().and_then(|s| s.log.take()) {
+                Some(chunk) => tail.take(chunk),
+                None => false,
+            };
             match state {
                 Ok(RunState {
                     phase: Phase::Done,
@@ -255,6 +267,9 @@ impl RemoteGroup {
                     ..
                 }) => {
                     guard.inner = None;
+                    if !complete {
+                        self.read_rest(&mut tail, &poll).await;
+                    }
                     if o.status == "timed_out" && ctx.deadline.is_some() {
                         // The instance enforced the deadline it was sent; the local
                         // executor's own timeout, due now, records the run timed out.
@@ -277,6 +292,87 @@ impl RemoteGroup {
                         )));
                     }
                     tokio::time::sleep(Duration::from_millis(100 * u64::from(failures))).await;
+                }
+            }
+        }
+    }
+}
+
+/// A remote run's log as it comes back from its instance, written to the run's log
+/// on this node (and so to the store, as a local run's lines are).
+struct LogTail {
+    logger: crate::RunLogger,
+    /// The instance's offset of the next line wanted.
+    next: u64,
+    /// Put before each line: the shard, for one shard of a broadcast.
+    prefix: String,
+    instance: String,
+}
+
+/// Lines asked for at once.
+const LOG_PAGE: usize = 1_000;
+/// Pages read after a run's end, at most (an instance keeps a bounded tail).
+const MAX_PAGES: usize = 100;
+
+impl LogTail {
+    fn new(ctx: &JobContext, instance: &str, shard: Option<crate::placement::Shard>) -> LogTail {
+        LogTail {
+            logger: ctx.log.clone(),
+            next: 0,
+            prefix: shard.map_or_else(String::new, |s| format!("[shard {}/{}] ", s.index, s.total)),
+            instance: instance.to_string(),
+        }
+    }
+
+    /// Writes a chunk's lines; says whether it holds the run's last line.
+    fn take(&mut self, chunk: protocol::LogChunk) -> bool {
+        if chunk.first_offset > self.next {
+            self.logger.line(format!(
+                "[jobwheel] {} earlier lines were dropped by {} before they were read",
+                chunk.first_offset - self.next,
+                self.instance
+            ));
+        }
+        // An instance that does not say `more` cut the chunk at the page's lines.
+        let complete = chunk.done && !chunk.more && chunk.lines.len() < LOG_PAGE;
+        self.next = chunk.next_offset.max(self.next);
+        let prefix = &self.prefix;
+        self.logger
+            .lines(chunk.lines.into_iter().map(|l| format!("{prefix}{l}")));
+        complete
+    }
+}
+
+impl RemoteGroup {
+    /// Reads an ended run's lines that its last answer did not bring (an instance
+    /// that does not send lines with its answers, or a log longer than a page).
+    async fn read_rest(&self, tail: &mut LogTail, poll: &protocol::ResultRequest) {
+        for _ in 0..MAX_PAGES {
+            let q = protocol::LogRequest {
+                run_id: poll.run_id,
+                token: poll.token,
+                offset: tail.next,
+                limit: LOG_PAGE,
+                shard: poll.shard,
+            };
+            let chunk: std::result::Result<protocol::LogChunk, _> = self
+                .inner
+                .client
+                .call(&tail.instance, protocol::LOG, &q, None)
+                .await;
+            match chunk {
+                Ok(chunk) => {
+                    let more = !chunk.lines.is_empty() && !tail.take(chunk);
+                    if !more {
+                        return;
+                    }
+                }
+                Err(e) => {
+                    let instance = tail.instance.clone();
+                    tail.logger.line(format!(
+                        "[jobwheel] the rest of the run's log could not be read from {instance}: {e}"
+                    ));
+                    return;
                 }
             }
         }

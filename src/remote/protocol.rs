@@ -28,6 +28,12 @@
 //! [`Shard`] (`RunRequest::shard`), and every later request
 //! about it names the shard's index: an instance keys runs by `(run_id, shard)`.
 //!
+//! A run's log lines travel back the same way: a run or result request that names
+//! a `log_offset` gets the lines from there with its answer, and the scheduler node
+//! stores them with the run, as it stores a local run's lines (so a run's log
+//! outlives the instance that ran it and is purged with the run). An instance's own
+//! buffer is only where the lines wait to be asked for.
+//!
 //! Results are pulled, not pushed: the scheduler node that dispatched a run asks for
 //! its result with a long poll and the instance keeps a finished run's result for
 //! the retention period, so an executor needs no route to the schedulers and a
@@ -159,6 +165,11 @@ pub struct RunRequest {
     /// (their job, fire instant, run id and status). Absent otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstream: Vec<crate::dependency::UpstreamRun>,
+    /// Asks for the run's log lines from this offset with the answer
+    /// ([`RunState::log`]). A scheduler asks from 0; an instance that ignores it
+    /// has its lines read with [`LOG`] once the run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_offset: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -178,6 +189,16 @@ pub struct ResultRequest {
     /// The shard's index, for a run dispatched as a shard ([`RunRequest::shard`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<u32>,
+    /// Asks for the run's log lines from this offset with the answer
+    /// ([`RunState::log`]): the scheduler asks from where the last answer's
+    /// `next_offset` left it, so a run's lines reach the scheduler's store with each
+    /// long poll while it runs and with its result. An instance answers such a poll
+    /// before `wait_ms` once lines past the offset are there, batching them (the
+    /// Rust and Python executors answer one second after the request at the
+    /// soonest): a chatty run's lines arrive about once a second, a quiet run's
+    /// poll waits for its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_offset: Option<u64>,
 }
 
 /// Where a run stands on the instance.
@@ -202,6 +223,12 @@ pub struct RunState {
     /// How it ended, once `done`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<RemoteOutcome>,
+    /// The run's log lines from the request's `log_offset` (at most 1,000), when it
+    /// asked for them. Once `phase` is `done` every line is written: a chunk that
+    /// does not reach the end (`next_offset` short of it, 1,000 lines) is followed
+    /// by [`LOG`] requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogChunk>,
 }
 
 /// How a run ended on the instance.
@@ -268,9 +295,18 @@ pub struct LogChunk {
     pub next_offset: u64,
     /// Lines before this offset were dropped (the log keeps its last lines only).
     pub first_offset: u64,
-    /// The run has ended: no line will follow `next_offset`'s.
+    /// The run has ended: no line will follow the run's last.
     pub done: bool,
+    /// Lines from `next_offset` on are there already: this chunk was cut by its
+    /// line limit or by its size bound ([`MAX_CHUNK_BYTES`]); ask again from
+    /// `next_offset` for them.
+    #[serde(default)]
+    pub more: bool,
 }
+
+/// Largest total of line bytes in one [`LogChunk`] an instance sends (256 KiB, well
+/// inside an answer's default 1 MiB bound); a chunk holds at least one line.
+pub const MAX_CHUNK_BYTES: usize = 256 * 1024;
 
 /// A refusal's body.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -247,6 +247,8 @@ try {
   await page.click('tbody a[href^="#/runs/"]');
   await page.waitForFunction(() => (document.querySelector('#run-log') || {}).textContent?.includes('step <2>'));
   check((await page.textContent('#run-log')).includes('step <0>'), 'the log shows the first line as text');
+  check((await page.textContent('#run-log')).startsWith('[jobwheel] dispatched to http://127.0.0.1:'), 'a remote run\'s log names the instance it went to');
+  check((await page.textContent('#log-note')).includes('(from group '), `the lines came back from the group, stored by the node: ${await page.textContent('#log-note')}`);
   eq(JSON.parse(await page.textContent('#run-payload')), once, 'the run shows the payload it was given, as text');
   await page.waitForFunction((p) => (document.querySelector('#run-log') || {}).textContent?.includes(p), JSON.stringify(once));
   eq(await page.evaluate(() => window.__xss), undefined, 'no script ran from the payload');
@@ -286,7 +288,7 @@ try {
   const localLog = (await page.textContent('#run-log')).trim().split('\n');
   eq(localLog.length, 3, 'three lines, no more');
   check(localLog.every((l, i) => l.endsWith('local step <' + i + '>')), `in order: ${localLog}`);
-  check((await page.textContent('#log-note')).startsWith('from node embedded-1'), 'it says which node wrote it');
+  check((await page.textContent('#log-note')).startsWith('stored by node embedded-1'), 'it says which node wrote it');
   eq(await page.locator('#run-log b').count(), 0, 'lines are text');
 
   step = 'pause';

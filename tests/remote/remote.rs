@@ -22,15 +22,25 @@ async fn scheduler_on(
     group: RemoteGroup,
     grace: Duration,
 ) -> (Scheduler, SchedulerHandle) {
+    scheduler_with(
+        store,
+        group,
+        SchedulerConfig::default().shutdown_grace(grace),
+    )
+    .await
+}
+
+/// [`scheduler_on`] with these settings (polling every 100 ms).
+async fn scheduler_with(
+    store: &MemoryStore,
+    group: RemoteGroup,
+    config: SchedulerConfig,
+) -> (Scheduler, SchedulerHandle) {
     let scheduler = Scheduler::builder()
         .store(store.clone())
         .locks(LocalLocks::new())
         .remote(group)
-        .config(
-            SchedulerConfig::default()
-                .poll_interval(Duration::from_millis(100))
-                .shutdown_grace(grace),
-        )
+        .config(config.poll_interval(Duration::from_millis(100)))
         .build()
         .unwrap();
     let running = scheduler.start().await.unwrap();
@@ -120,6 +130,96 @@ async fn a_scheduler_runs_remote_jobs_on_its_group_and_records_their_outcomes() 
     for s in servers {
         s.shutdown().await;
     }
+}
+
+/// Every stored line of run `run`, page by page.
+async fn stored_lines(store: &MemoryStore, run: jobwheel::RunId) -> Vec<String> {
+    let mut all = Vec::new();
+    for _ in 0..100 {
+        let page = store.lines(run, all.len() as u64, 1000).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        all.extend(page.into_iter().map(|l| l.line));
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_runs_log_is_stored_with_the_run_and_outlives_its_instance() {
+    let seen = Seen::default();
+    let server = instance_builder("i-a", &seen)
+        .log_lines(5_000)
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let group = RemoteGroup::fixed("billing", SECRET, [base(&server)])
+        .unwrap()
+        .with_config(
+            jobwheel::remote::RemoteGroupConfig::default().result_wait(Duration::from_millis(200)),
+        )
+        .unwrap();
+    let store = MemoryStore::new();
+    let config = SchedulerConfig::default()
+        .log_flush(Duration::from_millis(100))
+        .log_lines(5_000);
+    let (scheduler, running) = scheduler_with(&store, group, config).await;
+    let now = jobwheel::Timestamp::now();
+    let remote = || RemoteTarget::new("billing").unwrap();
+
+    // A long run: its lines reach the store while it runs, with the result polls.
+    let job = Job::builder("long", "report", Schedule::once(now))
+        .payload(json!({"lines": 2, "hold_ms": 4000}))
+        .remote(remote())
+        .build()
+        .unwrap();
+    scheduler.upsert(job).await.unwrap();
+    let run = wait_for_run(&store, "long", |_| true).await;
+    let mut early = Vec::new();
+    for _ in 0..60 {
+        early = stored_lines(&store, run.id).await;
+        if early.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let still = wait_for_run(&store, "long", |_| true).await;
+    assert_eq!(still.status, RunStatus::Running, "read while it runs");
+    assert_eq!(early.len(), 3, "{early:?}");
+    assert!(
+        early[0].starts_with("[jobwheel] dispatched to http://127.0.0.1:"),
+        "{early:?}"
+    );
+    assert!(early[2].contains("report line 1"), "{early:?}");
+    let long = wait_for_run(&store, "long", |r| r.status != RunStatus::Running).await;
+    assert_eq!(long.status, RunStatus::Succeeded, "{long:?}");
+
+    // A log of 2,000 lines of 400 bytes: more than a page of lines, and pages cut
+    // by their size bound.
+    let job = Job::builder("big", "report", Schedule::once(now))
+        .payload(json!({"lines": 2000, "pad": 400}))
+        .remote(remote())
+        .build()
+        .unwrap();
+    scheduler.upsert(job).await.unwrap();
+    let big = wait_for_run(&store, "big", |r| r.status != RunStatus::Running).await;
+    assert_eq!(big.status, RunStatus::Succeeded, "{big:?}");
+
+    // The instance stops: what it kept is gone, the runs' logs are not.
+    server.shutdown().await;
+    let lines = stored_lines(&store, big.id).await;
+    assert_eq!(lines.len(), 2002, "header, 2,000 lines, the logger's line");
+    for (i, line) in lines[1..2001].iter().enumerate() {
+        assert!(
+            line.contains(&format!("report line {i} xxx")),
+            "{i}: {line}"
+        );
+    }
+    assert_eq!(lines[2001], "report: finished");
+    let lines = stored_lines(&store, long.id).await;
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert_eq!(lines[3], "report: finished");
+    running.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,6 +414,7 @@ async fn dispatch(
         shard: None,
         trace: None,
         upstream: Vec::new(),
+        log: jobwheel::RunLogger::discard(),
     };
     jobwheel::JobHandler::run(group, ctx).await.unwrap();
     seen.0.lock().unwrap().last().unwrap().0.clone()

@@ -7,7 +7,7 @@ use crate::support;
 
 use jobwheel::placement::BlockStrategy;
 use jobwheel::remote::auth;
-use jobwheel::remote::protocol::{self, Phase};
+use jobwheel::remote::protocol::{self, Phase, RunState};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::remote::*;
@@ -350,6 +350,43 @@ async fn tails_logs_and_kills(b: &str) {
         (s, v["killed"].as_bool()),
         (200, Some(false)),
         "an ended run is not killed again"
+    );
+
+    // The lines also come with a result answer that asks from an offset (how a
+    // scheduler takes them to its store); an answer not asked for them has none.
+    let with_log = |offset: u64| json!({"run_id": 11, "token": 7, "log_offset": offset});
+    let (s, v, _) = ask(b, protocol::RESULT, &with_log(0)).await;
+    assert_eq!(s, 200, "{v}");
+    let state: RunState = serde_json::from_value(v).unwrap();
+    let chunk = state
+        .log
+        .expect("the answer carries the log it was asked for");
+    assert_eq!(chunk.lines, lines, "the same lines as the log endpoint's");
+    assert_eq!(
+        (
+            chunk.first_offset,
+            chunk.next_offset,
+            chunk.done,
+            chunk.more
+        ),
+        (0, 4, true, false)
+    );
+    let (_, v, _) = ask(b, protocol::RESULT, &with_log(3)).await;
+    assert_eq!(v["log"]["lines"], json!([lines[3]]), "{v}");
+    assert_eq!(v["log"]["next_offset"], 4, "{v}");
+    let (_, v, _) = ask(b, protocol::RESULT, &json!({"run_id": 11, "token": 7})).await;
+    assert!(v.get("log").is_none(), "not asked for: {v}");
+    // A page cut by its limit says more lines are there.
+    let (_, v, _) = ask(
+        b,
+        protocol::LOG,
+        &json!({"run_id": 11, "token": 7, "offset": 1, "limit": 2}),
+    )
+    .await;
+    assert_eq!(
+        (v["next_offset"].as_u64(), v["more"].as_bool()),
+        (Some(3), Some(true)),
+        "{v}"
     );
 }
 

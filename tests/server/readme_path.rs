@@ -180,7 +180,42 @@ async fn the_readme_server_path_ends_with_a_run_and_its_log() {
         .filter_map(Value::as_str)
         .collect();
     assert_eq!(lines.last(), Some(&"report: finished"), "{log}");
-    assert!(lines[0].contains("report for 2026-12-05"), "{lines:?}");
+    assert!(
+        lines[0].starts_with("[jobwheel] dispatched to http://127.0.0.1:"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("report for 2026-12-05"), "{lines:?}");
+
+    // The executor stops and starts again (its memory is gone): the run's log was
+    // stored with the run, so the console's API and the command line still show it.
+    let pid = std::fs::read_to_string(dir.join("executor.pid")).unwrap();
+    sh(
+        &dir,
+        &format!(
+            "kill -TERM {pid}
+for i in $(seq 100); do kill -0 {pid} 2>/dev/null || exit 0; sleep 0.1; done
+exit 1
+",
+            pid = pid.trim()
+        ),
+    )
+    .await;
+    let executor = executor.unwrap();
+    sh(
+        &dir,
+        &format!(
+            "{executor} > executor2.log 2>&1 &
+echo $! > executor.pid
+             for i in $(seq 100); do grep -q 'listening on' executor2.log && break; sleep 0.1; done
+"
+        ),
+    )
+    .await;
+    let again = get(format!("{base}/api/v1/runs/{}/log", run["id"])).await;
+    assert_eq!(again["log"], log["log"], "the same log after the restart");
+    let cli = sh(&dir, &format!("{bin} runs log {}", run["id"])).await;
+    let cli: Vec<&str> = cli.lines().collect();
+    assert_eq!(cli, lines, "the command line prints the stored lines");
 
     if let Ok(pid) = std::fs::read_to_string(dir.join("executor.pid")) {
         let _ = std::process::Command::new("kill")

@@ -31,7 +31,9 @@ pub struct Seen(pub Arc<Mutex<Vec<(String, String, Value)>>>);
 /// An executor server on a free loopback port serving the suite's handlers:
 /// `echo` (records what it saw), `fail` (a permanent failure), `wait` (sleeps the
 /// payload's `ms`, or until cancelled when there is none) and `chatty` (logs three
-/// lines and then its payload, then waits to be cancelled) and `shard` (for a shard of a sharding
+/// lines and then its payload, then waits to be cancelled), `report` (logs the
+/// payload's `lines` lines, holds `hold_ms`, then logs `report: finished` through
+/// its run's logger and succeeds) and `shard` (for a shard of a sharding
 /// broadcast: logs and records its shard and attempt, and fails attempt 1 of the
 /// shard whose index is the payload's `fail_shard`).
 pub async fn instance(name: &str, seen: &Seen) -> ExecutorServer {
@@ -79,6 +81,33 @@ pub fn instance_builder(name: &str, seen: &Seen) -> ExecutorServerBuilder {
         std::future::pending::<()>().await;
         Ok(())
     };
+    // `report`: logs `lines` lines (default 3, each padded with `pad` x's) through
+    // `tracing`, waits `hold_ms`
+    // (default 0), logs one more line through the run's logger, and succeeds.
+    let report = |ctx: JobContext| async move {
+        let n = ctx
+            .payload()
+            .get("lines")
+            .and_then(Value::as_u64)
+            .unwrap_or(3);
+        let pad = "x".repeat(
+            ctx.payload()
+                .get("pad")
+                .and_then(Value::as_u64)
+                .unwrap_or(0) as usize,
+        );
+        for i in 0..n {
+            tracing::info!("report line {i} {pad}");
+        }
+        let hold = ctx
+            .payload()
+            .get("hold_ms")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(hold)).await;
+        ctx.log.line("report: finished");
+        Ok(())
+    };
     let (s, n) = (seen.clone(), name.to_string());
     let shard = move |ctx: JobContext| {
         let (s, n) = (s.clone(), n.clone());
@@ -113,6 +142,7 @@ pub fn instance_builder(name: &str, seen: &Seen) -> ExecutorServerBuilder {
         .handler("fail", fail)
         .handler("wait", wait)
         .handler("chatty", chatty)
+        .handler("report", report)
         .capacity(4)
 }
 

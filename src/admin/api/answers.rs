@@ -139,22 +139,24 @@ pub(crate) struct RunDetail {
 /// keeps them, a local run's from the store.
 #[derive(Serialize, JsonSchema)]
 pub(crate) struct RunLog {
-    /// The instance that keeps it (a remote run), or the node that ran it (a local
-    /// run's lines, read from the store).
+    /// The scheduler node that wrote the lines to the store: the node that ran a
+    /// local run, or dispatched a remote one.
     pub(crate) instance: String,
     /// The lines.
     pub(crate) log: LogChunk,
 }
 
 impl RunLog {
-    /// A local run's stored lines read from `offset`: `first_offset` is the first
+    /// A run's stored lines read from `offset`: `first_offset` is the first
     /// line's (past `offset` when lines are missing there), `done` once the run
-    /// has ended.
+    /// has ended, `more` when the page of `limit` lines was full.
     pub(crate) fn stored(
         run: &crate::record::RunRecord,
         offset: u64,
+        limit: usize,
         lines: Vec<crate::record::LogLine>,
     ) -> RunLog {
+        let more = lines.len() >= limit;
         let first = lines.first().map_or(offset, |l| l.offset);
         let next = lines.last().map_or(offset, |l| l.offset + 1);
         RunLog {
@@ -164,6 +166,7 @@ impl RunLog {
                 next_offset: next,
                 first_offset: first,
                 done: run.ended_at.is_some(),
+                more,
             },
         }
     }

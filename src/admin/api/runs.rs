@@ -6,7 +6,6 @@ use super::{ApiResult, P, Q, St, json, page_size, path, query};
 use crate::admin::{AdminState, ApiError, Principal};
 use crate::job::JobId;
 use crate::record::{RunId, RunRecord, RunStatus, TriggerKind};
-use crate::remote::RemoteGroup;
 use crate::store::RunQuery;
 use crate::time::Timestamp;
 use axum::extract::State;
@@ -114,24 +113,6 @@ pub(super) async fn get_one(State(s): St, Reader(p): Reader, id: P<i64>) -> ApiR
     Ok(json(StatusCode::OK, &RunDetail { run, group }))
 }
 
-/// The executor group a run of `group` was dispatched to, as this server knows it.
-fn remote<'a>(s: &'a AdminState, group: &Option<String>) -> ApiResult<&'a RemoteGroup> {
-    let g = group.as_deref().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "not_remote",
-            "the run's job has no executor group: its log and cancellation belong to the node that ran it",
-        )
-    })?;
-    s.groups.get(g).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::CONFLICT,
-            "unknown_group",
-            format!("this server has no executor group {g}"),
-        )
-    })
-}
-
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct LogQuery {
@@ -148,31 +129,12 @@ pub(super) async fn log(
     let q = query(q)?;
     let id = path(id)?;
     let offset = q.offset.unwrap_or(0);
-    let (run, group) = visible(&s, &p, id).await?;
-    if group.is_none() {
-        // A local run: its node wrote its handler's lines to the store.
-        let (run, lines) = s.ops.run_lines(&p.actor(), RunId(id), offset, 1000).await?;
-        return Ok(json(StatusCode::OK, &RunLog::stored(&run, offset, lines)));
-    }
-    let g = remote(&s, &group)?;
-    for instance in g.instances().await? {
-        if let Ok(chunk) = g
-            .log(&instance, id, run.token, None, q.offset.unwrap_or(0))
-            .await
-        {
-            return Ok(json(
-                StatusCode::OK,
-                &RunLog {
-                    instance,
-                    log: chunk,
-                },
-            ));
-        }
-    }
-    Err(ApiError::new(
-        StatusCode::NOT_FOUND,
-        "not_found",
-        "no live instance of the group keeps a log of this run",
+    // A local run's lines are written by the node that runs it; a remote run's by
+    // the node that dispatched it, as they come back from its instance.
+    let (run, lines) = s.ops.run_lines(&p.actor(), RunId(id), offset, 1000).await?;
+    Ok(json(
+        StatusCode::OK,
+        &RunLog::stored(&run, offset, 1000, lines),
     ))
 }
 

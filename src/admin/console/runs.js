@@ -95,8 +95,9 @@ pages.run = async ([id]) => {
     r.payload != null ? h('div', { class: 'panel' }, h('h2', {}, 'Payload (given by the trigger)'), h('pre', { id: 'run-payload' }, JSON.stringify(r.payload, null, 2))) : null,
     r.error ? h('div', { class: 'panel' }, h('h2', {}, 'Error'), h('pre', { id: 'run-error' }, r.error)) : null,
     h('div', { class: 'panel' }, h('h2', {}, 'Log'), note, log));
-  // A remote run's lines come from its executor instance, a local run's from the
-  // store (written by the node that runs it, every second and at its end).
+  // A run's lines come from the store: a local run's written by the node that runs
+  // it (every second and at its end), a remote run's by the node that dispatched it
+  // (with each result poll and at its end).
   setTimeout(() => tailLog(id, log, note, r.status === 'running', group), 0);
   return view;
 };
@@ -111,7 +112,7 @@ async function tailLog(id, log, note, running, group) {
     if (c.first_offset > offset) log.append(document.createTextNode('… ' + (c.first_offset - offset) + ' earlier lines dropped\n'));
     for (const line of c.lines) log.append(document.createTextNode(line + '\n'));
     offset = c.next_offset;
-    note.replaceChildren((group ? 'from instance ' : 'from node ') + r.body.instance + (c.done ? ' · ended' : ' · live'));
+    note.replaceChildren('stored by node ' + r.body.instance + (group ? ' (from group ' + group + ')' : '') + (c.done ? ' · ended' : ' · live'));
     // A full page: ask for the next at once; else wait for more while it runs.
     if (c.lines.length >= 1000) continue;
     if (c.done || !running) return;

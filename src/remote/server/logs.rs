@@ -7,9 +7,10 @@
 //! every event inside such a span to the server's buffer for that run.
 
 use crate::capture::{self, LineSink};
-use crate::remote::protocol::LogChunk;
+use crate::remote::protocol::{LogChunk, MAX_CHUNK_BYTES};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::watch;
 
 /// The name of the span a handler runs in on an executor server.
 pub const RUN_SPAN: &str = "jobwheel.remote_run";
@@ -26,12 +27,25 @@ pub(crate) struct Logs {
     runs: Mutex<HashMap<RunKey, Buf>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Buf {
     lines: VecDeque<String>,
     /// Offset of `lines[0]`.
     first: u64,
     done: bool,
+    /// The offset after the last line, for requests waiting for lines.
+    written: watch::Sender<u64>,
+}
+
+impl Default for Buf {
+    fn default() -> Self {
+        Buf {
+            lines: VecDeque::new(),
+            first: 0,
+            done: false,
+            written: watch::Sender::new(0),
+        }
+    }
 }
 
 impl Logs {
@@ -70,16 +84,31 @@ impl Logs {
         self.runs().remove(&run);
     }
 
+    /// Follows the offset after run `run`'s last line (`None`: no such run).
+    pub(crate) fn written(&self, run: RunKey) -> Option<watch::Receiver<u64>> {
+        self.runs().get(&run).map(|b| b.written.subscribe())
+    }
+
     /// Up to `limit` lines from `offset` (lines already dropped are skipped).
     pub(crate) fn read(&self, run: RunKey, offset: u64, limit: usize) -> Option<LogChunk> {
         let runs = self.runs();
         let b = runs.get(&run)?;
         let from = offset.max(b.first);
         let skip = (from - b.first) as usize;
-        let lines: Vec<String> = b.lines.iter().skip(skip).take(limit).cloned().collect();
+        let mut lines: Vec<String> = Vec::new();
+        let mut bytes = 0;
+        for line in b.lines.iter().skip(skip).take(limit) {
+            bytes += line.len();
+            if bytes > MAX_CHUNK_BYTES && !lines.is_empty() {
+                break;
+            }
+            lines.push(line.clone());
+        }
+        let next_offset = from + lines.len() as u64;
         Some(LogChunk {
-            next_offset: from + lines.len() as u64,
+            next_offset,
             first_offset: b.first,
+            more: next_offset < b.first + b.lines.len() as u64,
             lines,
             done: b.done,
         })
@@ -98,6 +127,7 @@ impl LineSink for Logs {
             b.lines.pop_front();
             b.first += 1;
         }
+        b.written.send_replace(b.first + b.lines.len() as u64);
     }
 }
 

@@ -46,6 +46,9 @@ use tokio_util::sync::CancellationToken;
 
 /// Longest wait a result request may ask for.
 pub const MAX_RESULT_WAIT: Duration = Duration::from_secs(30);
+/// A result poll that asks for log lines is answered this long after it came, at
+/// the soonest, once lines past its offset are there.
+const LOG_BATCH: Duration = Duration::from_secs(1);
 
 /// Builds an [`ExecutorServer`].
 #[must_use = "a builder does nothing until `bind` or `serve`"]
@@ -428,12 +431,15 @@ async fn run(State(s): State<Arc<Served>>, q: Signed<protocol::RunRequest>) -> R
     let Signed { body: q, reply } = q;
     let (key, token) = ((q.run_id, q.shard.map(|s| s.index)), q.token);
     let wait = Duration::from_millis(q.wait_ms).min(MAX_RESULT_WAIT);
+    let log_offset = q.log_offset;
     match s.runs.admit(q) {
         Ok(state) if state.phase != protocol::Phase::Done && !wait.is_zero() => {
-            let state = s.runs.state(key, token, wait).await.unwrap_or(state);
-            reply.ok(&state)
+            let state = awaited(&s, key, token, wait, log_offset)
+                .await
+                .unwrap_or(state);
+            reply.ok(&with_log(&s, key, state, log_offset))
         }
-        Ok(state) => reply.ok(&state),
+        Ok(state) => reply.ok(&with_log(&s, key, state, log_offset)),
         Err(refused) => {
             let (status, code, message) = refused.answer();
             reply.refuse(status, code, message)
@@ -443,14 +449,57 @@ async fn run(State(s): State<Arc<Served>>, q: Signed<protocol::RunRequest>) -> R
 
 async fn result(State(s): State<Arc<Served>>, q: Signed<protocol::ResultRequest>) -> Response {
     let wait = Duration::from_millis(q.body.wait_ms).min(MAX_RESULT_WAIT);
-    match s
-        .runs
-        .state((q.body.run_id, q.body.shard), q.body.token, wait)
-        .await
-    {
-        Some(state) => q.reply.ok(&state),
+    let key = (q.body.run_id, q.body.shard);
+    match awaited(&s, key, q.body.token, wait, q.body.log_offset).await {
+        Some(state) => q.reply.ok(&with_log(&s, key, state, q.body.log_offset)),
         None => unknown_run(&q.reply),
     }
+}
+
+/// A result poll's wait: until the run ends, at most `wait`; when the request asks
+/// for log lines from `log_offset`, also until lines past it are there, answered
+/// [`LOG_BATCH`] after the request at the soonest (a chatty run's lines come about
+/// once a second, a quiet run's poll waits for its end). `None`: unknown run or
+/// another token.
+async fn awaited(
+    s: &Served,
+    key: logs::RunKey,
+    token: u64,
+    wait: Duration,
+    log_offset: Option<u64>,
+) -> Option<protocol::RunState> {
+    let lines = log_offset.and_then(|offset| Some((offset, s.runs.logs.written(key)?)));
+    let Some((offset, mut written)) = lines else {
+        return s.runs.state(key, token, wait).await;
+    };
+    let batched = tokio::time::Instant::now() + LOG_BATCH;
+    let new_lines = async {
+        if written.wait_for(|n| *n > offset).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep_until(batched).await;
+    };
+    tokio::select! {
+        state = s.runs.state(key, token, wait) => state,
+        () = new_lines => s.runs.state(key, token, Duration::ZERO).await,
+    }
+}
+
+/// `state` with the run's log lines from `offset` when the request asked for them
+/// (read after the state: a `done` state's chunk holds the run's last lines).
+fn with_log(
+    s: &Served,
+    key: logs::RunKey,
+    mut state: protocol::RunState,
+    offset: Option<u64>,
+) -> protocol::RunState {
+    if let Some(offset) = offset {
+        state.log = s.runs.logs.read(key, offset, 1_000).map(|mut chunk| {
+            chunk.done = chunk.done || state.phase == protocol::Phase::Done;
+            chunk
+        });
+    }
+    state
 }
 
 async fn kill(State(s): State<Arc<Served>>, q: Signed<protocol::KillRequest>) -> Response {

@@ -267,6 +267,7 @@ impl Runs {
                 shard: req.shard,
                 trace: crate::trace::of(&span),
                 upstream: req.upstream.clone(),
+                log: crate::capture::RunLogger::to(logs.sink(), key),
             };
             let exec = Execution {
                 ctx,
@@ -399,6 +400,7 @@ fn state_of(key: RunKey, e: &Entry) -> RunState {
         run_id: key.0,
         phase: e.phase.clone(),
         outcome: e.outcome.clone(),
+        log: None,
     }
 }
 

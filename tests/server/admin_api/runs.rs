@@ -129,12 +129,21 @@ pub async fn on_an_instance(c: &Ctx) {
             .as_array()
             .cloned()
             .unwrap_or_default();
-        (lines.len() >= 4).then_some(lines)
+        (lines.len() >= 5).then_some(lines)
     })
     .await;
-    assert!(lines[0].as_str().unwrap().contains("step <0>"), "{lines:?}");
+    // Read while it runs: the lines came back with the dispatcher's result polls
+    // and were stored with the run, after the line naming where it went.
     assert!(
-        lines[3].as_str().unwrap().contains(&once.to_string()),
+        lines[0]
+            .as_str()
+            .unwrap()
+            .starts_with("[jobwheel] dispatched to http://127.0.0.1:"),
+        "{lines:?}"
+    );
+    assert!(lines[1].as_str().unwrap().contains("step <0>"), "{lines:?}");
+    assert!(
+        lines[4].as_str().unwrap().contains(&once.to_string()),
         "the executor instance ran the override: {lines:?}"
     );
     // The executors list: the instance is live, names itself and reports this run
