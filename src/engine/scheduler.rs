@@ -104,37 +104,14 @@ impl Scheduler {
     /// statement or script per 500 jobs on the SQL and Redis stores); outcomes in the
     /// order of `jobs`. Every job is checked first, as [`upsert`](Self::upsert) checks
     /// one, and nothing is stored when any is refused or when an id appears twice.
-    /// This is the bulk path for enqueueing: it is not audited.
+    /// This is the bulk path for enqueueing: the batch is one audit entry,
+    /// `job.upsert_many` by `library` ([`Ops::upsert_many`]).
     ///
     /// Errors: as `upsert` (children that close a cycle, through the batch or the
     /// stored jobs, included), and [`Error::Invalid`](crate::Error::Invalid) naming
     /// `jobs` for a repeated id.
     pub async fn upsert_many(&self, jobs: Vec<Job>) -> Result<Vec<UpsertOutcome>> {
-        let now = self.core.store.now().await?;
-        let mut seen = std::collections::HashSet::with_capacity(jobs.len());
-        let mut batch = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            if !seen.insert(job.id().clone()) {
-                return Err(crate::error::Error::invalid(
-                    "jobs",
-                    job.id(),
-                    "appears twice in one batch",
-                ));
-            }
-            self.core.handlers.for_job(&job)?;
-            job.check_payload(self.core.config.max_payload_bytes)?;
-            let next = crate::ops::first_fire(&job, now)?;
-            batch.push((job, next));
-        }
-        let pending: std::collections::HashMap<_, _> =
-            batch.iter().map(|(j, _)| (j.id().clone(), j)).collect();
-        for (job, _) in &batch {
-            crate::ops::refuse_cycles(&*self.core.store, job, &pending).await?;
-            crate::ops::refuse_unreleased_after(&*self.core.store, job, &pending).await?;
-        }
-        let out = self.core.store.upsert_many(&batch).await?;
-        self.core.rescan();
-        Ok(out)
+        self.ops().upsert_many(&Actor::library(), jobs).await
     }
 
     /// Removes a job; its runs stay in the log. Returns whether it existed.

@@ -176,6 +176,84 @@ impl Ops {
         .await
     }
 
+    /// Creates or replaces each of `jobs` in a few round trips (a bulk import or
+    /// enqueue; [`Jobs::upsert_many`](crate::store::Jobs::upsert_many)), outcomes in
+    /// order. Every job is checked as [`upsert`](Self::upsert) checks it before any
+    /// is written. The batch is one audit entry, `job.upsert_many`, appended after
+    /// it is written when anything was created or changed: its target counts the
+    /// jobs, its `after` holds the counts (`created`, `updated`, `unchanged`) and
+    /// the first 100 ids. The batch is not one transaction: on an error some jobs
+    /// may be written and no entry is appended; calling again with the same batch
+    /// is idempotent and appends the entry. The actor must see every job's group
+    /// (new jobs only: the ids of stored jobs are not read first).
+    ///
+    /// Errors: as [`upsert`](Self::upsert), and [`Error::Invalid`] on `jobs` for an
+    /// id that appears twice. Nothing is written then.
+    pub async fn upsert_many(&self, actor: &Actor, jobs: Vec<Job>) -> Result<Vec<UpsertOutcome>> {
+        let now = self.store.now().await?;
+        let mut seen = std::collections::HashSet::with_capacity(jobs.len());
+        let mut batch = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            if !seen.insert(job.id().clone()) {
+                return Err(Error::invalid(
+                    "jobs",
+                    job.id(),
+                    "appears twice in one batch",
+                ));
+            }
+            Self::may_place(actor, &job)?;
+            job.check_payload(self.max_payload_bytes)?;
+            if let Some(v) = &self.validator {
+                v(&job)?;
+            }
+            let next = first_fire(&job, now)?;
+            batch.push((job, next));
+        }
+        let pending: std::collections::HashMap<_, _> =
+            batch.iter().map(|(j, _)| (j.id().clone(), j)).collect();
+        for (job, _) in &batch {
+            refuse_cycles(&*self.store, job, &pending).await?;
+            refuse_unreleased_after(&*self.store, job, &pending).await?;
+        }
+        let out = self.store.upsert_many(&batch).await?;
+        let count = |o: UpsertOutcome| out.iter().filter(|x| **x == o).count();
+        let (created, updated) = (count(UpsertOutcome::Created), count(UpsertOutcome::Updated));
+        if created + updated > 0 {
+            let ids: Vec<&str> = batch
+                .iter()
+                .take(100)
+                .map(|(j, _)| j.id().as_str())
+                .collect();
+            let after = serde_json::json!({
+                "created": created,
+                "updated": updated,
+                "unchanged": out.len() - created - updated,
+                "ids": ids,
+            });
+            let audit = entry(
+                actor,
+                AuditAction::JobUpsertMany,
+                &format!("{} jobs", batch.len()),
+                None,
+                Some(after),
+            );
+            self.store.append_audit(&audit).await?;
+            let first = batch
+                .iter()
+                .zip(&out)
+                .filter(|(_, o)| matches!(o, UpsertOutcome::Created | UpsertOutcome::Updated))
+                .filter_map(|((job, next), _)| {
+                    next.map(|at| DueKey {
+                        fire_at: at,
+                        job_id: job.id().clone(),
+                    })
+                })
+                .min_by(|a, b| (a.fire_at, a.job_id.as_str()).cmp(&(b.fire_at, b.job_id.as_str())));
+            self.changed(first);
+        }
+        Ok(out)
+    }
+
     /// Creates `job` unless one with its id exists: [`UpsertOutcome::Created`], or
     /// [`UpsertOutcome::Kept`] with the existing job left exactly as it was (nothing
     /// audited then).
@@ -370,7 +448,7 @@ impl Ops {
 /// Reads each job reachable from it once; more than
 /// [`MAX_GRAPH_READS`](crate::dependency::MAX_GRAPH_READS) is refused as too large
 /// to check.
-pub(crate) async fn refuse_cycles(
+async fn refuse_cycles(
     store: &dyn crate::store::JobStore,
     job: &Job,
     batch: &std::collections::HashMap<JobId, &Job>,
@@ -436,7 +514,7 @@ pub(crate) async fn refuse_cycles(
 /// it, else in the store) and does not list it among its children: that parent's
 /// releases would never reach it, and it would never run. [`Error::Invalid`] naming
 /// `job.after`, its value the parent.
-pub(crate) async fn refuse_unreleased_after(
+async fn refuse_unreleased_after(
     store: &dyn crate::store::JobStore,
     job: &Job,
     batch: &std::collections::HashMap<JobId, &Job>,

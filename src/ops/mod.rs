@@ -31,7 +31,6 @@ pub use actor::Actor;
 pub use dependencies::{Dependencies, MAX_QUEUED_SHOWN, ParentLink};
 pub use doctor::Doctor;
 pub use jobs::{JobSnapshot, first_fire};
-pub(crate) use jobs::{refuse_cycles, refuse_unreleased_after};
 pub use runs::RunKiller;
 pub use sight::Sight;
 

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 pub enum AuditAction {
     /// A job stored by an upsert (created, or changed if its definition differed).
     JobUpsert,
+    /// A batch of jobs stored by one bulk upsert (one entry for the batch).
+    JobUpsertMany,
     /// A job created (refused if one of that id exists).
     JobCreate,
     /// A job's definition replaced.
@@ -50,8 +52,9 @@ pub enum AuditAction {
 
 impl AuditAction {
     /// Every action.
-    pub const ALL: [AuditAction; 19] = [
+    pub const ALL: [AuditAction; 20] = [
         AuditAction::JobUpsert,
+        AuditAction::JobUpsertMany,
         AuditAction::JobCreate,
         AuditAction::JobUpdate,
         AuditAction::JobCopy,
@@ -76,6 +79,7 @@ impl AuditAction {
     pub fn as_str(self) -> &'static str {
         match self {
             AuditAction::JobUpsert => "job.upsert",
+            AuditAction::JobUpsertMany => "job.upsert_many",
             AuditAction::JobCreate => "job.create",
             AuditAction::JobUpdate => "job.update",
             AuditAction::JobCopy => "job.copy",

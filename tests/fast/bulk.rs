@@ -1,5 +1,5 @@
-//! `Scheduler::upsert_many`: a batch is checked whole before anything is stored, and
-//! every job of it fires.
+//! `Scheduler::upsert_many`: a batch is checked whole before anything is stored,
+//! every job of it fires, and a batch that changed something is one audit entry.
 
 use crate::support;
 
@@ -59,4 +59,89 @@ async fn a_batch_is_checked_whole_and_every_job_fires() {
     let runs = s.runs(&RunQuery::new().limit(5000)).await.unwrap();
     assert_eq!(runs.len(), 2000);
     h.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_that_changes_jobs_is_one_audit_entry() {
+    use jobwheel::store::{AuditLog, AuditQuery};
+    let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
+    let s = Scheduler::builder()
+        .store(store.clone())
+        .locks(locks)
+        .handler("h", |_ctx: JobContext| async { Ok(()) })
+        .config(config("n1"))
+        .build()
+        .unwrap();
+    let at = jobwheel::Clock::now(&*clock) + Duration::from_secs(60);
+    let job = |i: usize, note: &str| {
+        Job::builder(format!("b{i:03}"), "h", Schedule::once(at))
+            .payload(serde_json::json!({ "note": note }))
+            .build()
+            .unwrap()
+    };
+    let entries = || async {
+        store
+            .audit(&AuditQuery::new(100))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.entry)
+            .collect::<Vec<_>>()
+    };
+    s.upsert_many((0..150).map(|i| job(i, "a")).collect())
+        .await
+        .unwrap();
+    let log = entries().await;
+    assert_eq!(log.len(), 1, "one entry for the batch: {log:?}");
+    let e = &log[0];
+    assert_eq!(
+        (e.actor.as_str(), e.action(), e.target.as_str()),
+        (
+            "library",
+            Some(jobwheel::AuditAction::JobUpsertMany),
+            "150 jobs"
+        )
+    );
+    let after = e.after.as_ref().unwrap();
+    assert_eq!(
+        (&after["created"], &after["updated"], &after["unchanged"]),
+        (
+            &serde_json::json!(150),
+            &serde_json::json!(0),
+            &serde_json::json!(0)
+        )
+    );
+    let ids = after["ids"].as_array().unwrap();
+    assert_eq!(
+        (ids.len(), &ids[0], &ids[99]),
+        (100, &serde_json::json!("b000"), &serde_json::json!("b099"))
+    );
+
+    // The same batch again changes nothing: no entry.
+    s.upsert_many((0..150).map(|i| job(i, "a")).collect())
+        .await
+        .unwrap();
+    assert_eq!(entries().await.len(), 1);
+    // One job changed, one new: counted in a second entry.
+    let mut batch: Vec<Job> = (0..150).map(|i| job(i, "a")).collect();
+    batch[7] = job(7, "b");
+    batch.push(job(150, "a"));
+    s.upsert_many(batch).await.unwrap();
+    let log = entries().await;
+    assert_eq!(log.len(), 2, "{log:?}");
+    let after = log
+        .iter()
+        .find(|e| e.target == "151 jobs")
+        .unwrap()
+        .after
+        .clone()
+        .unwrap();
+    assert_eq!(
+        (&after["created"], &after["updated"], &after["unchanged"]),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!(1),
+            &serde_json::json!(149)
+        )
+    );
 }
