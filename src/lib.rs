@@ -164,4 +164,9 @@ pub use store::{AlarmQuery, AuditQuery, CorruptRow, JobQuery, JobStore, Page, Ru
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The guide's code blocks, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/GUIDE.md")]
+pub struct GuideDoctests;
+
 pub use time::{Clock, ManualClock, SystemClock, Timestamp, TokioClock};

@@ -1,10 +1,13 @@
 //! The README's server path, run as written: the shell block after the
-//! `server-path` marker in README.md, in a fresh directory, with `cargo run
-//! --release --features server --` standing for the built `jobwheel` and the
-//! server on a free port instead of 8080. Terminal 1's `serve` and terminal 2's
-//! executor run in the background; terminal 3's commands in turn. It ends as the
-//! README says: the run succeeded on the Python executor, and its log, as the
-//! console shows it (`GET /api/v1/runs/{id}/log`), ends with `report: finished`.
+//! `server-path` marker in README.md, from the repository for its install step and
+//! then in a fresh directory of its own (`~/jobwheel-demo` under a temporary home),
+//! with the built `jobwheel` on the `PATH` standing for the one `cargo install` puts
+//! there and the server on a free port instead of 8080. Terminal 1's `serve` and
+//! terminal 2's executor run in the background; terminal 3's commands in turn. It
+//! ends as the README says: the run succeeded on the Python executor, and its log, as
+//! the console shows it (`GET /api/v1/runs/{id}/log`), ends with `report: finished`
+//! and stays after the executor restarts. And the README's `embed-deps` blocks, built
+//! as a crate of their own with exactly those dependencies.
 
 use serde_json::Value;
 use std::path::Path;
@@ -13,27 +16,44 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-/// The README's block, line by line.
-fn readme_block() -> Vec<String> {
+/// The body of the first fenced block after `marker` in README.md whose fence
+/// opens with `fence`.
+fn readme_block_after(marker: &str, fence: &str) -> String {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let start = readme
-        .find("<!-- server-path:")
-        .expect("README.md marks its server path");
+        .find(marker)
+        .unwrap_or_else(|| panic!("README.md marks {marker}"));
     let block = &readme[start..];
-    let open = block.find("```sh\n").unwrap() + "```sh\n".len();
+    let open = block.find(&format!("```{fence}\n")).unwrap() + fence.len() + 4;
     let close = open + block[open..].find("\n```").unwrap();
-    block[open..close].lines().map(str::to_string).collect()
+    block[open..close].to_string()
 }
 
-/// Runs `script` with `sh` in `dir`; its output, after asserting it succeeded.
-async fn sh(dir: &Path, script: &str) -> String {
+/// The README's server-path block, line by line.
+fn readme_block() -> Vec<String> {
+    readme_block_after("<!-- server-path:", "sh")
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Runs `script` with `sh` in `dir`, with `home` as `HOME` and `bin` first on the
+/// `PATH`; its output, after asserting it succeeded.
+async fn sh_in(dir: &Path, home: &Path, bin: &Path, script: &str) -> String {
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let out = tokio::time::timeout(
         Duration::from_secs(60),
         Command::new("sh")
             .arg("-c")
             .arg(script)
             .current_dir(dir)
+            .env("HOME", home)
+            .env("PATH", path)
             .env_remove("JOBWHEEL_URL")
             .env_remove("JOBWHEEL_CONFIG")
             .env_remove("JOBWHEEL_PREFIX")
@@ -64,20 +84,57 @@ async fn the_readme_server_path_ends_with_a_run_and_its_log() {
         crate::support::skip("python3 is missing");
         return;
     }
-    let bin = env!("CARGO_BIN_EXE_jobwheel");
-    let root = env!("CARGO_MANIFEST_DIR");
-    let dir = std::env::temp_dir().join(format!("jobwheel-readme-{}", fastrand::u64(..)));
-    std::fs::create_dir_all(&dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = std::env::temp_dir().join(format!("jobwheel-readme-{}", fastrand::u64(..)));
+    let (home, bin) = (tmp.join("home"), tmp.join("bin"));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    // What `cargo install` leaves on the PATH: the built program.
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_jobwheel"), bin.join("jobwheel")).unwrap();
     let lines = readme_block();
-    let cargo = "cargo run --release --features server --";
-    let serve = format!("{cargo} serve");
-    assert!(lines.contains(&serve), "terminal 1 serves: {lines:?}");
+    let secret = lines
+        .iter()
+        .find(|l| l.starts_with("export JOBWHEEL_GROUP_SECRET="))
+        .cloned()
+        .expect("terminal 2 exports the group's secret");
+    let install = "cargo install --locked --path . --features server";
+    assert!(
+        lines.iter().any(|l| l == install),
+        "the install step: {lines:?}"
+    );
+    let serve = lines
+        .iter()
+        .position(|l| l == "jobwheel serve")
+        .expect("terminal 1 serves");
+    let commands = |part: &[String]| -> Vec<String> {
+        part.iter()
+            .filter(|l| !l.starts_with('#') && l.as_str() != install)
+            .cloned()
+            .collect()
+    };
+    // The install step, in the repository; then terminal 1's directory.
+    let before = commands(&lines[..serve]);
+    let cd = before.last().cloned().unwrap();
+    assert_eq!(
+        cd, "cd ~/jobwheel-demo",
+        "terminal 1 runs in the demo directory"
+    );
+    sh_in(
+        root,
+        &home,
+        &bin,
+        &format!("set -e\n{}\n", before.join("\n")),
+    )
+    .await;
+    let dir = home.join("jobwheel-demo");
+    assert!(dir.join("executor.py").exists(), "the executor was copied");
 
     // Terminal 1.
-    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
-    let mut server = Command::new(bin)
+    let log = std::fs::File::create(tmp.join("serve.log")).unwrap();
+    let mut server = Command::new(bin.join("jobwheel"))
         .arg("serve")
         .current_dir(&dir)
+        .env("HOME", &home)
         .env("JOBWHEEL_LISTEN", "127.0.0.1:0")
         .env_remove("JOBWHEEL_URL")
         .env_remove("JOBWHEEL_CONFIG")
@@ -105,13 +162,10 @@ async fn the_readme_server_path_ends_with_a_run_and_its_log() {
     // Terminals 2 and 3: the rest of the block, as one script. The executor runs in
     // the background until its registration shows in its output; the server's
     // address is the one it printed.
-    let mut script = format!("set -e\ncd {}\n", dir.display());
+    let mut script = String::from("set -e\n");
     let mut executor = None;
-    for line in lines.iter().filter(|l| !l.starts_with('#') && **l != serve) {
-        let line = line
-            .replace(cargo, bin)
-            .replace("http://127.0.0.1:8080", &base)
-            .replace(" examples/", &format!(" {root}/examples/"));
+    for line in commands(&lines[serve + 1..]) {
+        let line = line.replace("http://127.0.0.1:8080", &base);
         if line.starts_with("python3 ") {
             script.push_str(&format!(
                 "{line} > executor.log 2>&1 &\necho $! > executor.pid\n\
@@ -124,7 +178,15 @@ async fn the_readme_server_path_ends_with_a_run_and_its_log() {
         }
     }
     assert!(executor.is_some(), "terminal 2 starts the Python executor");
-    sh(&dir, &script).await;
+    let printed = sh_in(&home, &home, &bin, &script).await;
+    assert!(
+        printed.contains(r#""items":"#),
+        "the token reads the runs through the API: {printed}"
+    );
+    let sh = |script: String| {
+        let (dir, home, bin) = (dir.clone(), home.clone(), bin.clone());
+        async move { sh_in(&dir, &home, &bin, &script).await }
+    };
 
     // What the console shows: the run, succeeded on the executor, and its log.
     let client = reqwest::Client::new();
@@ -189,31 +251,21 @@ async fn the_readme_server_path_ends_with_a_run_and_its_log() {
     // The executor stops and starts again (its memory is gone): the run's log was
     // stored with the run, so the console's API and the command line still show it.
     let pid = std::fs::read_to_string(dir.join("executor.pid")).unwrap();
-    sh(
-        &dir,
-        &format!(
-            "kill -TERM {pid}
-for i in $(seq 100); do kill -0 {pid} 2>/dev/null || exit 0; sleep 0.1; done
-exit 1
-",
-            pid = pid.trim()
-        ),
-    )
+    sh(format!(
+        "kill -TERM {pid}\nfor i in $(seq 100); do kill -0 {pid} 2>/dev/null || exit 0; sleep 0.1; done\nexit 1\n",
+        pid = pid.trim()
+    ))
     .await;
     let executor = executor.unwrap();
-    sh(
-        &dir,
-        &format!(
-            "{executor} > executor2.log 2>&1 &
-echo $! > executor.pid
-             for i in $(seq 100); do grep -q 'listening on' executor2.log && break; sleep 0.1; done
-"
-        ),
-    )
+    sh(format!(
+        "{secret}\n{executor} > executor2.log 2>&1 &\necho $! > executor.pid\n\
+         for i in $(seq 100); do grep -q 'listening on' executor2.log && exit 0; sleep 0.1; done\n\
+         cat executor2.log; exit 1\n"
+    ))
     .await;
     let again = get(format!("{base}/api/v1/runs/{}/log", run["id"])).await;
     assert_eq!(again["log"], log["log"], "the same log after the restart");
-    let cli = sh(&dir, &format!("{bin} runs log {}", run["id"])).await;
+    let cli = sh(format!("jobwheel runs log {}", run["id"])).await;
     let cli: Vec<&str> = cli.lines().collect();
     assert_eq!(cli, lines, "the command line prints the stored lines");
 
@@ -223,5 +275,47 @@ echo $! > executor.pid
             .status();
     }
     let _ = server.kill().await;
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// The README's `embed-deps` blocks as a crate of their own: its `[dependencies]`
+/// exactly as written (jobwheel's path pointed at this repository) and its program as
+/// `src/main.rs`, checked by cargo with this repository's `Cargo.lock` (offline), in a
+/// target directory kept beside this build's so a later run is quick.
+#[test]
+fn the_readme_embedding_builds_with_exactly_its_dependencies() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let toml = readme_block_after("<!-- embed-deps:", "toml");
+    let code = readme_block_after("<!-- embed-deps:", "rust,no_run");
+    let path = r#"path = "../jobwheel""#;
+    assert!(toml.contains(path), "{toml}");
+    let deps = toml.replace(path, &format!("path = {:?}", root.display().to_string()));
+    let target = Path::new(env!("CARGO_BIN_EXE_jobwheel"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .join("readme-embed");
+    let dir = target.join("crate");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"readme-embed\"\nversion = \"0.0.0\"\nedition = \"2024\"\npublish = false\n\n[workspace]\n\n{deps}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/main.rs"), code).unwrap();
+    std::fs::copy(root.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["check", "--offline", "--quiet"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", target.join("target"))
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the README's embedding does not build with its dependencies:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
