@@ -1,5 +1,6 @@
-//! Cron previews: the next fires of an expression in a zone, and a description in
-//! words from `croner`; the console's job form, the admin API and `jobwheel cron`
+//! Cron previews: the next fires of an expression in a zone, and its description in
+//! words ([`CronExpr::describe`](crate::CronExpr::describe), read from the same
+//! parse that fires it); the console's job form, the admin API and `jobwheel cron`
 //! show the same.
 
 use super::views::{Fire, MAX_FIRES, next_fires};
@@ -17,9 +18,9 @@ pub struct CronPreview {
     pub form: &'static str,
     /// The IANA zone it fires in.
     pub zone: String,
-    /// The expression in words; `None` when the describer cannot read its syntax
-    /// (some Quartz forms with a year field): the fires are still right.
-    pub description: Option<String>,
+    /// The expression in words, in 24-hour time in its zone (`At 09:30, Monday
+    /// through Friday`).
+    pub description: String,
     /// The fires are after this instant.
     pub after: Timestamp,
     /// The next fires (fewer when the expression stops firing).
@@ -36,6 +37,7 @@ pub fn preview(expr: &str, zone: &str, after: Timestamp, n: usize) -> Result<Cro
         return Err(Error::invalid("next", n, "must be 1-1000"));
     }
     let form = schedule.expr().form();
+    let description = schedule.expr().describe();
     let zone = schedule.zone().name().to_string();
     let fires = next_fires(&Schedule::Cron(schedule), after, n);
     Ok(CronPreview {
@@ -45,30 +47,8 @@ pub fn preview(expr: &str, zone: &str, after: Timestamp, n: usize) -> Result<Cro
             CronForm::Unix => "unix",
         },
         zone,
-        description: describe(expr, form),
+        description,
         after,
         fires,
     })
-}
-
-/// The expression in words, or `None` when the describer cannot read it. Quartz
-/// numbers the days of the week 1-7 from Sunday (croner's "alternative weekdays");
-/// Unix 0-7 with 0 and 7 Sunday.
-pub fn describe(expr: &str, form: CronForm) -> Option<String> {
-    use croner::parser::{CronParser, Seconds, Year};
-    let quartz = form == CronForm::Quartz;
-    let parser = CronParser::builder()
-        .seconds(if quartz {
-            Seconds::Required
-        } else {
-            Seconds::Disallowed
-        })
-        .year(if quartz {
-            Year::Optional
-        } else {
-            Year::Disallowed
-        })
-        .alternative_weekdays(quartz)
-        .build();
-    parser.parse(expr.trim()).ok().map(|c| c.describe())
 }

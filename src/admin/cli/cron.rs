@@ -1,6 +1,6 @@
 //! `jobwheel cron`: the next fires of an expression in a zone, computed by the same
 //! code the engine fires with (DST rules included), and a description in words
-//! from `croner` — the preview the admin API and the console show.
+//! from `CronExpr::describe` — the preview the admin API and the console show.
 
 use super::{Failure, Outcome, print_json, table};
 use crate::admin::cron::preview;
@@ -44,7 +44,7 @@ pub(crate) fn run(args: &CronArgs, json: bool) -> Outcome {
     }
     println!(
         "{} ({} form, {})",
-        table::escape(preview.description.as_deref().unwrap_or("(no description)")),
+        table::escape(&preview.description),
         preview.form,
         preview.zone
     );

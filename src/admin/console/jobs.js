@@ -262,7 +262,7 @@ pages.jobForm = async ([id]) => {
       if (p.status !== 200) { preview.replaceChildren((p.body && p.body.message) || 'invalid'); return; }
       const b = p.body;
       preview.replaceChildren(
-        h('div', {}, h('b', { class: 'describe' }, b.description || '(no description)'), ' · ', b.form, ' form · ', b.zone),
+        h('div', {}, h('b', { class: 'describe' }, b.description), ' · ', b.form, ' form · ', b.zone),
         h('ol', {}, b.fires.map((x) => h('li', { class: 'mono fire' }, x.local))));
     }, 250);
   };

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use chrono::{Datelike, NaiveDate, NaiveDateTime, Timelike, Weekday};
 use std::fmt;
 
+mod describe;
 mod parse;
 
 /// First year a cron expression can match.

@@ -198,11 +198,8 @@ pub async fn create_read_act(c: &Ctx) {
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.body["fires"][0]["local"], "2026-12-04T09:00:00+08:00");
     assert_eq!(a.body["fires"][1]["local"], "2026-12-04T09:15:00+08:00");
-    assert!(
-        a.body["description"]
-            .as_str()
-            .unwrap()
-            .contains("15 minutes"),
+    assert_eq!(
+        a.body["description"], "Every 15 minutes, between 09:00 and 17:59, Monday through Friday",
         "{}",
         a.body
     );
