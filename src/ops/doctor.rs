@@ -12,10 +12,14 @@ pub struct Doctor {
     pub jobs: Vec<CorruptRow>,
     /// Node rows skipped.
     pub nodes: Vec<CorruptRow>,
+    /// Jobs whose alarm policy names events (the default policy does): with no
+    /// alarm registered on the fleet's nodes, their events reach nobody.
+    pub alarm_jobs: u64,
 }
 
 impl Doctor {
-    /// Reads every job and node row of `store` and keeps those it cannot read.
+    /// Reads every job and node row of `store`, keeps those it cannot read and counts
+    /// the jobs that name alarm events.
     pub async fn scan(store: &dyn JobStore) -> Result<Doctor> {
         let mut doctor = Doctor::default();
         let mut query = JobQuery::new(1000);
@@ -29,6 +33,11 @@ impl Doctor {
                 .max();
             let full = page.rows() >= query.effective_limit();
             doctor.jobs.extend(page.corrupt);
+            doctor.alarm_jobs += page
+                .items
+                .iter()
+                .filter(|r| !r.job.alarm().events.is_empty())
+                .count() as u64;
             match last {
                 Some(id) if full => query = query.after(Some(id)),
                 _ => break,

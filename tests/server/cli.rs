@@ -281,6 +281,17 @@ async fn store_verbs(url: &str, prefix: &str) {
         doctor["clock_skew_ms"].as_i64().unwrap().abs() < 1_000,
         "{doctor}"
     );
+    let naming = list["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| !j["job"]["alarm"]["events"].as_array().unwrap().is_empty())
+        .count();
+    assert_eq!(
+        (doctor["alarm_jobs"].as_u64(), &doctor["alarms_configured"]),
+        (Some(naming as u64), &Value::Null),
+        "jobs naming alarm events counted; no jobwheel.toml, no alarms known: {doctor}"
+    );
     running.shutdown().await;
 
     // pause / resume / trigger / rm, each checked in the store.

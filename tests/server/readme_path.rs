@@ -265,6 +265,14 @@ async fn the_readme_server_path_ends_with_a_run_and_its_log() {
     .await;
     let again = get(format!("{base}/api/v1/runs/{}/log", run["id"])).await;
     assert_eq!(again["log"], log["log"], "the same log after the restart");
+    // This server configures no alarm, and the job names alarm events: doctor says
+    // where they go.
+    let doctor = sh("jobwheel doctor".to_string()).await;
+    assert!(
+        doctor.contains("1 job(s) name alarm events; jobwheel.toml configures 0 alarm(s)")
+            && doctor.contains("reach nobody"),
+        "{doctor}"
+    );
     let cli = sh(format!("jobwheel runs log {}", run["id"])).await;
     let cli: Vec<&str> = cli.lines().collect();
     assert_eq!(cli, lines, "the command line prints the stored lines");

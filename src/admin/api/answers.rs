@@ -99,6 +99,10 @@ pub(crate) struct Defaults {
     pub(crate) alarm_kinds: Vec<crate::policy::AlarmKind>,
     /// The largest payload, in bytes of JSON.
     pub(crate) max_payload_bytes: usize,
+    /// The alarms this server's node delivers through, by kind (`email`,
+    /// `webhook`), one per configured alarm; empty: events are recorded and reach
+    /// nobody from this server. A job's `recipients` are used by `email` alarms only.
+    pub(crate) alarms: Vec<&'static str>,
 }
 
 /// A removed job.

@@ -166,6 +166,13 @@ pub(super) async fn defaults(State(s): St, _: Reader) -> ApiResult<Response> {
             blocks: crate::placement::BlockStrategy::ALL.to_vec(),
             alarm_kinds: crate::policy::AlarmKind::ALL.to_vec(),
             max_payload_bytes: s.ops.payload_limit(),
+            alarms: s
+                .config
+                .email_alarms
+                .iter()
+                .map(|_| "email")
+                .chain(s.config.webhook_alarms.iter().map(|_| "webhook"))
+                .collect(),
         },
     ))
 }

@@ -197,7 +197,7 @@ async fn run(cli: Cli) -> Outcome {
                 | Command::HashPassword(_)
                 | Command::NewToken => unreachable!("handled above"),
                 Command::Migrate => store::migrated(&store, json).await,
-                Command::Doctor => store::doctor(&store, json).await,
+                Command::Doctor => store::doctor(&store, config.as_ref(), json).await,
                 Command::Jobs(c) => jobs::jobs(&ops, c, json).await,
                 Command::Runs(a) => store::runs(&ops, &a, json).await,
                 Command::Nodes => store::nodes(&store, json).await,

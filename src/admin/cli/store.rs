@@ -4,6 +4,7 @@
 //! `cli:$USER`, validated against the configuration file when one is read.
 
 use super::{Failure, Outcome, print_json, table};
+use crate::admin::config::ServerConfig;
 use crate::backends::connect::BackendConfig;
 use crate::job::{Job, JobId};
 use crate::ops::{Actor, Doctor, Ops, RunKiller};
@@ -176,7 +177,13 @@ pub(crate) async fn migrated(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
     Ok(())
 }
 
-pub(crate) async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
+/// `config`: the `jobwheel.toml` read, when there is one: its alarms say whether
+/// the jobs' alarm events reach anybody.
+pub(crate) async fn doctor(
+    store: &Arc<dyn JobStore>,
+    config: Option<&ServerConfig>,
+    json: bool,
+) -> Outcome {
     let schema = store.schema().await?;
     if schema.is_some_and(|v| v.found.is_none()) {
         // Nothing to scan: say what to do rather than that a table is missing.
@@ -197,6 +204,8 @@ pub(crate) async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
         .map(|n| n.info.node_id.as_str())
         .collect();
     let schema_ok = schema.is_none_or(|v| v.found == Some(v.known));
+    let alarms = config.map(|c| c.email_alarms.len() + c.webhook_alarms.len());
+    let nobody = alarms == Some(0) && found.alarm_jobs > 0;
     let healthy = found.is_healthy() && silent.is_empty() && skew_ms.abs() < 1_000 && schema_ok;
     if json {
         let corrupt = |rows: &[crate::store::CorruptRow]| {
@@ -212,6 +221,8 @@ pub(crate) async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
             "corrupt_nodes": corrupt(&found.nodes),
             "nodes": nodes.len(),
             "silent_nodes": silent,
+            "alarm_jobs": found.alarm_jobs,
+            "alarms_configured": alarms,
         }))?;
     } else {
         match schema {
@@ -241,6 +252,21 @@ pub(crate) async fn doctor(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
         );
         for n in &silent {
             println!("  silent: {}", table::escape(n));
+        }
+        match alarms {
+            Some(n) => println!(
+                "alarms: {} job(s) name alarm events; jobwheel.toml configures {n} alarm(s){}",
+                found.alarm_jobs,
+                if nobody {
+                    " — warning: their events are recorded not_needed and reach nobody; add [[email_alarms]] or [[webhook_alarms]]"
+                } else {
+                    ""
+                }
+            ),
+            None => println!(
+                "alarms: {} job(s) name alarm events (the alarms are each node's own: read the nodes' configuration)",
+                found.alarm_jobs
+            ),
         }
         println!(
             "unreadable rows: {} job(s), {} node(s)",

@@ -277,6 +277,15 @@ pages.jobForm = async ([id]) => {
   const scheduleBox = h('div', { style: 'display:contents' });
   const show = () => scheduleBox.replaceChildren(...rows[f.kind.value]);
   const catchUpRow = h('div', { style: 'display:contents' }, row('Catch up at most', f.catchUp, 'Missed fires run one by one, oldest first; older ones are recorded as one misfired run.'));
+  // Alarms: say when this server sends them nowhere; recipients only where an
+  // e-mail alarm would use them (or the job has some, kept as they are).
+  const kinds = d.alarms || [];
+  const noAlarm = kinds.length ? null : h('p', { class: 'hint', id: 'no-alarm' },
+    'This server has no alarm configured: the events below are recorded (Alarms page) but sent to nobody. Add [[email_alarms]] or [[webhook_alarms]] to jobwheel.toml (docs/SERVER.md).');
+  const email = kinds.includes('email');
+  const recipientsRow = email || (a.recipients || []).length
+    ? row('Recipients', f.recipients, email ? 'Added to the e-mail alarm\'s recipients for this job.' : 'This server has no e-mail alarm: these recipients reach nobody from here.')
+    : null;
   const misfireShown = () => { catchUpRow.style.display = f.misfire.value === 'catch_up' ? 'contents' : 'none'; };
   f.misfire.addEventListener('change', misfireShown);
   show();
@@ -355,9 +364,10 @@ pages.jobForm = async ([id]) => {
       catchUpRow,
       row('Misfire threshold', f.threshold, 'Default: the scheduler\'s, ' + d.misfire_threshold + '.'),
       h('h3', {}, 'Alarms'),
+      noAlarm,
       row('Alarm on', h('div', { class: 'checks' }, f.events), 'Default: ' + d.alarm.events.join(', ') + '.'),
       row('Misfire alarm from', f.minFires, 'A misfire alarms only when it stands for at least this many fires. Default ' + d.alarm.misfire_min_fires + '.'),
-      row('Recipients', f.recipients, 'Added to the e-mail alarm\'s recipients for this job.'),
+      recipientsRow,
       h('span'), h('div', { class: 'actions' }, h('button', { class: 'primary', type: 'submit', 'data-action': 'save' }, editing ? 'Save' : 'Create'), link('#/jobs', 'Cancel'))));
 };
 })();

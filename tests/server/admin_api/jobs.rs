@@ -43,6 +43,11 @@ pub async fn create_read_act(c: &Ctx) {
         json!(SchedulerConfig::default().max_payload_bytes)
     );
     assert_eq!(
+        d.body["alarms"],
+        json!(["webhook"]),
+        "the alarms this server sends through, by kind"
+    );
+    assert_eq!(
         d.body["routings"].as_array().unwrap().len(),
         jobwheel::placement::Routing::ALL.len()
     );
