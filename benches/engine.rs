@@ -8,6 +8,7 @@
 //!    full cycle (claim, start, execute, finish, release); runs per second.
 
 use jobwheel::memory::{LocalLocks, MemoryStore};
+use jobwheel::store::JobsExt as _;
 use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

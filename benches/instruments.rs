@@ -8,6 +8,7 @@
 //! `cargo bench --bench instruments --features server,otel -- [--oneshots 50000] [--rounds 5]`
 
 use jobwheel::memory::{LocalLocks, MemoryStore};
+use jobwheel::store::JobsExt as _;
 use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::PrometheusRecorder;

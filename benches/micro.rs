@@ -6,6 +6,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use jobwheel::schedule::CronSchedule;
+use jobwheel::store::JobsExt as _;
 use jobwheel::{RetryPolicy, Timestamp};
 use std::hint::black_box;
 

@@ -13,6 +13,7 @@
 use jobwheel::memory::{LocalLocks, MemoryStore};
 use jobwheel::placement::{RemoteTarget, Routing};
 use jobwheel::remote::{ExecutorServer, RemoteGroup};
+use jobwheel::store::JobsExt as _;
 use jobwheel::store::RunLog;
 use jobwheel::{
     Job, JobContext, JobError, LocalExecutor, Schedule, Scheduler, SchedulerConfig, Timestamp,

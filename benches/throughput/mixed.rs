@@ -11,7 +11,7 @@
 //! handled (which should be none).
 
 use super::{cleanup, micros_now, open, pct, store_spread};
-use jobwheel::store::Jobs;
+use jobwheel::store::JobsExt as _;
 use jobwheel::{Job, JobContext, JobError, Schedule, Scheduler, SchedulerConfig, Timestamp};
 use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};

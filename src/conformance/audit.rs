@@ -3,6 +3,7 @@
 use super::outbox::{alarm, claim_mine, enqueue};
 use super::unique;
 use crate::record::*;
+use crate::store::AlarmOutboxExt as _;
 use crate::store::{AlarmQuery, AuditQuery, JobStore};
 use std::time::Duration;
 

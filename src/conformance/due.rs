@@ -3,6 +3,7 @@
 use super::store::{DAY, cleanup, finish_one, finish_req, jid, job, long_ago, start_req, started};
 use super::unique;
 use crate::record::*;
+use crate::store::JobsExt as _;
 use crate::store::{DueQuery, JobStore};
 use crate::time::Timestamp;
 use std::time::Duration;

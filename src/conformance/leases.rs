@@ -9,6 +9,7 @@ use super::store::{cleanup, finish_one, finish_req, jid, job, long_ago};
 use super::unique;
 use crate::lock::{Lease, LockRequest};
 use crate::record::*;
+use crate::store::JobsExt as _;
 use crate::store::rules::{self, JobState};
 use crate::store::{DueQuery, JobLeases, JobStore, RunQuery};
 use crate::time::Timestamp;

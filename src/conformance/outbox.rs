@@ -5,6 +5,7 @@ use super::store::*;
 use super::unique;
 use crate::policy::AlarmKind;
 use crate::record::*;
+use crate::store::JobsExt as _;
 use crate::store::{AlarmClaim, AlarmQuery, JobStore};
 use crate::time::Timestamp;
 use std::time::Duration;

@@ -6,6 +6,7 @@ use super::store::{
 };
 use super::unique;
 use crate::record::*;
+use crate::store::JobsExt as _;
 use crate::store::{DueQuery, JobStore};
 use crate::time::Timestamp;
 use serde_json::{Value, json};
@@ -25,7 +26,7 @@ async fn due_fire(store: &dyn JobStore, id: &str, until: Timestamp) -> Option<Du
 /// A payload override is kept, returned and cleared as [`Jobs::trigger`] and
 /// [`Jobs::finish_runs`] say, and text of any kind reads back exactly.
 ///
-/// [`Jobs::trigger`]: crate::store::Jobs::trigger
+/// [`Jobs::trigger`]: crate::store::JobsExt::trigger
 /// [`Jobs::finish_runs`]: crate::store::Jobs::finish_runs
 pub async fn trigger_payload_override(store: &dyn JobStore) {
     let id = unique("override");

@@ -5,6 +5,7 @@
 use super::store::{cleanup, jid, long_ago};
 use super::unique;
 use crate::error::Error;
+use crate::store::JobsExt as _;
 
 use crate::job::Job;
 use crate::schedule::Schedule;

@@ -8,6 +8,7 @@ use super::store::{
 use super::unique;
 use crate::record::*;
 use crate::schedule::Schedule;
+use crate::store::JobsExt as _;
 use crate::store::rules::{self, JobState, RunState};
 use crate::store::{JobStore, RunQuery};
 use std::time::Duration;

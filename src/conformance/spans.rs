@@ -6,6 +6,7 @@ use super::store::{
 };
 use super::unique;
 use crate::record::*;
+use crate::store::JobsExt as _;
 use crate::store::{DueQuery, JobStore};
 use std::time::Duration;
 

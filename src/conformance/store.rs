@@ -4,6 +4,7 @@ use crate::job::{Job, JobId};
 use crate::policy::AlarmKind;
 use crate::record::*;
 use crate::schedule::Schedule;
+use crate::store::JobsExt as _;
 use crate::store::{AlarmClaim, AlarmQuery, DueQuery, JobQuery, JobStore, RunQuery};
 use crate::time::Timestamp;
 use std::time::Duration;

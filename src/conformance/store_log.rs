@@ -4,6 +4,7 @@
 use super::store::*;
 use super::unique;
 use crate::record::*;
+use crate::store::JobsExt as _;
 use crate::store::{JobStore, RunQuery};
 use crate::time::Timestamp;
 use std::time::Duration;

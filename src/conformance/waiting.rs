@@ -9,6 +9,7 @@ use crate::dependency::{Release, UpstreamRun};
 use crate::policy::AlarmKind;
 use crate::record::*;
 use crate::schedule::Schedule;
+use crate::store::JobsExt as _;
 use crate::store::{AlarmQuery, JobStore};
 use crate::time::Timestamp;
 use std::time::Duration;

@@ -10,6 +10,7 @@ use crate::dependency::{JoinWindow, Release, UpstreamRun, WindowUnit};
 use crate::record::*;
 use crate::schedule::Schedule;
 use crate::store::JobStore;
+use crate::store::JobsExt as _;
 use crate::time::Timestamp;
 use std::time::Duration;
 

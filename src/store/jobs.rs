@@ -6,7 +6,6 @@ use crate::job::{Job, JobId};
 use crate::record::*;
 use crate::time::Timestamp;
 use async_trait::async_trait;
-use serde_json::Value;
 use std::sync::Arc;
 
 /// A change to a job, applied by [`Jobs::apply`] (with its audit entry, when the
@@ -165,36 +164,20 @@ pub trait Jobs: Send + Sync + 'static {
     /// trigger of a job that does not exist (nothing is written).
     async fn apply(&self, change: &JobChange, audit: Option<&AuditEntry>) -> Result<Applied>;
 
-    /// Creates or replaces a job ([`JobChange::Upsert`], unaudited).
-    async fn upsert(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
-        let change = JobChange::Upsert {
-            job: job.clone(),
-            next: next_fire_at,
-            context: FireContext::default(),
-        };
-        Ok(self.apply(&change, None).await?.upsert_outcome())
-    }
-
-    /// Creates a job unless one with its id exists ([`JobChange::Create`],
-    /// unaudited).
-    async fn create(&self, job: &Job, next_fire_at: Option<Timestamp>) -> Result<UpsertOutcome> {
-        let change = JobChange::Create {
-            job: job.clone(),
-            next: next_fire_at,
-            context: FireContext::default(),
-        };
-        Ok(self.apply(&change, None).await?.upsert_outcome())
-    }
-
-    /// [`upsert`](Self::upsert) for each `(job, next_fire_at)`, outcomes in order.
+    /// [`JobChange::Upsert`] for each `(job, next_fire_at)`, outcomes in order.
     /// Ids are distinct (the scheduler refuses a batch that repeats one). Each job is
-    /// written as `upsert` writes it; a store writes the batch in as few round trips as
-    /// it can (the default calls `upsert` once per job). On an error some jobs may be
+    /// written as an upsert writes it; a store writes the batch in as few round trips
+    /// as it can (the default applies one change per job). On an error some jobs may be
     /// written: calling it again with the same batch is idempotent.
     async fn upsert_many(&self, jobs: &[(Job, Option<Timestamp>)]) -> Result<Vec<UpsertOutcome>> {
         let mut out = Vec::with_capacity(jobs.len());
         for (job, next) in jobs {
-            out.push(self.upsert(job, *next).await?);
+            let change = JobChange::Upsert {
+                job: job.clone(),
+                next: *next,
+                context: FireContext::default(),
+            };
+            out.push(self.apply(&change, None).await?.upsert_outcome());
         }
         Ok(out)
     }
@@ -206,50 +189,6 @@ pub trait Jobs: Send + Sync + 'static {
     /// Jobs in bytewise id order, per [`JobQuery`]; rows that cannot be decoded are
     /// skipped into [`Page::corrupt`].
     async fn list(&self, query: &JobQuery) -> Result<Page<JobRecord>>;
-
-    /// Removes a job ([`JobChange::Remove`], unaudited). Returns whether it existed.
-    async fn remove(&self, id: &JobId) -> Result<bool> {
-        let change = JobChange::Remove { id: id.clone() };
-        Ok(matches!(
-            self.apply(&change, None).await?,
-            Applied::Removed(true)
-        ))
-    }
-
-    /// Pauses or resumes a job ([`JobChange::Pause`], [`JobChange::Resume`] with a
-    /// scheduled fire at `next_fire_at`; unaudited). Errors: `NotFound`.
-    async fn set_enabled(
-        &self,
-        id: &JobId,
-        enabled: bool,
-        next_fire_at: Option<Timestamp>,
-    ) -> Result<()> {
-        let id = id.clone();
-        let change = if enabled {
-            JobChange::Resume {
-                id,
-                next: next_fire_at.map(FireState::scheduled),
-            }
-        } else {
-            JobChange::Pause { id }
-        };
-        self.apply(&change, None).await.map(drop)
-    }
-
-    /// Makes a job due at `at` with trigger `Manual`, carrying `payload` in place of
-    /// the job's own when given ([`JobChange::Trigger`], unaudited). Errors:
-    /// `NotFound`.
-    async fn trigger(&self, id: &JobId, at: Timestamp, payload: Option<&Value>) -> Result<()> {
-        let change = JobChange::Trigger {
-            id: id.clone(),
-            fire: FireState::fresh(
-                at,
-                TriggerKind::Manual,
-                FireContext::with_payload(payload.cloned()),
-            ),
-        };
-        self.apply(&change, None).await.map(drop)
-    }
 
     /// Fires with `next_fire_at <= query.until` of enabled jobs that have no run in
     /// progress, in due order (`fire_at`, then job id bytewise), only those after

@@ -38,6 +38,7 @@
 
 mod audit;
 mod credentials;
+mod ext;
 mod jobs;
 mod leases;
 mod log;
@@ -49,6 +50,7 @@ pub mod rules;
 
 pub use audit::AuditLog;
 pub use credentials::Credentials;
+pub use ext::{AlarmOutboxExt, JobsExt};
 pub use jobs::{Applied, JobChange, Jobs, SchemaVersion};
 pub use leases::JobLeases;
 pub(crate) use leases::JobRowLocks;

@@ -49,16 +49,6 @@ pub trait AlarmOutbox: Send + Sync + 'static {
     /// Any other event (`Sending`, `Sent`, `NotNeeded`), or none with the id, is left
     /// as it is: `false`, nothing written.
     async fn apply_alarm(&self, change: AlarmChange, audit: Option<&AuditEntry>) -> Result<bool>;
-
-    /// [`AlarmChange::Retry`], unaudited.
-    async fn retry_alarm(&self, id: AlarmId) -> Result<bool> {
-        self.apply_alarm(AlarmChange::Retry(id), None).await
-    }
-
-    /// [`AlarmChange::Discard`], unaudited.
-    async fn discard_alarm(&self, id: AlarmId) -> Result<bool> {
-        self.apply_alarm(AlarmChange::Discard(id), None).await
-    }
 }
 
 /// An operator's change to an alarm event ([`AlarmOutbox::apply_alarm`]).

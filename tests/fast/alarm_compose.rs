@@ -3,6 +3,7 @@
 //! scheduler-wide throttle.
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
 use async_trait::async_trait;
 use jobwheel::store::AlarmOutbox;
@@ -338,7 +339,6 @@ async fn a_scheduler_whose_alarm_events_reach_nobody_warns_at_start() {
         .build()
         .unwrap();
         {
-            use jobwheel::store::Jobs;
             store.upsert(&job, None).await.unwrap();
         }
         let mut b = Scheduler::builder()

@@ -2,6 +2,7 @@
 //! or runs through a fire without panicking the engine or wedging the job.
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
 use jobwheel::limits::{MAX_PAGE, MAX_SPAN};
 use jobwheel::{
@@ -416,7 +417,6 @@ async fn a_one_shot_declared_by_two_nodes_with_create_runs_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_due_job_no_node_serves_is_reported_once_it_is_overdue() {
-    use jobwheel::store::Jobs;
     let (store, locks, clock) = backend("2026-01-01T00:00:00Z");
     let s = Scheduler::builder()
         .store(store.clone())

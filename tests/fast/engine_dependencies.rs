@@ -4,6 +4,7 @@
 //! fire's end.
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
 use jobwheel::dependency::{ChildLink, ChildOn};
 use jobwheel::store::{AlarmOutbox, Jobs};

@@ -4,8 +4,8 @@
 //! jobs' leases from fire to fire.
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
-use jobwheel::store::Jobs;
 use jobwheel::{Clock, Job, Schedule, Scheduler};
 use std::collections::HashMap;
 use std::time::Duration;

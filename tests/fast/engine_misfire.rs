@@ -2,8 +2,9 @@
 //! its records, counters and alarms, and fires that come due during retries.
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
-use jobwheel::store::{AlarmOutbox, Jobs};
+use jobwheel::store::AlarmOutbox;
 use jobwheel::{
     AlarmKind, FireSpan, Job, JobContext, JobError, MisfirePolicy, RetryPolicy, RunStatus,
     Schedule, Scheduler, TriggerKind,

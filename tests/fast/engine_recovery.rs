@@ -3,6 +3,7 @@
 //! payload it was given), the dead node's late result refused.
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
 use jobwheel::store::{AlarmOutbox, Jobs, NodeRegistry};
 use jobwheel::{

@@ -3,6 +3,7 @@
 //! equal what the run log holds, and the lag histograms hold what the clock implies.
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
 use jobwheel::engine::instruments as i;
 use jobwheel::{Job, MisfirePolicy, RetryPolicy, RunStatus, Schedule, Scheduler, TriggerKind};
@@ -69,7 +70,6 @@ async fn the_instruments_hold_what_the_run_log_holds() {
     };
     // Stored while no scheduler runs: when one starts 35 s later, each job's first
     // fire is late and its misfire policy handles the ones it missed.
-    use jobwheel::store::Jobs;
     for job in [
         every("ok.once", "ok", 10, MisfirePolicy::FireOnce),
         every("ok.skip", "ok", 10, MisfirePolicy::Skip),
@@ -264,7 +264,6 @@ async fn the_due_gauges_show_what_waits_and_since_when() {
     let snapshotter = recorder.snapshotter();
     let _local = metrics::set_default_local_recorder(&recorder);
     let (store, locks, _clock) = backend("2026-01-01T00:00:00Z");
-    use jobwheel::store::Jobs;
     // Three fires due at 10 s whose handler no node has: they wait. (The node has
     // another handler.)
     for id in ["a", "b", "c"] {

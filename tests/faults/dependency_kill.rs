@@ -12,6 +12,7 @@ use super::fault_cluster::{SERIAL, targets};
 use crate::support;
 use jobwheel::dependency::ChildLink;
 use jobwheel::store::Jobs;
+use jobwheel::store::JobsExt as _;
 use jobwheel::{
     Job, JobId, MisfirePolicy, RetryPolicy, RunRecord, RunStatus, Schedule, TriggerKind,
 };

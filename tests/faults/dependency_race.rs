@@ -12,6 +12,7 @@ use super::fault_cluster::{SERIAL, targets};
 use crate::support;
 use jobwheel::dependency::ChildLink;
 use jobwheel::store::Jobs;
+use jobwheel::store::JobsExt as _;
 use jobwheel::{Job, JobId, RetryPolicy, RunStatus, Schedule, Timestamp};
 use std::collections::BTreeMap;
 use std::time::Duration;

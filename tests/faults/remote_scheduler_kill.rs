@@ -6,12 +6,13 @@
 //! surviving node run in the test. Every wait is bounded.
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
 use jobwheel::placement::RemoteTarget;
 use jobwheel::postgres::PgStore;
 use jobwheel::prelude::*;
 use jobwheel::remote::{ExecutorServer, RemoteGroup};
-use jobwheel::store::{Jobs, RunLog};
+use jobwheel::store::RunLog;
 use jobwheel::{RetryPolicy, RunRecord};
 use std::io::BufRead;
 use std::process::{Command, Stdio};

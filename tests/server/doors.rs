@@ -7,6 +7,7 @@
 //! runs). A trigger through the API of a server that polls every 30 s runs at once.
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
 use jobwheel::admin::auth::new_token;
 use jobwheel::admin::{Server, ServerConfig};

@@ -2,6 +2,7 @@
 //! scheme; errors name `backend.url` and never echo a password.
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
 use jobwheel::store::Jobs;
 use jobwheel::{BackendConfig, Error, Job, JobId, LockRequest, Schedule, connect};

@@ -5,6 +5,7 @@
 
 use crate::support;
 use futures::future::BoxFuture;
+use jobwheel::store::JobsExt as _;
 use jobwheel::store::StartOutcome;
 use jobwheel::{Job, JobStore, RunQuery, Schedule, Timestamp};
 use std::sync::Arc;

@@ -9,6 +9,7 @@
 
 use crate::support;
 use jobwheel::redis::{RedisLocks, RedisStore};
+use jobwheel::store::JobsExt as _;
 use jobwheel::{JobStore, LockProvider, LockRequest, conformance};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -6,6 +6,7 @@
 #![cfg(feature = "redis")]
 
 use crate::support;
+use jobwheel::store::JobsExt as _;
 
 use jobwheel::redis::{RedisLocks, RedisStore};
 use jobwheel::{JobStore, LockProvider, conformance};

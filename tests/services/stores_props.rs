@@ -3,6 +3,7 @@
 
 use crate::support;
 use jobwheel::memory::MemoryStore;
+use jobwheel::store::JobsExt as _;
 use jobwheel::{Job, JobStore, Timestamp};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, TestRunner};

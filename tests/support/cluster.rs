@@ -1,5 +1,6 @@
 //! An end-to-end cluster check shared by the backend tests.
 
+use jobwheel::store::JobsExt as _;
 use jobwheel::{
     Job, JobContext, JobError, JobStore, LockProvider, RetryPolicy, RunQuery, RunStatus, Schedule,
     Scheduler, SchedulerConfig, Timestamp,

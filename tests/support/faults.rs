@@ -2,6 +2,7 @@
 //! what the fault tests read back: the results rows each handler execution wrote, and
 //! the store's run log.
 
+use jobwheel::store::JobsExt as _;
 use jobwheel::{
     Job, JobStore, MisfirePolicy, RetryPolicy, RunQuery, RunRecord, RunStatus, Schedule, Timestamp,
 };

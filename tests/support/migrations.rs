@@ -3,6 +3,7 @@
 //! jobwheel is refused with a typed error, an edited migration is named.
 
 use jobwheel::Error;
+use jobwheel::store::JobsExt as _;
 use std::future::Future;
 
 /// A closure that runs one SQL statement on `pool` and returns the rows it affected

@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use jobwheel::conformance::RawRows;
 use jobwheel::memory::LocalLocks;
+use jobwheel::store::JobsExt as _;
 use jobwheel::{
     Job, JobContext, JobError, JobId, JobStore, Schedule, Scheduler, SchedulerConfig, Timestamp,
 };

@@ -1,6 +1,7 @@
 //! Changing a deployment's lock provider: one store, schedulers on one provider after
 //! another, the jobs running throughout.
 
+use jobwheel::store::JobsExt as _;
 use jobwheel::{
     Job, JobContext, JobError, JobStore, LockProvider, Schedule, Scheduler, SchedulerConfig,
 };

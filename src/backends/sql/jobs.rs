@@ -6,6 +6,7 @@ use super::{Dialect, Sql, SqlStore, now_in};
 use crate::error::{Error, Result};
 use crate::job::{Job, JobId};
 use crate::record::*;
+use crate::store::JobsExt as _;
 use crate::store::{Applied, DueQuery, JobChange, JobQuery, Jobs, Page};
 use crate::time::Timestamp;
 use async_trait::async_trait;
