@@ -80,6 +80,8 @@ pub async fn run_log_queries(store: &dyn JobStore) {
         let mut req = start_req(id, fire, 1, 10 + k as u64);
         if k == 1 {
             req.node = node.clone();
+        } else {
+            req.trigger = TriggerKind::Manual;
         }
         running.push(started(store, req).await);
     }
@@ -118,6 +120,24 @@ pub async fn run_log_queries(store: &dyn JobStore) {
     );
     let ended_on_node = store.runs(&q(&a).node(node)).await.unwrap();
     assert!(ended_on_node.is_empty(), "by node: {ended_on_node:?}");
+    // By trigger: `a`'s running run is its only manual one; its ended ones are
+    // scheduled.
+    let manual = ours(
+        store
+            .runs(&RunQuery::new().trigger(TriggerKind::Manual).limit(1000))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(manual, vec![running[0]], "runs of one trigger");
+    let scheduled = store
+        .runs(&q(&a).trigger(TriggerKind::Schedule))
+        .await
+        .unwrap();
+    assert_eq!(
+        scheduled.iter().map(|r| r.id).collect::<Vec<_>>(),
+        all_a.iter().map(|r| r.id).collect::<Vec<_>>(),
+        "a job's runs of one trigger: its ended scheduled runs, not the manual one"
+    );
     cleanup(store, &[a, b]).await;
 }
 

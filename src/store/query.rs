@@ -4,6 +4,7 @@
 use crate::job::JobId;
 use crate::record::{
     AlarmId, AlarmRecord, AlarmStatus, AuditRecord, DueKey, RunId, RunRecord, RunStatus,
+    TriggerKind,
 };
 use crate::time::Timestamp;
 use std::time::Duration;
@@ -81,6 +82,8 @@ pub struct RunQuery {
     pub status: Option<RunStatus>,
     /// Only runs recorded on this node.
     pub node: Option<String>,
+    /// Only runs of this trigger (`Manual`, `Retry`, …).
+    pub trigger: Option<TriggerKind>,
     /// Only runs started at or after this.
     pub since: Option<Timestamp>,
     /// Only runs started before this.
@@ -112,6 +115,12 @@ impl RunQuery {
     /// Only runs recorded on the node `id`.
     pub fn node(mut self, id: impl Into<String>) -> Self {
         self.node = Some(id.into());
+        self
+    }
+
+    /// Only runs whose trigger is `trigger`.
+    pub fn trigger(mut self, trigger: TriggerKind) -> Self {
+        self.trigger = Some(trigger);
         self
     }
 
@@ -153,6 +162,7 @@ impl RunQuery {
         self.job_id.as_ref().is_none_or(|j| *j == r.job_id)
             && self.status.is_none_or(|s| s == r.status)
             && self.node.as_ref().is_none_or(|n| *n == r.node)
+            && self.trigger.is_none_or(|t| t == r.trigger)
             && self.since.is_none_or(|s| r.started_at >= s)
             && self.until.is_none_or(|u| r.started_at < u)
             && self.before.is_none_or(|b| r.id < b)

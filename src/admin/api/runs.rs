@@ -59,14 +59,12 @@ pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> Ap
                 .ok_or_else(|| ApiError::invalid("status", st, "not a run status"))?,
         );
     }
-    let trigger = q
-        .trigger
-        .as_ref()
-        .map(|t| {
+    if let Some(t) = &q.trigger {
+        query = query.trigger(
             TriggerKind::parse(t)
-                .ok_or_else(|| ApiError::invalid("trigger", t, "not a trigger kind"))
-        })
-        .transpose()?;
+                .ok_or_else(|| ApiError::invalid("trigger", t, "not a trigger kind"))?,
+        );
+    }
     if let Some(t) = instant("since", &q.since)? {
         query = query.since(t);
     }
@@ -87,7 +85,7 @@ pub(super) async fn list(State(s): St, Reader(p): Reader, q: Q<ListQuery>) -> Ap
     let mut sight = s.ops.sight(&actor);
     let mut items: Vec<RunRecord> = Vec::with_capacity(runs.len());
     for r in runs {
-        if trigger.is_none_or(|t| r.trigger == t) && sight.run(&r).await? {
+        if sight.run(&r).await? {
             items.push(r);
         }
     }

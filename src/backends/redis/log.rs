@@ -56,6 +56,7 @@ impl Shard {
         };
         let filtered = query.status.is_some()
             || query.node.is_some()
+            || query.trigger.is_some()
             || query.since.is_some()
             || query.until.is_some();
         let page = if filtered { PAGE } else { limit };

@@ -37,6 +37,9 @@ impl<D: Dialect> RunLog for SqlStore<D> {
         if let Some(n) = &q.node {
             sql.push(" AND node = ?", [n.as_str().into()]);
         }
+        if let Some(t) = q.trigger {
+            sql.push(&format!(" AND {} = ?", D::TRIGGER), [t.as_str().into()]);
+        }
         if let Some(t) = q.since {
             sql.push(" AND started_at >= ?", [t.as_millis().into()]);
         }
@@ -71,6 +74,9 @@ impl<D: Dialect> RunLog for SqlStore<D> {
             }
             if let Some(n) = &q.node {
                 sql.push(" AND run_node = ?", [n.as_str().into()]);
+            }
+            if let Some(t) = q.trigger {
+                sql.push(" AND run_trigger = ?", [t.as_str().into()]);
             }
             if let Some(t) = q.since {
                 sql.push(" AND run_started_at >= ?", [t.as_millis().into()]);
