@@ -327,3 +327,43 @@ fn the_readme_embedding_builds_with_exactly_its_dependencies() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The README's first command, `cargo run --example quickstart`, as the example
+/// `cargo test` built: it runs in an empty directory, needs no server, and ends by
+/// itself with its run log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_quickstart_runs_and_ends_by_itself() {
+    let block = readme_block_after("<!-- quickstart:", "sh");
+    assert_eq!(block.trim(), "cargo run --example quickstart");
+    let example = Path::new(env!("CARGO_BIN_EXE_jobwheel"))
+        .parent()
+        .unwrap()
+        .join("examples/quickstart");
+    if !example.exists() {
+        crate::support::skip(
+            "the examples are not built (`cargo test` with no --test builds them)",
+        );
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("jobwheel-quickstart-{}", fastrand::u64(..)));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new(&example).current_dir(&dir).output(),
+    )
+    .await
+    .expect("the quickstart ends by itself within 60 s")
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("stopped (drained"), "{text}");
+    assert!(
+        text.lines().any(|l| l.contains(" succeeded ")),
+        "its run log lists succeeded runs: {text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
