@@ -183,8 +183,8 @@ impl RemoteGroup {
         let shard = d.shard.map(|s| s.index);
         let mut tail = LogTail::new(ctx, &instance, d.shard);
         tail.logger.line(format!(
-            "[jobwheel] dispatched to {instance} (group {}, attempt {})",
-            inner.name, d.attempt
+            "{}[jobwheel] dispatched to {instance} (group {}, attempt {})",
+            tail.prefix, inner.name, d.attempt
         ));
         let poll_timeout = inner.config.result_wait + inner.config.request_timeout;
         // Armed before the dispatch: the engine may drop this future (timeout, lost

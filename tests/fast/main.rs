@@ -12,6 +12,7 @@ mod cron;
 mod cron_dst;
 mod cron_model;
 mod cron_props;
+mod doc_links;
 mod engine;
 mod engine_cluster;
 mod engine_dependencies;

@@ -95,6 +95,36 @@ async fn every_fire_runs_each_shard_once_and_a_failed_shard_is_retried_alone() {
         assert_eq!(first.len(), 3, "{shards:?}");
         // … and the retry went to the next instance in address order.
         assert_ne!(shards[&(1, 2)], shards[&(1, 1)], "{shards:?}");
+        // The run's one stored log holds each shard's lines, each named by its shard:
+        // where it went, and what the handler logged there.
+        let lines: Vec<String> = jobwheel::store::RunLog::lines(&store, run.id, 0, 1000)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|l| l.line)
+            .collect();
+        for i in 0..3 {
+            let shard = format!("[shard {i}/3] ");
+            assert!(
+                lines.iter().any(|l| l.starts_with(&format!(
+                    "{shard}[jobwheel] dispatched to http://127.0.0.1:"
+                ))),
+                "{shard}: {lines:?}"
+            );
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.starts_with(&shard) && l.contains(&format!("shard {i}/3 attempt"))),
+                "{shard}: {lines:?}"
+            );
+        }
+        // Besides them, only the node's own lines about the run (the shard's retry).
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.starts_with("[shard ") || l.contains(" jobwheel::remote::shards: ")),
+            "{lines:?}"
+        );
     }
 }
 
