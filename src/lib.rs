@@ -70,6 +70,9 @@
 //! # Ok::<(), jobwheel::Error>(())
 //! ```
 #![warn(missing_docs, missing_debug_implementations, unreachable_pub)]
+// On docs.rs (nightly rustdoc with `--cfg docsrs`): each item gated by a feature
+// shows which one.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[macro_use]
 mod setters;
