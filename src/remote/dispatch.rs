@@ -182,10 +182,6 @@ impl RemoteGroup {
         };
         let shard = d.shard.map(|s| s.index);
         let mut tail = LogTail::new(ctx, &instance, d.shard);
-        tail.logger.line(format!(
-            "{}[jobwheel] dispatched to {instance} (group {}, attempt {})",
-            tail.prefix, inner.name, d.attempt
-        ));
         let poll_timeout = inner.config.result_wait + inner.config.request_timeout;
         // Armed before the dispatch: the engine may drop this future (timeout, lost
         // lease, shutdown) while the dispatch waits for the run's end.
@@ -237,6 +233,12 @@ impl RemoteGroup {
             }
             Err(CallError::Unreachable(_)) => None,
         };
+        // Admitted (or its answer lost): the run's log says where it went, before the
+        // lines that come back from there.
+        tail.logger.line(format!(
+            "{}[jobwheel] dispatched to {instance} (group {}, attempt {})",
+            tail.prefix, inner.name, d.attempt
+        ));
         let mut poll = protocol::ResultRequest {
             run_id: req.run_id,
             token: req.token,
