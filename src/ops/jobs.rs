@@ -92,11 +92,15 @@ impl Ops {
     /// Checks `job` against the configuration in force and computes its first fire
     /// on the store's clock.
     async fn checked(&self, job: &Job) -> Result<Option<Timestamp>> {
+        self.check(job, self.store.now().await?)
+    }
+
+    /// [`checked`](Self::checked) against the store's clock read once as `now`.
+    fn check(&self, job: &Job, now: Timestamp) -> Result<Option<Timestamp>> {
         job.check_payload(self.max_payload_bytes)?;
         if let Some(v) = &self.validator {
             v(job)?;
         }
-        let now = self.store.now().await?;
         first_fire(job, now)
     }
 
@@ -202,11 +206,7 @@ impl Ops {
                 ));
             }
             Self::may_place(actor, &job)?;
-            job.check_payload(self.max_payload_bytes)?;
-            if let Some(v) = &self.validator {
-                v(&job)?;
-            }
-            let next = first_fire(&job, now)?;
+            let next = self.check(&job, now)?;
             batch.push((job, next));
         }
         let pending: std::collections::HashMap<_, _> =
