@@ -158,6 +158,7 @@ fn memory_claim_path(c: &mut Criterion) {
                             status: RunStatus::Succeeded,
                             error: None,
                             will_retry: false,
+                            executor: None,
                             version: s.version,
                             next: Some(FireState::scheduled(at)),
                             alarms: Vec::new(),

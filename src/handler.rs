@@ -54,6 +54,62 @@ pub struct JobContext {
     /// are, read back with the run. A context made by hand takes
     /// [`RunLogger::discard`](crate::RunLogger::discard).
     pub log: crate::capture::RunLogger,
+    /// Where the run executed when that is not this node: a remote group's
+    /// dispatcher names the executor instance it sent the run to, and the run's
+    /// record keeps it ([`RunRecord::executor`](crate::record::RunRecord::executor)).
+    /// A local handler leaves it empty; a context made by hand takes
+    /// `ExecutedOn::default()`.
+    pub executed_on: ExecutedOn,
+}
+
+/// The executor instances a run was sent to (see [`JobContext::executed_on`]):
+/// shared by the clones of one run's context, so what a dispatcher records is what
+/// the engine writes with the run's end.
+#[derive(Clone, Debug, Default)]
+pub struct ExecutedOn(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl ExecutedOn {
+    /// The longest [`summary`](Self::summary) kept: a broadcast to more instances
+    /// than fit keeps the first ones and a count of the rest.
+    pub const MAX_BYTES: usize = 255;
+
+    /// Records that the run (or one shard of it) was admitted by `instance`; an
+    /// instance already recorded is not repeated.
+    pub fn add(&self, instance: &str) {
+        let mut v = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if !v.iter().any(|i| i == instance) {
+            v.push(instance.to_string());
+        }
+    }
+
+    /// The instances recorded, in the order they were.
+    pub fn instances(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// What the run's record keeps: the instances joined by `, `, at most
+    /// [`MAX_BYTES`](Self::MAX_BYTES) (the rest counted as `+N more`); `None` when
+    /// none was recorded.
+    pub fn summary(&self) -> Option<String> {
+        let all = self.instances();
+        let mut out = String::new();
+        for (n, i) in all.iter().enumerate() {
+            let sep = if out.is_empty() { "" } else { ", " };
+            let rest = all.len() - n;
+            let more = if rest > 1 {
+                format!(", +{} more", rest - 1)
+            } else {
+                String::new()
+            };
+            if out.len() + sep.len() + i.len() + more.len() > Self::MAX_BYTES {
+                out.push_str(&format!("{sep}+{rest} more"));
+                break;
+            }
+            out.push_str(sep);
+            out.push_str(i);
+        }
+        (!all.is_empty()).then_some(out)
+    }
 }
 
 impl JobContext {

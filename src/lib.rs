@@ -149,7 +149,7 @@ pub use engine::{
 };
 pub use error::{Error, Result};
 pub use executor::{Execution, Executor, ExecutorGroup, Outcome};
-pub use handler::{JobContext, JobError, JobHandler, JobResult, RetryAdvice};
+pub use handler::{ExecutedOn, JobContext, JobError, JobHandler, JobResult, RetryAdvice};
 pub use job::{Job, JobBuilder, JobId};
 pub use local_executor::{LocalExecutor, LocalExecutorConfig, SlowLaneConfig};
 pub use lock::{Lease, LockProvider, LockRequest};

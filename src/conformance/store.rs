@@ -84,6 +84,7 @@ pub(super) fn finish_req(
         status,
         error: status.is_failure().then(|| "boom".to_string()),
         will_retry: false,
+        executor: None,
         version: 1,
         next: next.map(FireState::scheduled),
         alarms: Vec::new(),
@@ -293,6 +294,7 @@ pub async fn conditional_start(store: &dyn JobStore) {
         ("node-a", TriggerKind::Schedule)
     );
     assert_eq!((run.started_at, run.ended_at), (started_at, None));
+    assert_eq!(run.executor, None, "a running run names no executor yet");
     let now = store.now().await.unwrap();
     assert!(
         started_at.duration_since(now) < Duration::from_secs(5),
@@ -323,6 +325,7 @@ pub async fn finish_writes_state_run_and_alarms(store: &dyn JobStore) {
     req.next.as_mut().expect("a next fire").trigger = TriggerKind::Retry;
     req.next.as_mut().expect("a next fire").attempt = 1;
     req.alarms = vec![event.clone()];
+    req.executor = Some("10.0.0.7:9999, [::1]:9998".into());
     let out = finish_one(store, req.clone()).await;
     let FinishOutcome::Finished {
         ended_at,
@@ -343,6 +346,11 @@ pub async fn finish_writes_state_run_and_alarms(store: &dyn JobStore) {
     assert_eq!(rec.status, RunStatus::Failed);
     assert_eq!((rec.error.as_deref(), rec.will_retry), (Some("boom"), true));
     assert_eq!(rec.ended_at, Some(ended_at));
+    assert_eq!(
+        rec.executor.as_deref(),
+        Some("10.0.0.7:9999, [::1]:9998"),
+        "the finish records the executor instance"
+    );
     assert!(rec.duration().is_some());
     let pending = store
         .alarms(&AlarmQuery::new(100_000).status(Some(AlarmStatus::Pending)))

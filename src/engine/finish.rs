@@ -23,6 +23,8 @@ pub(crate) struct Run {
     pub(crate) started_at: crate::time::Timestamp,
     /// The instruments of its job's label set.
     pub(crate) instruments: Arc<super::instruments::RunInstruments>,
+    /// Where a remote group's dispatcher sent it (written with its end).
+    pub(crate) executed_on: crate::handler::ExecutedOn,
 }
 
 /// Gives a lease back; a failure is only logged (the lease expires by itself).
@@ -150,6 +152,7 @@ pub(crate) async fn request(
         status: p.status,
         error: p.error,
         will_retry: p.will_retry,
+        executor: run.executed_on.summary(),
         version: run.fire.version,
         next: p.next,
         alarms,

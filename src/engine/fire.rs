@@ -408,6 +408,7 @@ fn recorded(
         lease,
         started_at,
         instruments,
+        executed_on: Default::default(),
     }
 }
 
@@ -496,6 +497,7 @@ async fn execute(
         trace,
         upstream: run.attempt.context.upstream.clone(),
         log: crate::capture::RunLogger::to(core.lines.sink(), (run.run_id.0, None)),
+        executed_on: run.executed_on.clone(),
     };
     let exec = Execution {
         ctx,

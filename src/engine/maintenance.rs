@@ -359,6 +359,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<b
             status: RunStatus::Lost,
             error,
             will_retry: false,
+            executor: None,
             version: 0,
             next: None,
             alarms: Vec::new(),
@@ -417,6 +418,7 @@ async fn recover_lost(core: &Arc<Core>, run: RunRecord, why: String) -> Result<b
         run_id: run.id,
         lease,
         started_at: run.started_at,
+        executed_on: Default::default(),
     };
     let out = super::finish::finish(core, &recorded, p, None, true).await;
     count_recovery(core, out.as_ref());

@@ -301,6 +301,9 @@ pub struct FinishRun {
     pub error: Option<String>,
     /// Whether the engine scheduled a retry.
     pub will_retry: bool,
+    /// The executor instance that executed it (see [`RunRecord::executor`]); `None`
+    /// for a local run.
+    pub executor: Option<String>,
     /// Definition version the run belonged to.
     pub version: u64,
     /// The job's next fire (`None`: nothing is left to fire), written into the job
@@ -376,6 +379,12 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// Whether a retry was scheduled.
     pub will_retry: bool,
+    /// For a run of a remote executor group: the instance that executed it
+    /// ([`ExecutedOn::summary`](crate::ExecutedOn::summary): several, joined, for a
+    /// sharding broadcast), written with the run's end; `None` for a local run, a
+    /// run still running, and a run no instance admitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
     /// For a record of the misfire policy (a late run under `FireOnce` or `CatchUp`,
     /// or a `misfired` record), the scheduled fires it stands for.
     #[serde(default)]

@@ -234,7 +234,8 @@ impl RemoteGroup {
             Err(CallError::Unreachable(_)) => None,
         };
         // Admitted (or its answer lost): the run's log says where it went, before the
-        // lines that come back from there.
+        // lines that come back from there; its record, which instance ran it.
+        ctx.executed_on.add(&instance);
         tail.logger.line(format!(
             "{}[jobwheel] dispatched to {instance} (group {}, attempt {})",
             tail.prefix, inner.name, d.attempt

@@ -351,6 +351,7 @@ mod tests {
             status: RunStatus::Succeeded,
             error: None,
             will_retry: false,
+            executor: None,
             version,
             next: None,
             alarms: Vec::new(),

@@ -268,6 +268,8 @@ try {
   });
   eq(await page.textContent('#run-status'), 'cancelled', 'the killed run ended cancelled');
   check((await page.textContent('#run-error')).startsWith('killed on'), 'it says where it was killed');
+  await go('#/runs?job=long.chatty&status=cancelled');
+  check((await page.textContent('tbody .executor')).startsWith('http://127.0.0.1:'), 'the Runs list names the executor instance that ran it');
 
   step = 'an error message with <script> renders as text';
   await go('#/jobs/xss.fail');

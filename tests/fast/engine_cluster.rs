@@ -479,6 +479,7 @@ async fn slow_jobs_move_to_the_slow_lane_and_leave_fast_slots_free() {
         trace: None,
         upstream: Vec::new(),
         log: jobwheel::RunLogger::discard(),
+        executed_on: Default::default(),
     };
     let sleeper = |ms: u64| -> Arc<dyn jobwheel::JobHandler> {
         Arc::new(move |_c: JobContext| async move {

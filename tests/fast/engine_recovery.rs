@@ -160,6 +160,7 @@ async fn a_dead_nodes_run_is_recorded_lost_and_retried() {
         status: RunStatus::Succeeded,
         error: None,
         will_retry: false,
+        executor: None,
         version: 1,
         next: None,
         alarms: vec![],

@@ -185,6 +185,10 @@ async fn a_remote_runs_log_is_stored_with_the_run_and_outlives_its_instance() {
     }
     let still = wait_for_run(&store, "long", |_| true).await;
     assert_eq!(still.status, RunStatus::Running, "read while it runs");
+    assert_eq!(
+        still.executor, None,
+        "the instance is recorded with the end"
+    );
     assert_eq!(early.len(), 3, "{early:?}");
     assert!(
         early[0].starts_with("[jobwheel] dispatched to http://127.0.0.1:"),
@@ -193,6 +197,15 @@ async fn a_remote_runs_log_is_stored_with_the_run_and_outlives_its_instance() {
     assert!(early[2].contains("report line 1"), "{early:?}");
     let long = wait_for_run(&store, "long", |r| r.status != RunStatus::Running).await;
     assert_eq!(long.status, RunStatus::Succeeded, "{long:?}");
+    let went = early[0]["[jobwheel] dispatched to ".len()..]
+        .split(' ')
+        .next()
+        .unwrap();
+    assert_eq!(
+        long.executor.as_deref(),
+        Some(went),
+        "the run's record names the instance its log says it went to"
+    );
 
     // A log of 2,000 lines of 400 bytes: more than a page of lines, and pages cut
     // by their size bound.
@@ -415,6 +428,7 @@ async fn dispatch(
         trace: None,
         upstream: Vec::new(),
         log: jobwheel::RunLogger::discard(),
+        executed_on: Default::default(),
     };
     jobwheel::JobHandler::run(group, ctx).await.unwrap();
     seen.0.lock().unwrap().last().unwrap().0.clone()

@@ -118,6 +118,18 @@ async fn every_fire_runs_each_shard_once_and_a_failed_shard_is_retried_alone() {
                 "{shard}: {lines:?}"
             );
         }
+        // The run's record names every instance that ran a shard of it.
+        let went: BTreeSet<&str> = lines
+            .iter()
+            .filter_map(|l| l.split("dispatched to ").nth(1)?.split(' ').next())
+            .collect();
+        let recorded: BTreeSet<&str> = run
+            .executor
+            .as_deref()
+            .expect("a broadcast's record names its instances")
+            .split(", ")
+            .collect();
+        assert_eq!((recorded.len(), &recorded), (3, &went), "{run:?}");
         // Besides them, only the node's own lines about the run (the shard's retry).
         assert!(
             lines

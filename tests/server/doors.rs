@@ -182,6 +182,7 @@ impl Rig {
             status: RunStatus::Failed,
             error: Some("boom".into()),
             will_retry: false,
+            executor: None,
             version: 1,
             next: None,
             alarms: vec![event],

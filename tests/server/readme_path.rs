@@ -247,6 +247,12 @@ async fn the_readme_server_path_ends_with_a_run_and_its_log() {
         "{lines:?}"
     );
     assert!(lines[1].contains("report for 2026-12-05"), "{lines:?}");
+    // The runs list (the console's Runs page reads it) names the instance.
+    let went = lines[0]["[jobwheel] dispatched to ".len()..]
+        .split(' ')
+        .next()
+        .unwrap();
+    assert_eq!(run["executor"], went, "{run}");
 
     // The executor stops and starts again (its memory is gone): the run's log was
     // stored with the run, so the console's API and the command line still show it.

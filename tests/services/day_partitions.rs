@@ -238,6 +238,7 @@ async fn finish_one(store: &dyn JobStore, id: &str, run_id: i64) {
             status: jobwheel::RunStatus::Succeeded,
             error: None,
             will_retry: false,
+            executor: None,
             version: 1,
             next: None,
             alarms: Vec::new(),

@@ -295,6 +295,7 @@ async fn a_release_across_shards_is_delivered_once() {
             status: RunStatus::Succeeded,
             error: None,
             will_retry: false,
+            executor: None,
             version: 1,
             next: None,
             alarms: Vec::new(),

@@ -167,6 +167,7 @@ pub async fn payload_overrides_become_contexts<E, EFut, M, MFut, R, RFut>(
             status: jobwheel::RunStatus::Failed,
             error: None,
             will_retry: true,
+            executor: None,
             version: 1,
             next: Some(fire),
             alarms: Vec::new(),

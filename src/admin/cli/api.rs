@@ -291,6 +291,7 @@ pub(crate) async fn runs(api: &Api, args: &RunsArgs, json: bool) -> Outcome {
             ("attempt", "/attempt"),
             ("started", "/started_at"),
             ("node", "/node"),
+            ("executor", "/executor"),
             ("error", "/error"),
         ],
         json,

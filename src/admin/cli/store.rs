@@ -343,6 +343,7 @@ pub(crate) async fn runs(ops: &Ops, args: &RunsArgs, json: bool) -> Outcome {
                 r.status.as_str().to_string(),
                 r.attempt.to_string(),
                 r.node.clone(),
+                r.executor.clone().unwrap_or_else(|| "-".into()),
                 r.duration()
                     .map_or_else(|| "-".to_string(), |d| format!("{} ms", d.as_millis())),
                 r.error.clone().unwrap_or_default(),
@@ -351,7 +352,7 @@ pub(crate) async fn runs(ops: &Ops, args: &RunsArgs, json: bool) -> Outcome {
         .collect();
     table::print(
         &[
-            "run", "job", "fire", "status", "attempt", "node", "took", "error",
+            "run", "job", "fire", "status", "attempt", "node", "executor", "took", "error",
         ],
         &rows,
     );

@@ -9,12 +9,13 @@ const STATUSES = ['running', 'succeeded', 'failed', 'timed_out', 'cancelled', 'l
 
 /** A table of runs. */
 JW.runsTable = (items) =>
-  table(['Run', 'Job', 'Status', 'Trigger', 'Attempt', 'Started', 'Took', 'Node', 'Error'], items.map((r) => [
+  table(['Run', 'Job', 'Status', 'Trigger', 'Attempt', 'Started', 'Took', 'Node', 'Executor', 'Error'], items.map((r) => [
     link('#/runs/' + r.id, String(r.id)),
     link('#/jobs/' + enc(r.job_id), r.job_id, { class: 'mono' }),
     badge(r.status), r.trigger, r.attempt, time(r.started_at),
     r.ended_at ? JW.ms(Date.parse(r.ended_at) - Date.parse(r.started_at)) : '—',
     h('span', { class: 'mono' }, r.node),
+    h('span', { class: 'mono executor', title: 'The executor instance that ran it (written with its end)' }, r.executor || '—'),
     h('span', { class: 'run-error' }, r.error ? r.error.slice(0, 120) : ''),
   ]), 'No run matches.');
 

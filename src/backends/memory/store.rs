@@ -180,6 +180,7 @@ impl Inner {
                 ended_at: None,
                 error: None,
                 will_retry: false,
+                executor: None,
                 covers: r.covers,
                 context: r.context.clone(),
             },
@@ -223,6 +224,7 @@ impl Inner {
             run.ended_at = Some(now);
             run.error = f.error.clone();
             run.will_retry = f.will_retry;
+            run.executor = f.executor.clone();
         }
         self.enqueue(&f.alarms, now);
         for r in &f.releases {

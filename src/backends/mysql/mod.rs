@@ -90,6 +90,11 @@ const MIGRATIONS: &[Embedded] = &[
         "a fire in its job's row (lease, running run)",
         include_str!("migrations/0012_fire_in_job_row.sql"),
     ),
+    (
+        13,
+        "the executor instance in a run's record",
+        include_str!("migrations/0013_run_executor.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds from UTC, no session zone involved.
 pub(crate) const NOW_MS: &str =

@@ -331,9 +331,9 @@ impl PgDialect {
             "WITH req AS (
                  SELECT * FROM UNNEST($1::int8[], $2::text[], $3::int8[], $4::bool[], $5::text[], $6::text[], $7::bool[],
                                       $8::int8[], $9::int8[], $10::text[], $11::int8[], $14::int8[], $15::text[],
-                                      $16::int8[], $17::int8[])
+                                      $16::int8[], $17::int8[], $18::text[])
                      AS r(run_id, job_id, token, takeover, status, error, will_retry, version, next_at, next_trigger, next_attempt,
-                          next_resume, next_context, lease, lease_ms)
+                          next_resume, next_context, lease, lease_ms, executor)
              ), n AS (
                  SELECT {NOW_MS} AS ms
              ), jl AS (
@@ -351,10 +351,10 @@ impl PgDialect {
                  ORDER BY r.run_id
              ), ins AS (
                  INSERT INTO {runs_t} (id, job_id, fire_at, trigger, node, attempt, token, status, started_at, ended_at,
-                     error, will_retry, covered_fires, covered_through, context)
+                     error, will_retry, covered_fires, covered_through, context, executor)
                  SELECT ok.run_id, ok.job_id, ok.run_fire_at, ok.run_trigger, ok.run_node, ok.run_attempt, ok.run_token,
                         ok.status, ok.run_started_at, n.ms, ok.error, ok.will_retry, ok.run_covered_fires,
-                        ok.run_covered_through, ok.run_context
+                        ok.run_covered_through, ok.run_context, ok.executor
                  FROM ok, n
                  RETURNING id, ended_at
              ), uj AS (
@@ -407,6 +407,11 @@ impl PgDialect {
         .bind(next_contexts)
         .bind(runs.iter().map(|f| lease(f).0).collect::<Vec<_>>())
         .bind(runs.iter().map(|f| lease(f).1).collect::<Vec<_>>())
+        .bind(
+            runs.iter()
+                .map(|f| f.executor.clone().map(crate::backends::sql::storable))
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(&self.pool)
         .await
         .map_err(db_err("finish_runs"))

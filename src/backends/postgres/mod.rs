@@ -100,6 +100,11 @@ const MIGRATIONS: &[Embedded] = &[
         "a fire in its job's row (lease, running run)",
         include_str!("migrations/0014_fire_in_job_row.sql"),
     ),
+    (
+        15,
+        "the executor instance in a run's record",
+        include_str!("migrations/0015_run_executor.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 /// Rounded down, so a reading is never ahead of the clock (a fire never starts early).

@@ -122,6 +122,7 @@ pub(super) fn run_record(id: &str, h: &Fields) -> Result<RunRecord> {
         error: (h.get("has_error").map(String::as_str) == Some("1"))
             .then(|| h.get("error").cloned().unwrap_or_default()),
         will_retry: h.get("retry").map(String::as_str) == Some("1"),
+        executor: h.get("executor").filter(|e| !e.is_empty()).cloned(),
         covers,
         context: context(h, "ctx", "payload")?,
     })

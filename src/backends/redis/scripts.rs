@@ -14,7 +14,7 @@
 //! | `P job:<id>` | hash | `def` (JSON), `enabled`, `version`, `next`, `trigger`, `attempt`, `resume` (where the schedule resumes after a retry, or empty), `nctx` (the next fire's context as JSON, or empty; a hash written before it had `npayload`, the payload override alone), `token`, `running`, `lease_owner` and `lease_until` (ms; the job's lease when the scheduler keeps leases in the job hashes, see `lease_scripts`), `created`, `updated` |
 //! | `P jobs` | sorted set | every job id (score 0, lexical order) |
 //! | `P due` | sorted set | enabled, idle jobs with a next fire; score `next` |
-//! | `P run:<id>` | hash | `job`, `fire`, `trigger`, `node`, `attempt`, `token`, `status`, `started`, `ended`, `error`, `retry`, `cfires` and `cthrough` (a misfire record's span, or empty), `ctx` (the context it ran with as JSON, or empty; before it, `payload`) |
+//! | `P run:<id>` | hash | `job`, `fire`, `trigger`, `node`, `attempt`, `token`, `status`, `started`, `ended`, `error`, `retry`, `executor` (the executor instance of a remote run, or empty), `cfires` and `cthrough` (a misfire record's span, or empty), `ctx` (the context it ran with as JSON, or empty; before it, `payload`) |
 //! | `P runs`, `P runs:job:<id>` | sorted sets | run ids (score = id), for the run log |
 //! | `P running` | sorted set | runs in `running` state |
 //! | `P ended` | sorted set | finished runs, score `started` (for purges) |
@@ -336,7 +336,7 @@ return out
 /// ARGV: P, n, then per item: run, job, token, takeover, status, has error, error,
 /// will retry, version, next at, next trigger, next attempt, next resume, next context
 /// (or empty), what happens to the job's lease in its hash (`0` untouched, `1` freed,
-/// `2` kept) and for how long (ms, or empty), alarm count, alarm JSON…, release count, per release its job, member
+/// `2` kept) and for how long (ms, or empty), the executor instance (or empty), alarm count, alarm JSON…, release count, per release its job, member
 /// and upstream run (JSON), forward count, per forward the shard of its job, the job,
 /// member and upstream run (releases of jobs on other shards, kept in `P fwd` to be
 /// delivered there, see `forward`).
@@ -355,9 +355,9 @@ for _ = 1, tonumber(ARGV[2]) do
   local rid, jid, tok, takeover, st, has_err, err, retry, ver, nat, ntrig, natt, nres, nctx, na =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6],
     ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10], ARGV[i + 11], ARGV[i + 12],
-    ARGV[i + 13], tonumber(ARGV[i + 16])
-  local lease, lease_ms = ARGV[i + 14], ARGV[i + 15]
-  local alarms_at = i + 17
+    ARGV[i + 13], tonumber(ARGV[i + 17])
+  local lease, lease_ms, executor = ARGV[i + 14], ARGV[i + 15], ARGV[i + 16]
+  local alarms_at = i + 18
   local nr = tonumber(ARGV[alarms_at + na])
   local rel_at = alarms_at + na + 1
   local nf = tonumber(ARGV[rel_at + 3 * nr])
@@ -407,7 +407,7 @@ for _ = 1, tonumber(ARGV[2]) do
       local e = ''
       if has_err == '1' then e = err end
       redis.call('HSET', rk, 'status', st, 'ended', nows, 'error', e, 'has_error', has_err,
-        'retry', retry)
+        'retry', retry, 'executor', executor)
       unrunning[#unrunning + 1] = rid
       ended[#ended + 1] = r[5]; ended[#ended + 1] = rid
       local day = day_of(r[5])

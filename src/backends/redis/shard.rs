@@ -263,6 +263,7 @@ impl Shard {
                 LeaseEnd::Release => call.arg("1").arg(""),
                 LeaseEnd::Keep(ttl) => call.arg("2").arg(duration_ms(ttl).max(1)),
             };
+            call.arg(f.executor.as_deref().unwrap_or(""));
             call.arg(f.alarms.len());
             for a in &f.alarms {
                 call.arg(encode(a)?);

@@ -424,7 +424,7 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
         });
     }
     if !inserted.is_empty() {
-        let row = format!("({})", marks(15));
+        let row = format!("({})", marks(16));
         let mut insert = Sql::new(format!(
             "INSERT INTO {} ({}) VALUES {}",
             d.t("runs"),
@@ -447,7 +447,8 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
                 .bind(f.will_retry)
                 .bind(r.covered_fires)
                 .bind(r.covered_through)
-                .bind(r.context.clone());
+                .bind(r.context.clone())
+                .bind(f.executor.clone());
         }
         d.exec_in(&mut tx, op, insert).await?;
     }
@@ -455,8 +456,8 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
         let mut update = Sql::new(d.update_from(
             &d.t("runs"),
             "id",
-            "status = v.s, error = v.e, will_retry = v.w, ended_at = v.at",
-            &d.values(&["id", "s", "e", "w", "at"], updated.len()),
+            "status = v.s, error = v.e, will_retry = v.w, ended_at = v.at, executor = v.x",
+            &d.values(&["id", "s", "e", "w", "at", "x"], updated.len()),
         ));
         for f in &updated {
             update = update
@@ -464,7 +465,8 @@ async fn finish_once<D: Dialect>(d: &D, runs: &[FinishRun]) -> Result<Vec<Finish
                 .bind(f.status.as_str())
                 .bind(f.error.clone())
                 .bind(f.will_retry)
-                .bind(now);
+                .bind(now)
+                .bind(f.executor.clone());
         }
         d.exec_in(&mut tx, op, update).await?;
     }

@@ -236,6 +236,7 @@ pub(crate) fn run_record(backend: &'static str, row: &impl SqlRow) -> Result<Run
         ended_at: col(backend, w, row.opt_int("ended_at"))?.map(Timestamp::from_millis),
         error: col(backend, w, row.opt_text("error"))?,
         will_retry: col(backend, w, row.flag("will_retry"))?,
+        executor: col(backend, w, row.opt_text("executor"))?,
         covers,
         context: FireContext::from_stored(col(backend, w, row.opt_text("context"))?.as_deref())?,
     })

@@ -27,7 +27,7 @@ use crate::time::Timestamp;
 pub(crate) fn run_columns<D: Dialect>() -> String {
     format!(
         "id, job_id, fire_at, {}, node, attempt, token, status, started_at, ended_at, error, will_retry, \
-         covered_fires, covered_through, context",
+         covered_fires, covered_through, context, executor",
         D::TRIGGER
     )
 }
@@ -39,11 +39,12 @@ pub(crate) fn as_run_columns<D: Dialect>() -> String {
         "running_run AS id, id AS job_id, run_fire_at AS fire_at, run_trigger AS {}, run_node AS node, \
          run_attempt AS attempt, run_token AS token, 'running' AS status, run_started_at AS started_at, \
          {} AS ended_at, {} AS error, {} AS will_retry, run_covered_fires AS covered_fires, \
-         run_covered_through AS covered_through, run_context AS context",
+         run_covered_through AS covered_through, run_context AS context, {} AS executor",
         D::TRIGGER,
         D::NULL_INT,
         D::NULL_TEXT,
-        D::FALSE
+        D::FALSE,
+        D::NULL_TEXT
     )
 }
 

@@ -85,6 +85,11 @@ const MIGRATIONS: &[Embedded] = &[
         "a fire in its job's row (lease, running run, run ids)",
         include_str!("migrations/0011_fire_in_job_row.sql"),
     ),
+    (
+        12,
+        "the executor instance in a run's record",
+        include_str!("migrations/0012_run_executor.sql"),
+    ),
 ];
 /// The store's clock in SQL: epoch milliseconds.
 pub(crate) const NOW_MS: &str = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";

@@ -268,6 +268,7 @@ impl Runs {
                 trace: crate::trace::of(&span),
                 upstream: req.upstream.clone(),
                 log: crate::capture::RunLogger::to(logs.sink(), key),
+                executed_on: Default::default(),
             };
             let exec = Execution {
                 ctx,

@@ -1,0 +1,4 @@
+-- jobwheel schema v13 for MariaDB: a remote run's record names the executor
+-- instance that ran it (`executor`, written with the run's end; NULL for a local
+-- run). Added to the partitioned run log, so every partition has it.
+ALTER TABLE {t}runs ADD COLUMN IF NOT EXISTS executor VARCHAR(255) NULL;
