@@ -33,7 +33,7 @@ pub mod cron;
 mod error;
 mod metrics;
 pub use metrics::prometheus_builder;
-mod serve;
+pub(crate) mod serve;
 pub mod views;
 
 pub use auth::{Principal, Role};
@@ -88,7 +88,18 @@ impl AdminState {
         groups: Vec<RemoteGroup>,
     ) -> crate::error::Result<AdminState> {
         config.validate()?;
-        Ok(AdminState {
+        Ok(AdminState::unchecked(ops, config, groups))
+    }
+
+    /// As [`new`](Self::new) without validating `config`: for the command line's
+    /// API in its own process, which needs no account (its caller is
+    /// [`LocalCaller`](auth::LocalCaller)) and checked the file when it read it.
+    pub(crate) fn unchecked(
+        ops: Ops,
+        config: &ServerConfig,
+        groups: Vec<RemoteGroup>,
+    ) -> AdminState {
+        AdminState {
             store: ops.store().clone(),
             ops,
             auth: auth::Auth::new(config),
@@ -98,7 +109,7 @@ impl AdminState {
                 .into_iter()
                 .map(|g| (g.name().to_string(), g))
                 .collect(),
-        })
+        }
     }
 
     /// Appends an audit entry about a session (a login) by `actor` (`user:NAME`, or

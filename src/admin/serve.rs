@@ -33,7 +33,7 @@ impl std::fmt::Debug for Server {
 }
 
 /// The executor groups of `config`, as the scheduler dispatches to them.
-fn groups(config: &ServerConfig) -> Result<Vec<RemoteGroup>> {
+pub(crate) fn groups(config: &ServerConfig) -> Result<Vec<RemoteGroup>> {
     config
         .groups
         .iter()

@@ -198,9 +198,9 @@ async fn store_verbs(url: &str, prefix: &str) {
     let j = json(u, prefix, &["runs", "log", &id, "--offset", "1", "--json"]);
     assert_eq!(
         (
-            &j["lines"][0]["offset"],
-            &j["done"],
-            j["lines"].as_array().unwrap().len()
+            &j["log"]["first_offset"],
+            &j["log"]["done"],
+            j["log"]["lines"].as_array().unwrap().len()
         ),
         (&serde_json::json!(1), &serde_json::json!(true), 2)
     );
@@ -212,7 +212,7 @@ async fn store_verbs(url: &str, prefix: &str) {
 
     // jobs list / get
     let list = json(u, prefix, &["jobs", "list", "--json"]);
-    let ids: Vec<&str> = list["jobs"]
+    let ids: Vec<&str> = list["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -237,9 +237,9 @@ async fn store_verbs(url: &str, prefix: &str) {
         prefix,
         &["runs", "--job", "boom.once", "--status", "failed", "--json"],
     );
-    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs["items"].as_array().unwrap().len(), 1, "{runs}");
     assert_eq!(
-        runs[0]["error"], "disk \u{1b}[31mfull",
+        runs["items"][0]["error"], "disk \u{1b}[31mfull",
         "JSON keeps the text exact"
     );
     let table = jobwheel(u, prefix, &["runs", "--job", "boom.once"]);
@@ -251,8 +251,8 @@ async fn store_verbs(url: &str, prefix: &str) {
     assert!(text.contains("disk \\u{1b}[31mfull"), "{text}");
     let out = jobwheel(u, prefix, &["runs", "--status", "exploded"]);
     assert_eq!(code(&out), 2);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--status \"exploded\""));
-    let nodes = json(u, prefix, &["nodes", "--json"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("status \"exploded\""));
+    let nodes = json(u, prefix, &["nodes", "--json"])["items"].clone();
     assert_eq!(nodes.as_array().unwrap().len(), 1, "{nodes}");
     assert_eq!(nodes[0]["info"]["node_id"], scheduler.node_id());
     let instance = jobwheel::ExecutorInfo {
@@ -265,11 +265,12 @@ async fn store_verbs(url: &str, prefix: &str) {
     jobwheel::store::NodeRegistry::executor_beat(&*store, &instance)
         .await
         .unwrap();
-    let executors = json(u, prefix, &["executors", "--group", "billing", "--json"]);
+    let executors =
+        json(u, prefix, &["executors", "--group", "billing", "--json"])["items"].clone();
     assert_eq!(executors.as_array().unwrap().len(), 1, "{executors}");
     assert_eq!(executors[0]["info"]["address"], "http://127.0.0.1:9101");
     let none = json(u, prefix, &["executors", "--group", "payroll", "--json"]);
-    assert_eq!(none, serde_json::json!([]));
+    assert_eq!(none["items"], serde_json::json!([]));
     let doctor = json(u, prefix, &["doctor", "--json"]);
     assert_eq!(doctor["healthy"], true, "{doctor}");
     assert_eq!(
@@ -281,7 +282,7 @@ async fn store_verbs(url: &str, prefix: &str) {
         doctor["clock_skew_ms"].as_i64().unwrap().abs() < 1_000,
         "{doctor}"
     );
-    let naming = list["jobs"]
+    let naming = list["items"]
         .as_array()
         .unwrap()
         .iter()
@@ -297,8 +298,8 @@ async fn store_verbs(url: &str, prefix: &str) {
     // pause / resume / trigger / rm, each checked in the store.
     let id = JobId::new("report.daily").unwrap();
     assert_eq!(
-        json(u, prefix, &["jobs", "pause", "report.daily", "--json"])["done"],
-        "paused"
+        json(u, prefix, &["jobs", "pause", "report.daily", "--json"])["job"]["enabled"],
+        false
     );
     let rec = store.get(&id).await.unwrap().unwrap();
     assert!(!rec.job.enabled(), "paused");
@@ -321,9 +322,9 @@ async fn store_verbs(url: &str, prefix: &str) {
     let said = json(u, prefix, &args);
     let rec = store.get(&id).await.unwrap().unwrap();
     assert_eq!(rec.next_trigger().as_str(), "manual");
-    assert_eq!(said["done"], "triggered");
+    assert_eq!(said["next_trigger"], "manual");
     assert_eq!(
-        said["fire_at"],
+        said["next_fire_at"],
         serde_json::to_value(rec.next_fire_at()).unwrap(),
         "it names the fire it made: {said}"
     );
@@ -380,8 +381,8 @@ async fn store_verbs(url: &str, prefix: &str) {
     let f = file.to_str().unwrap();
     std::fs::write(&file, def("0 30 9 * * ?", "report.weekly")).unwrap();
     assert_eq!(
-        json(u, prefix, &["jobs", "add", "--file", f, "--json"])["done"],
-        "added"
+        json(u, prefix, &["jobs", "add", "--file", f, "--json"])["job"]["id"],
+        "report.weekly"
     );
     let weekly = JobId::new("report.weekly").unwrap();
     let rec = store.get(&weekly).await.unwrap().expect("added");
@@ -397,8 +398,8 @@ async fn store_verbs(url: &str, prefix: &str) {
             u,
             prefix,
             &["jobs", "edit", "report.weekly", "--file", f, "--json"]
-        )["done"],
-        "updated"
+        )["job"]["schedule"]["expr"],
+        "0 0 8 * * ?"
     );
     let rec = store.get(&weekly).await.unwrap().unwrap();
     assert!(format!("{:?}", rec.job.schedule()).contains("0 0 8 * * ?"));
@@ -414,7 +415,7 @@ async fn store_verbs(url: &str, prefix: &str) {
     let _ = std::fs::remove_file(&file);
 
     // alarms: the failed one-shot's event is in the outbox.
-    let alarms = json(u, prefix, &["alarms", "--json"]);
+    let alarms = json(u, prefix, &["alarms", "--json"])["items"].clone();
     assert!(
         alarms
             .as_array()
@@ -543,11 +544,11 @@ fn parsed(out: &Output) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_verbs_work_through_a_server_with_a_token() {
-    use support::admin::{config, serve};
+    use support::admin::{config_file, serve};
     let dir = std::env::temp_dir().join(format!("jobwheel-cli-api-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
     let url = format!("sqlite://{}?mode=rwc", dir.join("jobs.db").display());
-    let (config, tokens) = config(&url, None, false, None);
+    let (config, tokens, config_text) = config_file(&url, None, false, None);
     let server = serve(config).await;
     let base = format!("http://{}", server.local_addr());
     let admin = tokens.admin.as_str();
@@ -561,7 +562,7 @@ async fn the_verbs_work_through_a_server_with_a_token() {
     .unwrap();
     let f = file.to_str().unwrap();
     let added = parsed(&via_server(&base, admin, &["--json", "jobs", "add", "--file", f]).await);
-    assert_eq!(added[0]["job"]["id"], "report.daily");
+    assert_eq!(added["job"]["id"], "report.daily");
     let stored = server
         .store()
         .get(&JobId::new("report.daily").unwrap())
@@ -575,10 +576,10 @@ async fn the_verbs_work_through_a_server_with_a_token() {
     );
     let paused =
         parsed(&via_server(&base, admin, &["--json", "jobs", "pause", "report.daily"]).await);
-    assert_eq!(paused[0]["job"]["enabled"], false);
+    assert_eq!(paused["job"]["enabled"], false);
     let resumed =
         parsed(&via_server(&base, admin, &["--json", "jobs", "resume", "report.daily"]).await);
-    assert_eq!(resumed[0]["job"]["enabled"], true);
+    assert_eq!(resumed["job"]["enabled"], true);
     // A parent of report.daily, and the dependencies both ways.
     let parent = dir.join("parent.json");
     std::fs::write(
@@ -648,8 +649,8 @@ async fn the_verbs_work_through_a_server_with_a_token() {
     );
     let triggered =
         parsed(&via_server(&base, admin, &["--json", "jobs", "trigger", "report.daily"]).await);
-    assert_eq!(triggered[0]["next_trigger"], "manual");
-    assert_eq!(triggered[0]["next_payload"], Value::Null);
+    assert_eq!(triggered["next_trigger"], "manual");
+    assert_eq!(triggered["next_payload"], Value::Null);
     let args = [
         "--json",
         "jobs",
@@ -659,7 +660,7 @@ async fn the_verbs_work_through_a_server_with_a_token() {
         r#"{"n":1}"#,
     ];
     let triggered = parsed(&via_server(&base, admin, &args).await);
-    assert_eq!(triggered[0]["next_payload"], serde_json::json!({"n": 1}));
+    assert_eq!(triggered["next_payload"], serde_json::json!({"n": 1}));
     for verb in [
         &["--json", "runs"][..],
         &["--json", "nodes"],
@@ -667,7 +668,7 @@ async fn the_verbs_work_through_a_server_with_a_token() {
         &["--json", "alarms"],
     ] {
         assert!(
-            parsed(&via_server(&base, admin, verb).await).is_array(),
+            parsed(&via_server(&base, admin, verb).await)["items"].is_array(),
             "{verb:?}"
         );
     }
@@ -763,6 +764,113 @@ async fn the_verbs_work_through_a_server_with_a_token() {
         ]
     );
     assert!(audit.iter().all(|e| e.entry.actor == "token:ci"));
+
+    // One command line over two transports: on the store (`--url`, with the
+    // server's configuration file) each verb prints the JSON it prints through the
+    // server, and the same table.
+    let cfg = dir.join("jobwheel.toml");
+    std::fs::write(&cfg, &config_text).unwrap();
+    let on_store = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_jobwheel"))
+            .env_remove("JOBWHEEL_SERVER")
+            .env_remove("JOBWHEEL_TOKEN")
+            .args(["--url", &url, "--config", cfg.to_str().unwrap()])
+            .args(args)
+            .output()
+            .expect("jobwheel runs")
+    };
+    // A read's own instant (`now`) and a node's heartbeat move on between two
+    // reads; nothing else may differ.
+    fn settled(mut v: Value) -> Value {
+        fn strip(v: &mut Value) {
+            match v {
+                Value::Object(m) => {
+                    m.remove("last_beat");
+                    m.remove("now");
+                    m.values_mut().for_each(strip);
+                }
+                Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        strip(&mut v);
+        v
+    }
+    let reads: [&[&str]; 11] = [
+        &["jobs", "list"],
+        &["jobs", "get", "report.parent"],
+        &["jobs", "deps", "report.parent"],
+        &["runs"],
+        &["runs", "--job", "say.once", "--status", "succeeded"],
+        &["runs", "log", &id],
+        &["nodes"],
+        &["executors", "--group", "billing"],
+        &["alarms"],
+        &["access", "list"],
+        &["jobs", "get", "nope"],
+    ];
+    for verb in reads {
+        let json: Vec<&str> = ["--json"].iter().chain(verb).copied().collect();
+        // Runs of the removed job may still be ending: read both again, a few times,
+        // until they agree.
+        let mut last = None;
+        for _ in 0..10 {
+            let (a, b) = (on_store(&json), via_server(&base, admin, &json).await);
+            assert_eq!(code(&a), code(&b), "{verb:?}: the same exit code");
+            let (a, b) = if a.status.success() {
+                (settled(parsed(&a)), settled(parsed(&b)))
+            } else {
+                (Value::Null, Value::Null)
+            };
+            if a == b {
+                last = None;
+                break;
+            }
+            last = Some((a, b));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(
+            last, None,
+            "{verb:?}: the store's JSON and the server's differ"
+        );
+    }
+    for verb in [
+        &["jobs", "list"][..],
+        &["jobs", "get", "report.parent"],
+        &["runs", "log", &id],
+    ] {
+        assert_eq!(
+            String::from_utf8_lossy(&on_store(verb).stdout),
+            String::from_utf8_lossy(&via_server(&base, admin, verb).await.stdout),
+            "{verb:?}: the same table"
+        );
+    }
+    // A change answers the same way on both (a job's view), audited as each caller.
+    fn shape(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                Value::Object(m.iter().map(|(k, v)| (k.clone(), shape(v))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().take(1).map(shape).collect()),
+            Value::String(_) => Value::String("text".into()),
+            Value::Number(_) => Value::String("number".into()),
+            other => other.clone(),
+        }
+    }
+    let pause = ["--json", "jobs", "pause", "report.parent"];
+    let a = parsed(&on_store(&pause));
+    let b = parsed(&via_server(&base, admin, &pause).await);
+    assert_eq!(a["job"]["enabled"], false);
+    assert_eq!(shape(&a), shape(&b), "{a}\n{b}");
+    let (_, audit) = audit_of(&**server.store()).await;
+    assert_eq!(
+        (
+            audit[1].entry.actor.starts_with("cli:"),
+            audit[0].entry.actor.as_str()
+        ),
+        (true, "token:ci"),
+        "the store's change is the command line user's, the server's the token's"
+    );
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

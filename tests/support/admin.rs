@@ -32,6 +32,17 @@ pub fn config(
     read_only: bool,
     webhook: Option<&str>,
 ) -> (ServerConfig, Tokens) {
+    let (config, tokens, _) = config_file(store, prefix, read_only, webhook);
+    (config, tokens)
+}
+
+/// As [`config`], with the TOML text it was read from (for `jobwheel --config`).
+pub fn config_file(
+    store: &str,
+    prefix: Option<&str>,
+    read_only: bool,
+    webhook: Option<&str>,
+) -> (ServerConfig, Tokens, String) {
     let (admin, admin_sha) = new_token();
     let (viewer, viewer_sha) = new_token();
     let mut text = format!(
@@ -62,6 +73,7 @@ pub fn config(
     (
         ServerConfig::from_toml(&text).unwrap(),
         Tokens { admin, viewer },
+        text,
     )
 }
 

@@ -27,7 +27,7 @@ pub(super) struct Login {
 fn session_json(s: &crate::admin::AdminState, p: &crate::admin::Principal) -> Session {
     let csrf = match &p.via {
         Via::Session(n) => Some(s.auth.csrf(n)),
-        Via::Token => None,
+        Via::Token | Via::Local => None,
     };
     Session {
         name: p.name.clone(),

@@ -52,6 +52,28 @@ pub enum Via {
     Session(String),
     /// A bearer token.
     Token,
+    /// The command line on a store (`jobwheel --url …`), calling this API in its
+    /// own process: never a network request (a request extension no HTTP request
+    /// can carry).
+    Local,
+}
+
+/// The caller of a request the command line hands to the API in its own process:
+/// an axum request extension, which no HTTP request can carry, so only code in
+/// the process that holds the store's credentials anyway can make one.
+#[derive(Clone, Debug)]
+pub(crate) struct LocalCaller(pub(crate) Principal);
+
+impl LocalCaller {
+    /// An admin named `cli:<user>`, audited as [`Actor::cli`](crate::ops::Actor::cli).
+    pub(crate) fn cli(user: &str) -> LocalCaller {
+        LocalCaller(Principal {
+            name: format!("cli:{user}"),
+            role: Role::Admin,
+            groups: None,
+            via: Via::Local,
+        })
+    }
 }
 
 /// The account or token behind a request.
@@ -86,6 +108,9 @@ impl Principal {
                 crate::ops::Actor::token(self.name.strip_prefix("token:").unwrap_or(&self.name))
             }
             Via::Session(_) => crate::ops::Actor::user(&self.name),
+            Via::Local => {
+                crate::ops::Actor::cli(self.name.strip_prefix("cli:").unwrap_or(&self.name))
+            }
         };
         match &self.groups {
             Some(gs) => actor.limited_to(gs.clone()),

@@ -1,16 +1,11 @@
 //! `jobwheel access`: the accounts and tokens added at runtime, on a store (as
 //! `cli:$USER`) or through a server (as the token's owner, an admin).
 
-use super::api::Api;
+use super::transport::Transport;
 use super::{Failure, Outcome, print_json, table};
 use crate::admin::Role;
-use crate::admin::access::{self, NewAccount, NewToken};
-use crate::admin::config::ServerConfig;
-use crate::record::CredentialKind;
-use crate::store::JobStore;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 /// What `access` does.
 #[derive(Subcommand, Debug)]
@@ -123,66 +118,10 @@ fn added(v: Value, json_out: bool) -> Outcome {
     show(&[v], false)
 }
 
-fn value(v: impl serde::Serialize) -> Result<Value, Failure> {
-    serde_json::to_value(v).map_err(|e| Failure::Failed(e.to_string()))
-}
-
-/// `access` on a store, as `cli:$USER`; the configuration file (when read) names
-/// the accounts and tokens that are not the store's.
-pub(crate) async fn on_store(
-    store: &Arc<dyn JobStore>,
-    config: Option<&ServerConfig>,
-    command: AccessCommand,
-    json_out: bool,
-) -> Outcome {
-    let empty = ServerConfig::default();
-    let config = config.unwrap_or(&empty);
-    let actor = super::store::actor();
-    let store = store.as_ref();
-    match command {
-        AccessCommand::List => {
-            let items = access::list(store, config, &actor).await?;
-            show(
-                &value(items)?.as_array().cloned().unwrap_or_default(),
-                json_out,
-            )
-        }
-        AccessCommand::AddAccount(a) => {
-            let new = NewAccount {
-                password: password(&a)?,
-                name: a.name,
-                role: a.role.into(),
-                groups: a.groups,
-            };
-            added(
-                value(access::add_account(store, config, &actor, new).await?)?,
-                json_out,
-            )
-        }
-        AccessCommand::AddToken(a) => {
-            let new = NewToken {
-                name: a.name,
-                role: a.role.into(),
-                groups: a.groups,
-            };
-            added(
-                value(access::add_token(store, config, &actor, new).await?)?,
-                json_out,
-            )
-        }
-        AccessCommand::RmAccount { name } => {
-            access::remove(store, config, &actor, CredentialKind::Account, &name).await?;
-            Ok(())
-        }
-        AccessCommand::RmToken { name } => {
-            access::remove(store, config, &actor, CredentialKind::Token, &name).await?;
-            Ok(())
-        }
-    }
-}
-
-/// `access` through a server's admin API.
-pub(crate) async fn on_server(api: &Api, command: AccessCommand, json_out: bool) -> Outcome {
+/// `access …`: on a store (as `cli:$USER`; the configuration file, when read,
+/// names the accounts and tokens that are not the store's) or through a server
+/// (as the token's owner, an admin), the same.
+pub(crate) async fn access(api: &dyn Transport, command: AccessCommand, json_out: bool) -> Outcome {
     match command {
         AccessCommand::List => {
             let v = api.call("GET", "/access", None).await?;
@@ -210,7 +149,7 @@ pub(crate) async fn on_server(api: &Api, command: AccessCommand, json_out: bool)
         AccessCommand::RmAccount { name } => api
             .call(
                 "DELETE",
-                &format!("/access/accounts/{}", super::api::enc(&name)),
+                &format!("/access/accounts/{}", super::verbs::enc(&name)),
                 None,
             )
             .await
@@ -218,7 +157,7 @@ pub(crate) async fn on_server(api: &Api, command: AccessCommand, json_out: bool)
         AccessCommand::RmToken { name } => api
             .call(
                 "DELETE",
-                &format!("/access/tokens/{}", super::api::enc(&name)),
+                &format!("/access/tokens/{}", super::verbs::enc(&name)),
                 None,
             )
             .await

@@ -1,23 +1,20 @@
 //! `jobwheel jobs`: list, show, add, edit, copy, pause, resume, trigger, remove a
-//! job, and show its dependencies, on a store.
+//! job, and show its dependencies (on a store or through a server, the same).
 
-use super::store::{actor, job_id, limit, time};
+use super::transport::Transport;
+use super::verbs::{Col, enc, listed, said, text};
 use super::{Failure, Outcome, print_json, table};
-use crate::admin::views::JobView;
-use crate::job::Job;
-use crate::ops::Ops;
 use crate::schedule::Schedule;
-use crate::store::JobQuery;
 use crate::time::Timestamp;
 use clap::Subcommand;
-use serde_json::json;
+use serde_json::Value;
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum JobsCommand {
     /// Jobs in id order.
     List {
-        /// At most this many (1-10000).
+        /// At most this many (1-1000).
         #[arg(long, default_value_t = 100)]
         limit: usize,
         /// Start after this id (the last id of the previous page).
@@ -82,11 +79,6 @@ pub(crate) enum JobsCommand {
     },
 }
 
-/// Reads a job definition from `file` (`-`: standard input).
-fn read_job(file: &str) -> Result<Job, Failure> {
-    Ok(Job::from_json(&read_definition(file)?)?)
-}
-
 /// The text of `file` (`-`: standard input).
 pub(crate) fn read_definition(file: &str) -> Result<String, Failure> {
     if file == "-" {
@@ -103,173 +95,17 @@ pub(crate) fn parse_payload(text: &str) -> Result<serde_json::Value, Failure> {
     serde_json::from_str(text).map_err(|e| Failure::Usage(format!("--payload is not JSON: {e}")))
 }
 
-pub(crate) async fn jobs(ops: &Ops, command: JobsCommand, json: bool) -> Outcome {
-    let store = ops.store();
-    let who = actor();
-    let done = |what: &str, id: &str| -> Outcome {
-        if json {
-            print_json(&json!({"job": id, "done": what}))
-        } else {
-            println!("{what} {}", table::escape(id));
-            Ok(())
-        }
+/// How a job's schedule reads in a table.
+fn schedule(job: &Value) -> String {
+    let Some(s) = job
+        .pointer("/job/schedule")
+        .and_then(|s| serde_json::from_value::<Schedule>(s.clone()).ok())
+    else {
+        return "-".into();
     };
-    match command {
-        JobsCommand::List { limit: n, after } => {
-            let query =
-                JobQuery::new(limit("limit", n)?).after(after.as_deref().map(job_id).transpose()?);
-            let page = store.list(&query).await?;
-            if json {
-                return print_json(&json!({
-                    "jobs": page.items.iter().map(JobView::from).collect::<Vec<_>>(),
-                    "unreadable": page.corrupt.iter().map(|c| &c.id).collect::<Vec<_>>(),
-                }));
-            }
-            let rows: Vec<Vec<String>> = page
-                .items
-                .iter()
-                .map(|r| {
-                    vec![
-                        r.job.id().to_string(),
-                        r.job.handler().to_string(),
-                        schedule(r.job.schedule()),
-                        if r.job.enabled() { "yes" } else { "paused" }.to_string(),
-                        time(r.next_fire_at()),
-                        r.running
-                            .map_or_else(|| "-".to_string(), |id| format!("run {}", id.0)),
-                    ]
-                })
-                .collect();
-            table::print(
-                &[
-                    "id",
-                    "handler",
-                    "schedule",
-                    "enabled",
-                    "next fire",
-                    "running",
-                ],
-                &rows,
-            );
-            for c in &page.corrupt {
-                println!(
-                    "unreadable: {} ({})",
-                    table::escape(&c.id),
-                    table::escape(&c.reason)
-                );
-            }
-            Ok(())
-        }
-        JobsCommand::Get { id } => {
-            let rec = store
-                .get(&job_id(&id)?)
-                .await?
-                .ok_or_else(|| Failure::NotFound(format!("no job {id:?}")))?;
-            if json {
-                return print_json(&JobView::from(&rec));
-            }
-            let definition = serde_json::to_string_pretty(&*rec.job)
-                .map_err(|e| Failure::Failed(e.to_string()))?;
-            println!(
-                "next fire: {} ({})",
-                time(rec.next_fire_at()),
-                rec.next_trigger().as_str()
-            );
-            println!("attempt:   {}", rec.attempt());
-            println!("updated:   {}", rec.updated_at);
-            for line in definition.lines() {
-                println!("{}", table::escape(line));
-            }
-            Ok(())
-        }
-        JobsCommand::Deps { id } => {
-            let d = ops.dependencies(&who, &job_id(&id)?).await?;
-            if json {
-                return print_json(&d);
-            }
-            print_dependencies(&d);
-            Ok(())
-        }
-        JobsCommand::Release { id, instant: at } => {
-            let at = instant(&at)?;
-            let parents = ops.release_instant(&who, &job_id(&id)?, at).await?;
-            if json {
-                return print_json(&json!({"job": id, "fire_at": at, "in_place_of": parents}));
-            }
-            let names: Vec<String> = parents.iter().map(ToString::to_string).collect();
-            print_released(&id, at, &names);
-            Ok(())
-        }
-        JobsCommand::Skip { id, instant: at } => {
-            let at = instant(&at)?;
-            let n = ops.skip_instant(&who, &job_id(&id)?, at).await?;
-            if json {
-                return print_json(&json!({"job": id, "fire_at": at, "dropped": n}));
-            }
-            println!(
-                "skipped {} for {at} ({n} releases dropped)",
-                table::escape(&id)
-            );
-            Ok(())
-        }
-        JobsCommand::Pause { id } => {
-            ops.pause(&who, &job_id(&id)?).await?;
-            done("paused", &id)
-        }
-        JobsCommand::Resume { id } => {
-            ops.resume(&who, &job_id(&id)?).await?;
-            done("resumed", &id)
-        }
-        JobsCommand::Trigger { id, payload } => {
-            let payload = payload.as_deref().map(parse_payload).transpose()?;
-            let record = ops.trigger(&who, &job_id(&id)?, payload).await?;
-            if json {
-                return print_json(
-                    &json!({"job": id, "done": "triggered", "fire_at": record.next_fire_at()}),
-                );
-            }
-            println!(
-                "triggered {id}: a manual fire at {at}; a node starts its run within a poll (`jobwheel runs --job {id}` lists it)",
-                id = table::escape(&id),
-                at = time(record.next_fire_at()),
-            );
-            Ok(())
-        }
-        JobsCommand::Rm { id } => {
-            if !ops.remove(&who, &job_id(&id)?).await? {
-                return Err(Failure::NotFound(format!("no job {id:?}")));
-            }
-            done("removed", &id)
-        }
-        JobsCommand::Copy { id, to } => {
-            if ops.copy(&who, &job_id(&id)?, &to).await? == crate::record::UpsertOutcome::Kept {
-                return Err(Failure::Failed(format!("job {to:?} exists")));
-            }
-            done("copied", &to)
-        }
-        JobsCommand::Add { file } => {
-            let job = read_job(&file)?;
-            let id = job.id().to_string();
-            if ops.create(&who, job).await? == crate::record::UpsertOutcome::Kept {
-                return Err(Failure::Failed(format!(
-                    "job {id:?} exists; edit it instead"
-                )));
-            }
-            done("added", &id)
-        }
-        JobsCommand::Edit { id, file } => {
-            let job = read_job(&file)?;
-            ops.update(&who, &job_id(&id)?, job).await?;
-            done("updated", &id)
-        }
-    }
-}
-
-/// How the listing shows a schedule.
-fn schedule(s: &Schedule) -> String {
     match s {
         Schedule::Cron(c) => format!("cron {} {}", c.expr().as_str(), c.zone().name()),
-        Schedule::Interval { every, .. } => format!("every {}", humantime(*every)),
+        Schedule::Interval { every, .. } => format!("every {}", humantime(every)),
         Schedule::Once { at } => format!("once {at}"),
         Schedule::Never => "never (fires when triggered)".to_string(),
     }
@@ -277,6 +113,170 @@ fn schedule(s: &Schedule) -> String {
 
 fn humantime(d: Duration) -> String {
     humantime_serde::re::humantime::format_duration(d).to_string()
+}
+
+const JOB_COLUMNS: &[(&str, Col)] = &[
+    ("id", Col::At("/job/id")),
+    ("handler", Col::At("/job/handler")),
+    ("schedule", Col::With(schedule)),
+    ("group", Col::At("/job/remote/group")),
+    (
+        "enabled",
+        Col::With(|j| {
+            if j.pointer("/job/enabled") == Some(&Value::Bool(false)) {
+                "paused".into()
+            } else {
+                "yes".into()
+            }
+        }),
+    ),
+    ("next fire", Col::At("/next_fire_at")),
+    (
+        "running",
+        Col::With(|j| match &j["running"] {
+            Value::Null => "-".into(),
+            id => format!("run {id}"),
+        }),
+    ),
+];
+
+/// `jobs …`.
+pub(crate) async fn jobs(api: &dyn Transport, command: JobsCommand, json: bool) -> Outcome {
+    // An id the store would refuse is a usage error naming it, before any request.
+    let job = |id: &str| -> Result<String, Failure> {
+        crate::job::JobId::new(id)?;
+        Ok(format!("/jobs/{}", enc(id)))
+    };
+    match command {
+        JobsCommand::List { limit, after } => {
+            let mut path = format!("/jobs?limit={limit}");
+            if let Some(a) = after {
+                path.push_str(&format!("&after={}", enc(&a)));
+            }
+            listed(api, &path, JOB_COLUMNS, json).await
+        }
+        JobsCommand::Get { id } => {
+            let v = api.call("GET", &job(&id)?, None).await?;
+            if json {
+                return print_json(&v);
+            }
+            println!(
+                "next fire: {} ({})",
+                text(&v["next_fire_at"]),
+                text(&v["next_trigger"])
+            );
+            println!("attempt:   {}", text(&v["attempt"]));
+            println!("updated:   {}", text(&v["updated_at"]));
+            let definition = serde_json::to_string_pretty(&v["job"])
+                .map_err(|e| Failure::Failed(e.to_string()))?;
+            for line in definition.lines() {
+                println!("{}", table::escape(line));
+            }
+            Ok(())
+        }
+        JobsCommand::Deps { id } => {
+            let v = api
+                .call("GET", &format!("{}/dependencies", job(&id)?), None)
+                .await?;
+            if json {
+                return print_json(&v);
+            }
+            let d: crate::ops::Dependencies = serde_json::from_value(v)
+                .map_err(|e| Failure::Failed(format!("unexpected answer: {e}")))?;
+            print_dependencies(&d);
+            Ok(())
+        }
+        JobsCommand::Release { id, instant: at } => {
+            let at = instant(&at)?;
+            let body = serde_json::json!({ "fire_at": at }).to_string();
+            let v = api
+                .call("POST", &format!("{}/release", job(&id)?), Some(body))
+                .await?;
+            if json {
+                return print_json(&v);
+            }
+            let names: Vec<&str> = v["in_place_of"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            print_released(&id, at, &names);
+            Ok(())
+        }
+        JobsCommand::Skip { id, instant: at } => {
+            let at = instant(&at)?;
+            let body = serde_json::json!({ "fire_at": at }).to_string();
+            let v = api
+                .call("POST", &format!("{}/skip", job(&id)?), Some(body))
+                .await?;
+            let line = format!(
+                "skipped {} for {at} ({} releases dropped)",
+                table::escape(&id),
+                v["dropped"]
+            );
+            said(&v, json, line)
+        }
+        JobsCommand::Pause { id } => {
+            let v = api
+                .call("POST", &format!("{}/pause", job(&id)?), None)
+                .await?;
+            said(&v, json, format!("paused {}", table::escape(&id)))
+        }
+        JobsCommand::Resume { id } => {
+            let v = api
+                .call("POST", &format!("{}/resume", job(&id)?), None)
+                .await?;
+            let line = format!(
+                "resumed {}: next fire {}",
+                table::escape(&id),
+                text(&v["next_fire_at"])
+            );
+            said(&v, json, line)
+        }
+        JobsCommand::Trigger { id, payload } => {
+            let body = match payload.as_deref() {
+                Some(p) => {
+                    let payload = parse_payload(p)?;
+                    Some(serde_json::json!({ "payload": payload }).to_string())
+                }
+                None => None,
+            };
+            let v = api
+                .call("POST", &format!("{}/trigger", job(&id)?), body)
+                .await?;
+            let line = format!(
+                "triggered {id}: a manual fire at {at}; a node starts its run within a poll (`jobwheel runs --job {id}` lists it)",
+                id = table::escape(&id),
+                at = text(&v["next_fire_at"]),
+            );
+            said(&v, json, line)
+        }
+        JobsCommand::Rm { id } => {
+            let v = api.call("DELETE", &job(&id)?, None).await?;
+            said(&v, json, format!("removed {}", table::escape(&id)))
+        }
+        JobsCommand::Add { file } => {
+            let def = read_definition(&file)?;
+            let v = api.call("POST", "/jobs", Some(def)).await?;
+            let line = format!("added {}", table::escape(&text(&v["job"]["id"])));
+            said(&v, json, line)
+        }
+        JobsCommand::Copy { id, to } => {
+            let body = serde_json::json!({ "id": to }).to_string();
+            let v = api
+                .call("POST", &format!("{}/copy", job(&id)?), Some(body))
+                .await?;
+            said(
+                &v,
+                json,
+                format!("copied {} to {}", table::escape(&id), table::escape(&to)),
+            )
+        }
+        JobsCommand::Edit { id, file } => {
+            let def = read_definition(&file)?;
+            let v = api.call("PUT", &job(&id)?, Some(def)).await?;
+            said(&v, json, format!("updated {}", table::escape(&id)))
+        }
+    }
 }
 
 /// Prints a job's dependencies as three short lists.

@@ -22,12 +22,13 @@
 //! value); 3 the job named does not exist.
 
 mod access;
-mod api;
 mod cron;
 mod jobs;
 mod serve;
 mod store;
 mod table;
+mod transport;
+mod verbs;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -74,14 +75,14 @@ enum Command {
     #[command(subcommand)]
     Jobs(jobs::JobsCommand),
     /// The run log, newest first; `runs kill ID` stops a running run.
-    Runs(store::RunsArgs),
+    Runs(verbs::RunsArgs),
     /// Scheduler nodes and their heartbeats.
     Nodes,
     /// Registered executor instances.
-    Executors(store::ExecutorsArgs),
+    Executors(verbs::ExecutorsArgs),
     /// The alarm outbox, newest first; `alarms retry ID` and `alarms discard ID`
     /// act on one event.
-    Alarms(store::AlarmsArgs),
+    Alarms(verbs::AlarmsArgs),
     /// Accounts and API tokens added while servers run (kept hashed in the store):
     /// list, add, remove; no restart needed.
     #[command(subcommand)]
@@ -157,19 +158,13 @@ async fn run(cli: Cli) -> Outcome {
         Command::HashPassword(args) => serve::hash(&args),
         Command::NewToken => serve::token(json),
         command if cli.server.is_some() => {
-            let server = cli.server.unwrap_or_default();
-            let api = api::Api::new(&server, cli.token)?;
-            match command {
-                Command::Jobs(c) => api::jobs(&api, c, json).await,
-                Command::Runs(a) => api::runs(&api, &a, json).await,
-                Command::Nodes => api::nodes(&api, json).await,
-                Command::Executors(a) => api::executors(&api, &a, json).await,
-                Command::Alarms(a) => api::alarms(&api, &a, json).await,
-                Command::Access(c) => access::on_server(&api, c, json).await,
-                _ => Err(Failure::Usage(
+            if matches!(command, Command::Migrate | Command::Doctor) {
+                return Err(Failure::Usage(
                     "migrate and doctor work on the store: use --url, not --server".into(),
-                )),
+                ));
             }
+            let server = cli.server.unwrap_or_default();
+            verb(&transport::Api::new(&server, cli.token)?, command, json).await
         }
         command => {
             let config = serve::found_config(cli.config.as_deref())?;
@@ -190,22 +185,35 @@ async fn run(cli: Cli) -> Outcome {
             if !matches!(command, Command::Migrate | Command::Doctor) {
                 store::check_schema(&store).await?;
             }
-            let ops = store::ops(store.clone(), config.as_ref())?;
             match command {
-                Command::Cron(_)
-                | Command::Serve(_)
-                | Command::HashPassword(_)
-                | Command::NewToken => unreachable!("handled above"),
                 Command::Migrate => store::migrated(&store, json).await,
                 Command::Doctor => store::doctor(&store, config.as_ref(), json).await,
-                Command::Jobs(c) => jobs::jobs(&ops, c, json).await,
-                Command::Runs(a) => store::runs(&ops, &a, json).await,
-                Command::Nodes => store::nodes(&store, json).await,
-                Command::Executors(a) => store::executors(&store, &a, json).await,
-                Command::Alarms(a) => store::alarms(&ops, &a, json).await,
-                Command::Access(c) => access::on_store(&store, config.as_ref(), c, json).await,
+                command => {
+                    let (ops, groups) = store::ops(store.clone(), config.as_ref())?;
+                    let local = transport::Local::new(ops, config.as_ref(), groups)?;
+                    verb(&local, command, json).await
+                }
             }
         }
+    }
+}
+
+/// A verb of the admin API (`jobs`, `runs`, `nodes`, `executors`, `alarms`,
+/// `access`), the same on a store and through a server.
+async fn verb(api: &dyn transport::Transport, command: Command, json: bool) -> Outcome {
+    match command {
+        Command::Jobs(c) => jobs::jobs(api, c, json).await,
+        Command::Runs(a) => verbs::runs(api, &a, json).await,
+        Command::Nodes => verbs::nodes(api, json).await,
+        Command::Executors(a) => verbs::executors(api, &a, json).await,
+        Command::Alarms(a) => verbs::alarms(api, &a, json).await,
+        Command::Access(c) => access::access(api, c, json).await,
+        Command::Cron(_)
+        | Command::Migrate
+        | Command::Doctor
+        | Command::Serve(_)
+        | Command::HashPassword(_)
+        | Command::NewToken => unreachable!("not a verb of the admin API"),
     }
 }
 

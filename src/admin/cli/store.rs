@@ -1,29 +1,27 @@
-//! The commands that read or change a store: `migrate`, `doctor`, `jobs`, `runs`,
-//! `nodes`, `executors`, `alarms`. They talk to the store directly (no scheduler
-//! node is started); every change goes through the operations layer as
-//! `cli:$USER`, validated against the configuration file when one is read.
+//! The command line on a store: opening it (its schema checked), `migrate` and
+//! `doctor`, which only a store answers, and the operations the other verbs' admin
+//! API is served over in this process (as `cli:$USER`, with the payload limit and
+//! executor groups of the configuration file when one is read).
 
 use super::{Failure, Outcome, print_json, table};
 use crate::admin::config::ServerConfig;
 use crate::backends::connect::BackendConfig;
-use crate::job::{Job, JobId};
-use crate::ops::{Actor, Doctor, Ops, RunKiller};
+use crate::job::Job;
+use crate::ops::{Doctor, Ops, RunKiller};
 use crate::record::RunRecord;
-use crate::record::RunStatus;
 use crate::remote::RemoteGroup;
-use crate::store::RunQuery;
-use crate::store::{AlarmChange, JobStore};
+use crate::store::JobStore;
 use crate::time::Timestamp;
-use clap::{Args, Subcommand};
+
 use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Who the audit log names for a change made from this command line: `cli:` and
-/// the operating system's user.
-pub(crate) fn actor() -> Actor {
-    Actor::cli(&std::env::var("USER").unwrap_or_else(|_| "unknown".into()))
+/// The operating system's user running the command line: a change it makes on a
+/// store is audited as `cli:` and this name.
+pub(crate) fn user() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "unknown".into())
 }
 
 /// Kills runs through the executor groups of the configuration file (their
@@ -43,68 +41,29 @@ impl RunKiller for GroupKiller {
     }
 }
 
-/// The command line's operations on `store`: the payload limit of `config` (the
-/// default without one), and its executor groups to kill runs with.
+/// The command line's operations on `store`, and the executor groups of `config`
+/// (attached to the store's registry): its payload limit (the default without
+/// one), and those groups to kill runs with.
 pub(crate) fn ops(
     store: Arc<dyn JobStore>,
     config: Option<&crate::admin::ServerConfig>,
-) -> Result<Ops, Failure> {
+) -> Result<(Ops, Vec<RemoteGroup>), Failure> {
     let mut ops = Ops::new(store.clone());
+    let mut groups = Vec::new();
     if let Some(c) = config {
-        let mut groups = HashMap::new();
-        for g in &c.groups {
-            let group = if g.addresses.is_empty() {
-                RemoteGroup::registered(&g.name, &g.secret.0)?
-            } else {
-                RemoteGroup::fixed(&g.name, &g.secret.0, &g.addresses)?
-            };
-            group.attach(store.clone());
-            groups.insert(g.name.clone(), group);
+        groups = crate::admin::serve::groups(c)?;
+        for g in &groups {
+            g.attach(store.clone());
         }
+        let by_name = groups
+            .iter()
+            .map(|g| (g.name().to_string(), g.clone()))
+            .collect();
         ops = ops
             .max_payload_bytes(c.max_payload_bytes)
-            .killer(Arc::new(GroupKiller(groups)));
+            .killer(Arc::new(GroupKiller(by_name)));
     }
-    Ok(ops)
-}
-
-/// A change to one run.
-#[derive(Subcommand, Debug)]
-pub(crate) enum RunsCommand {
-    /// Stops a running run on the executor instances of its group (against a store,
-    /// the group's secret comes from the configuration file).
-    Kill { id: i64 },
-    /// Prints a run's log lines from an offset: a local run's from the store; a
-    /// remote run's from its executor instance (through a server only).
-    Log {
-        id: i64,
-        /// The first line wanted (0).
-        #[arg(long, default_value_t = 0)]
-        offset: u64,
-    },
-}
-
-#[derive(Args, Debug)]
-pub(crate) struct RunsArgs {
-    #[command(subcommand)]
-    pub(crate) action: Option<RunsCommand>,
-    /// Only this job's runs.
-    #[arg(long)]
-    pub job: Option<String>,
-    /// Only runs with this status (`running`, `succeeded`, `failed`, `timed_out`,
-    /// `cancelled`, `lost`, `misfired`, `returned`).
-    #[arg(long)]
-    pub status: Option<String>,
-    /// At most this many (1-10000).
-    #[arg(long, default_value_t = 50)]
-    pub limit: usize,
-}
-
-#[derive(Args, Debug)]
-pub(crate) struct ExecutorsArgs {
-    /// Only this group's instances.
-    #[arg(long)]
-    pub group: Option<String>,
+    Ok((ops, groups))
 }
 
 /// Connects to the store at `url`; runs pending migrations only when `migrate`.
@@ -149,24 +108,6 @@ fn schema_outcome(name: &str, schema: Option<crate::store::SchemaVersion>) -> Ou
             "the {name} store has no jobwheel tables yet: run `jobwheel migrate` first"
         ))),
     }
-}
-
-pub(super) fn limit(field: &str, n: usize) -> Result<usize, Failure> {
-    if (1..=10_000).contains(&n) {
-        Ok(n)
-    } else {
-        Err(Failure::Usage(format!(
-            "invalid --{field} {n}: must be 1-10000"
-        )))
-    }
-}
-
-pub(super) fn job_id(id: &str) -> Result<JobId, Failure> {
-    Ok(JobId::new(id)?)
-}
-
-pub(super) fn time(t: Option<Timestamp>) -> String {
-    t.map_or_else(|| "-".to_string(), |t| t.to_string())
 }
 
 pub(crate) async fn migrated(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
@@ -287,222 +228,4 @@ pub(crate) async fn doctor(
     } else {
         Err(Failure::Failed("doctor found a problem (above)".into()))
     }
-}
-
-pub(crate) async fn runs(ops: &Ops, args: &RunsArgs, json: bool) -> Outcome {
-    let store = ops.store();
-    if let Some(RunsCommand::Kill { id }) = &args.action {
-        let killed = ops.kill(&actor(), crate::record::RunId(*id)).await?;
-        if json {
-            return print_json(&json!({"run": id, "killed_on": killed}));
-        }
-        println!("killed run {id} on {}", table::escape(&killed.join(", ")));
-        return Ok(());
-    }
-    if let Some(RunsCommand::Log { id, offset }) = &args.action {
-        let (run, lines) = ops
-            .run_lines(&actor(), crate::record::RunId(*id), *offset, 1000)
-            .await?;
-        if json {
-            return print_json(&json!({"run": id, "lines": lines, "done": run.ended_at.is_some()}));
-        }
-        for l in &lines {
-            println!("{}", table::escape(&l.line));
-        }
-        if lines.is_empty() && *offset == 0 {
-            eprintln!(
-                "run {id} has no stored log lines (a remote run's log is kept by its executor instance: ask through a server with --server)"
-            );
-        }
-        return Ok(());
-    }
-    let mut query = RunQuery::new().limit(limit("limit", args.limit)?);
-    if let Some(job) = &args.job {
-        query = query.job(job_id(job)?);
-    }
-    if let Some(status) = &args.status {
-        let s = RunStatus::parse(status).ok_or_else(|| {
-            Failure::Usage(format!(
-                "invalid --status {status:?}: one of {}",
-                RunStatus::ALL.map(RunStatus::as_str).join(", ")
-            ))
-        })?;
-        query = query.status(s);
-    }
-    let runs = store.runs(&query).await?;
-    if json {
-        return print_json(&runs);
-    }
-    let rows: Vec<Vec<String>> = runs
-        .iter()
-        .map(|r| {
-            vec![
-                r.id.0.to_string(),
-                r.job_id.to_string(),
-                r.fire_at.to_string(),
-                r.status.as_str().to_string(),
-                r.attempt.to_string(),
-                r.node.clone(),
-                r.executor.clone().unwrap_or_else(|| "-".into()),
-                r.duration()
-                    .map_or_else(|| "-".to_string(), |d| format!("{} ms", d.as_millis())),
-                r.error.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
-    table::print(
-        &[
-            "run", "job", "fire", "status", "attempt", "node", "executor", "took", "error",
-        ],
-        &rows,
-    );
-    Ok(())
-}
-
-pub(crate) async fn nodes(store: &Arc<dyn JobStore>, json: bool) -> Outcome {
-    let page = store.nodes().await?;
-    if json {
-        return print_json(&page.items);
-    }
-    let rows: Vec<Vec<String>> = page
-        .items
-        .iter()
-        .map(|n| {
-            vec![
-                n.info.node_id.clone(),
-                n.info.host.clone(),
-                n.info.version.clone(),
-                n.info.capacity.to_string(),
-                n.info.started_at.to_string(),
-                n.last_beat.to_string(),
-            ]
-        })
-        .collect();
-    table::print(
-        &["node", "host", "version", "slots", "started", "last beat"],
-        &rows,
-    );
-    Ok(())
-}
-
-pub(crate) async fn executors(
-    store: &Arc<dyn JobStore>,
-    args: &ExecutorsArgs,
-    json: bool,
-) -> Outcome {
-    let page = store.executors(args.group.as_deref()).await?;
-    if json {
-        return print_json(&page.items);
-    }
-    let rows: Vec<Vec<String>> = page
-        .items
-        .iter()
-        .map(|e| {
-            vec![
-                e.info.group.clone(),
-                e.info.address.clone(),
-                e.info.handlers.join(","),
-                e.info.capacity.to_string(),
-                e.info.version.clone(),
-                e.last_beat.to_string(),
-            ]
-        })
-        .collect();
-    table::print(
-        &[
-            "group",
-            "address",
-            "handlers",
-            "capacity",
-            "version",
-            "last beat",
-        ],
-        &rows,
-    );
-    Ok(())
-}
-
-/// An operator's change to one alarm event.
-#[derive(Subcommand, Debug)]
-pub(crate) enum AlarmsCommand {
-    /// Delivers a pending or failed event again now.
-    Retry { id: i64 },
-    /// Never delivers a pending or failed event.
-    Discard { id: i64 },
-}
-
-#[derive(Args, Debug)]
-pub(crate) struct AlarmsArgs {
-    #[command(subcommand)]
-    pub(crate) action: Option<AlarmsCommand>,
-    /// Only events with this status (`pending`, `sending`, `sent`, `failed`,
-    /// `not_needed`).
-    #[arg(long)]
-    pub status: Option<String>,
-    /// At most this many (1-10000).
-    #[arg(long, default_value_t = 50)]
-    pub limit: usize,
-}
-
-pub(crate) async fn alarms(ops: &Ops, args: &AlarmsArgs, json: bool) -> Outcome {
-    let store = ops.store();
-    if let Some(action) = &args.action {
-        let (change, done) = match action {
-            AlarmsCommand::Retry { id } => {
-                (AlarmChange::Retry(crate::record::AlarmId(*id)), "retried")
-            }
-            AlarmsCommand::Discard { id } => (
-                AlarmChange::Discard(crate::record::AlarmId(*id)),
-                "discarded",
-            ),
-        };
-        ops.alarm_change(&actor(), change).await?;
-        let id = change.id().0;
-        if json {
-            return print_json(&json!({"alarm": id, "done": done}));
-        }
-        println!("{done} alarm {id}");
-        return Ok(());
-    }
-    let status = args
-        .status
-        .as_deref()
-        .map(|s| {
-            crate::record::AlarmStatus::parse(s).ok_or_else(|| {
-                Failure::Usage(format!("invalid --status {s:?}: not an alarm status"))
-            })
-        })
-        .transpose()?;
-    let query = crate::store::AlarmQuery::new(limit("limit", args.limit)?).status(status);
-    let items = store.alarms(&query).await?;
-    if json {
-        return print_json(&items);
-    }
-    let rows: Vec<Vec<String>> = items
-        .iter()
-        .map(|a| {
-            vec![
-                a.id.0.to_string(),
-                a.event.job_id.to_string(),
-                a.event.kind.as_str().to_string(),
-                a.status.as_str().to_string(),
-                a.attempts.to_string(),
-                a.created_at.to_string(),
-                a.last_error.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
-    table::print(
-        &[
-            "id",
-            "job",
-            "kind",
-            "status",
-            "attempts",
-            "created",
-            "last error",
-        ],
-        &rows,
-    );
-    Ok(())
 }
