@@ -24,14 +24,14 @@ use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// Shortest password an account added at runtime may have.
-pub const MIN_PASSWORD_CHARS: usize = 12;
+pub(crate) const MIN_PASSWORD_CHARS: usize = 12;
 /// Longest.
-pub const MAX_PASSWORD_CHARS: usize = 1_024;
+pub(crate) const MAX_PASSWORD_CHARS: usize = 1_024;
 
 /// An account to add.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NewAccount {
+pub(crate) struct NewAccount {
     /// Its login name.
     pub name: String,
     /// Its password (12-1,024 characters); only its argon2id hash is kept.
@@ -46,7 +46,7 @@ pub struct NewAccount {
 /// A token to add: the server generates the token.
 #[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NewToken {
+pub(crate) struct NewToken {
     /// Its name (`token:<name>` in the audit log).
     pub name: String,
     /// What it may do.
@@ -59,7 +59,7 @@ pub struct NewToken {
 /// Where an account or token comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Source {
+pub(crate) enum Source {
     /// The configuration file: changed by editing it and restarting.
     Configuration,
     /// Added at runtime: kept in the store, removed through the API or the command line.
@@ -68,7 +68,7 @@ pub enum Source {
 
 /// An account or token as the API and the command line show it (never its hash).
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct AccessView {
+pub(crate) struct AccessView {
     /// Account or token.
     pub kind: CredentialKind,
     /// Its name.
@@ -85,7 +85,7 @@ pub struct AccessView {
 
 /// A token just added, with the token itself (shown this once).
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
-pub struct AddedToken {
+pub(crate) struct AddedToken {
     /// The token as listed.
     #[serde(flatten)]
     pub view: AccessView,
@@ -108,7 +108,7 @@ fn view(r: &CredentialRecord) -> Option<AccessView> {
 /// Every account and token `actor` may see: the configuration's, then the store's,
 /// by kind and name. An actor limited to groups sees those limited to some of its
 /// groups.
-pub async fn list(
+pub(crate) async fn list(
     store: &dyn JobStore,
     config: &ServerConfig,
     actor: &Actor,
@@ -238,7 +238,7 @@ async fn add(
 }
 
 /// Adds an account: its password hashed with argon2id (on a blocking thread).
-pub async fn add_account(
+pub(crate) async fn add_account(
     store: &dyn JobStore,
     config: &ServerConfig,
     actor: &Actor,
@@ -268,7 +268,7 @@ pub async fn add_account(
 }
 
 /// Adds a token, generated here; answers it with the token (shown this once).
-pub async fn add_token(
+pub(crate) async fn add_token(
     store: &dyn JobStore,
     config: &ServerConfig,
     actor: &Actor,
@@ -289,7 +289,7 @@ pub async fn add_token(
 
 /// Removes a stored account or token. Errors: [`Error::NotFound`] (or not within
 /// the actor's groups); [`Error::Conflict`] for one of the configuration file.
-pub async fn remove(
+pub(crate) async fn remove(
     store: &dyn JobStore,
     config: &ServerConfig,
     actor: &Actor,

@@ -23,9 +23,9 @@
 //! transaction or script as the change: a change whose audit entry cannot be written
 //! is not made.
 
-pub mod access;
+pub(crate) mod access;
 mod api;
-pub mod auth;
+pub(crate) mod auth;
 pub mod cli;
 pub mod config;
 mod console;
@@ -36,7 +36,7 @@ pub use metrics::prometheus_builder;
 pub(crate) mod serve;
 pub mod views;
 
-pub use auth::{Principal, Role};
+pub use auth::{Principal, Role, hash_password, new_token};
 pub use config::ServerConfig;
 pub use error::ApiError;
 pub use serve::Server;

@@ -222,7 +222,7 @@ async fn serve_runs_on_postgres_from_its_configuration_file() {
     let dir = std::env::temp_dir().join(format!("jobwheel-serve-pg-{}", fastrand::u64(..)));
     std::fs::create_dir_all(&dir).unwrap();
     let prefix = format!("serve{}_", fastrand::u32(..));
-    let hash = jobwheel::admin::auth::hash_password("pg-password-1");
+    let hash = jobwheel::admin::hash_password("pg-password-1");
     let text = format!(
         "listen = \"127.0.0.1:8080\"\nstore = \"{url}\"\nprefix = \"{prefix}\"\nsession_secret = \"{:032x}\"\n\n[[users]]\nname = \"ops\"\npassword_hash = \"{hash}\"\nrole = \"viewer\"\n\n[[groups]]\nname = \"pg\"\nsecret = \"{:032x}\"\n",
         fastrand::u128(..),

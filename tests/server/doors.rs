@@ -9,7 +9,7 @@
 use crate::support;
 use jobwheel::store::JobsExt as _;
 
-use jobwheel::admin::auth::new_token;
+use jobwheel::admin::new_token;
 use jobwheel::admin::{Server, ServerConfig};
 use jobwheel::ops::Actor;
 use jobwheel::store::{AlarmChange, FinishRun, StartRun};

@@ -7,8 +7,8 @@
 
 use crate::support;
 
-use jobwheel::admin::auth::{hash_password, new_token};
 use jobwheel::admin::{Server, ServerConfig};
+use jobwheel::admin::{hash_password, new_token};
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::admin::*;

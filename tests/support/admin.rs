@@ -1,8 +1,8 @@
 //! Admin API test helpers: a served instance with one account per role, and a
 //! client that records which documented operation each call exercised.
 
-use jobwheel::admin::auth::{hash_password, new_token};
 use jobwheel::admin::{Server, ServerConfig};
+use jobwheel::admin::{hash_password, new_token};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

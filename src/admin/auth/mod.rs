@@ -31,8 +31,9 @@ use super::error::ApiError;
 use crate::time::Timestamp;
 use axum::http::HeaderMap;
 use hmac::{KeyInit, Mac};
+pub use passwords::hash_password;
+pub(crate) use passwords::random_bytes;
 use passwords::{Attempts, Refused, Verifiers};
-pub use passwords::{hash_password, random_bytes};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -41,13 +42,13 @@ use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 /// The session cookie's name.
-pub const SESSION_COOKIE: &str = "jobwheel_session";
+pub(crate) const SESSION_COOKIE: &str = "jobwheel_session";
 /// The header a cookie-authenticated change carries its CSRF token in.
-pub const CSRF_HEADER: &str = "x-csrf-token";
+pub(crate) const CSRF_HEADER: &str = "x-csrf-token";
 
 /// How a request proved who it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Via {
+pub(crate) enum Via {
     /// A session cookie with this nonce (its changes need the CSRF token).
     Session(String),
     /// A bearer token.
@@ -145,13 +146,13 @@ struct Claims {
 /// How long a server answers from its copy of the accounts and tokens kept in the
 /// store before reading them again: one removed through another server of a cluster
 /// is refused here within this time (through this server, at once).
-pub const CREDENTIALS_REFRESH: Duration = Duration::from_secs(2);
+pub(crate) const CREDENTIALS_REFRESH: Duration = Duration::from_secs(2);
 
 /// How often, at most, a server reads the store's accounts and tokens again for a
 /// token or account it does not know: one added through another server is admitted
 /// within this time, and callers sending unknown credentials cost at most four
 /// reads a second.
-pub const UNKNOWN_REREAD: Duration = Duration::from_millis(250);
+pub(crate) const UNKNOWN_REREAD: Duration = Duration::from_millis(250);
 
 /// Accounts and tokens added at runtime, as last read from the store.
 #[derive(Default)]
@@ -209,7 +210,7 @@ impl Stored {
 }
 
 /// The accounts and tokens, and the keys that sign sessions.
-pub struct Auth {
+pub(crate) struct Auth {
     secret: Vec<u8>,
     users: HashMap<String, UserConfig>,
     tokens: Vec<([u8; 32], TokenConfig)>,
@@ -243,7 +244,7 @@ pub fn new_token() -> (String, String) {
 
 impl Auth {
     /// From a validated configuration.
-    pub fn new(config: &ServerConfig) -> Auth {
+    pub(crate) fn new(config: &ServerConfig) -> Auth {
         Auth {
             secret: config.session_secret.0.as_bytes().to_vec(),
             users: config
@@ -282,7 +283,7 @@ impl Auth {
     /// change through this server). One read at a time. Returns whether it read. A
     /// failed read keeps the copy (logged): the configuration's accounts and tokens
     /// work whatever the store does.
-    pub async fn refresh(
+    pub(crate) async fn refresh(
         &self,
         store: &dyn crate::store::Credentials,
         older_than: Duration,
@@ -316,7 +317,7 @@ impl Auth {
 
     /// Whether an account of `name` is known here (the configuration's or the
     /// store's, as last read).
-    pub fn knows(&self, name: &str) -> bool {
+    pub(crate) fn knows(&self, name: &str) -> bool {
         self.users.contains_key(name) || self.snapshot().users.contains_key(name)
     }
 
@@ -336,7 +337,7 @@ impl Auth {
     }
 
     /// The CSRF token of the session with `nonce`.
-    pub fn csrf(&self, nonce: &str) -> String {
+    pub(crate) fn csrf(&self, nonce: &str) -> String {
         hex::encode(self.mac(format!("csrf:{nonce}").as_bytes()))
     }
 
@@ -346,7 +347,7 @@ impl Auth {
     /// Errors: 401 `bad_credentials` (the same for an unknown account and a wrong
     /// password); 429 `locked_out` after too many failed (or pending) logins of the
     /// account, 429 `busy` when too many logins wait to be checked.
-    pub async fn login(
+    pub(crate) async fn login(
         &self,
         name: &str,
         password: &str,
@@ -427,7 +428,7 @@ impl Auth {
     }
 
     /// The `Set-Cookie` value that ends the session in the browser.
-    pub fn logout_cookie(&self) -> String {
+    pub(crate) fn logout_cookie(&self) -> String {
         self.cookie("", Duration::ZERO)
     }
 
@@ -435,7 +436,11 @@ impl Auth {
     ///
     /// Errors: 401 `unauthenticated` with neither, or with one that is unknown,
     /// forged or expired.
-    pub fn principal(&self, headers: &HeaderMap, now: Timestamp) -> Result<Principal, ApiError> {
+    pub(crate) fn principal(
+        &self,
+        headers: &HeaderMap,
+        now: Timestamp,
+    ) -> Result<Principal, ApiError> {
         if let Some(auth) = headers.get(axum::http::header::AUTHORIZATION) {
             let token = auth
                 .to_str()
@@ -507,7 +512,7 @@ impl Auth {
     /// For a change: a session must carry its CSRF token.
     ///
     /// Errors: 403 `csrf` when the header is missing or wrong.
-    pub fn check_csrf(&self, p: &Principal, headers: &HeaderMap) -> Result<(), ApiError> {
+    pub(crate) fn check_csrf(&self, p: &Principal, headers: &HeaderMap) -> Result<(), ApiError> {
         let Via::Session(nonce) = &p.via else {
             return Ok(());
         };

@@ -33,7 +33,7 @@ pub(crate) const QUEUE_PER_WORKER: usize = 8;
 pub(crate) const MAX_M_COST_KIB: u32 = 256 * 1024;
 
 /// `n` random bytes from the operating system.
-pub fn random_bytes(n: usize) -> Vec<u8> {
+pub(crate) fn random_bytes(n: usize) -> Vec<u8> {
     let mut b = vec![0u8; n];
     getrandom::fill(&mut b).expect("the operating system's random source is available");
     b
