@@ -26,7 +26,7 @@
 //! ([`Ops::release_instant`](crate::ops::Ops::release_instant),
 //! [`Ops::skip_instant`](crate::ops::Ops::skip_instant)). Cycles are refused when a
 //! job is stored; at run time a chain of releases stops at [`MAX_DEPTH`].
-//! docs/ARCHITECTURE.md ("Job dependencies") has a worked example.
+//! docs/book/src/architecture.md ("Job dependencies") has a worked example.
 //!
 //! [`FireContext::upstream`]: crate::FireContext::upstream
 

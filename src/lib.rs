@@ -167,9 +167,12 @@ pub use store::{AlarmQuery, AuditQuery, CorruptRow, JobQuery, JobStore, Page, Ru
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-/// The guide's code blocks, compiled as doc tests.
+/// The book's code blocks (`docs/book/`), compiled as doc tests.
 #[cfg(doctest)]
-#[doc = include_str!("../docs/GUIDE.md")]
-pub struct GuideDoctests;
+#[doc = include_str!("../docs/book/src/getting-started.md")]
+#[doc = include_str!("../docs/book/src/remote-executors.md")]
+#[doc = include_str!("../docs/book/src/operations.md")]
+#[doc = include_str!("../docs/book/src/architecture.md")]
+pub struct BookDoctests;
 
 pub use time::{Clock, ManualClock, SystemClock, Timestamp, TokioClock};

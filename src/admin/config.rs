@@ -38,7 +38,7 @@
 //! `JOBWHEEL_LOGIN_CONCURRENCY`. `JOBWHEEL_SECRET` is refused: it named the session
 //! secret once and is what executors were given for their group's secret, so one
 //! exported value would have been both. The reference with every field and default is
-//! docs/SERVER.md.
+//! docs/book/src/server.md.
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};

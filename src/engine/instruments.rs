@@ -1,7 +1,7 @@
 //! What the engine reports through the [`metrics`] facade: an application installs
 //! the exporter it wants (Prometheus, StatsD, OpenTelemetry …) and every instrument
 //! below appears in it; without one, recording costs a few atomic reads. The names,
-//! units and labels are the table in docs/ARCHITECTURE.md ("Metrics").
+//! units and labels are the table in docs/book/src/architecture.md ("Metrics").
 //!
 //! Labels are low-cardinality: a run's outcome, a misfire policy, an executor group
 //! (empty for the scheduler's own handlers), an alarm's name. Job ids and handlers

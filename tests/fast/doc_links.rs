@@ -1,7 +1,8 @@
-//! The docs' links: every relative link in README.md, CHANGELOG.md and docs/*.md
-//! points at a file of the repository, and every `#anchor` at a heading of the
-//! page it names (GitHub's anchors: lower case, punctuation dropped, spaces as
-//! hyphens). Links inside fenced code blocks are not links.
+//! The docs' links: every relative link in README.md, CHANGELOG.md, docs/*.md and
+//! the book's pages (docs/book/src/) points at a file of the repository, and every
+//! `#anchor` at a heading of the page it names (GitHub's anchors, which mdBook's
+//! are too: lower case, punctuation dropped, spaces as hyphens). Links inside fenced
+//! code blocks are not links. The book's SUMMARY.md lists each of its pages once.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -9,14 +10,39 @@ use std::path::{Path, PathBuf};
 /// The pages checked.
 fn pages(root: &Path) -> Vec<PathBuf> {
     let mut pages = vec![root.join("README.md"), root.join("CHANGELOG.md")];
-    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "md") {
-            pages.push(path);
-        }
-    }
+    pages.extend(markdown_in(&root.join("docs")));
+    pages.extend(markdown_in(&root.join("docs/book/src")));
     pages.sort();
     pages
+}
+
+/// The Markdown files directly in `dir`.
+fn markdown_in(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect()
+}
+
+#[test]
+fn the_books_summary_lists_each_page_once() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/book/src");
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let mut listed: Vec<String> = prose(&summary)
+        .into_iter()
+        .flat_map(links)
+        .map(String::from)
+        .collect();
+    listed.sort();
+    let mut pages: Vec<String> = markdown_in(&src)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .filter(|n| n != "SUMMARY.md")
+        .collect();
+    pages.sort();
+    assert!(pages.len() >= 9, "the book has its chapters: {pages:?}");
+    assert_eq!(listed, pages, "SUMMARY.md lists every page once");
 }
 
 /// The text outside fenced code blocks, line by line.

@@ -196,8 +196,11 @@ async fn the_instruments_hold_what_the_run_log_holds() {
 
 #[test]
 fn the_architecture_table_lists_every_instrument() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/ARCHITECTURE.md"))
-        .unwrap();
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/book/src/architecture.md"
+    ))
+    .unwrap();
     let table: Vec<&str> = doc
         .lines()
         .filter(|l| l.starts_with("| `jobwheel_"))
@@ -209,7 +212,7 @@ fn the_architecture_table_lists_every_instrument() {
     listed.sort();
     assert_eq!(
         listed, named,
-        "docs/ARCHITECTURE.md's metrics table is the code's"
+        "docs/book/src/architecture.md's metrics table is the code's"
     );
     for (name, kind, unit, _) in i::ALL {
         let row = doc

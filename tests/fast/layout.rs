@@ -1,4 +1,4 @@
-//! The crate's layout as docs/ARCHITECTURE.md draws it: every module under `src/` on
+//! The crate's layout as docs/book/src/architecture.md draws it: every module under `src/` on
 //! a floor of the "Floors" table, each using only modules on lower floors; no module
 //! mounted from elsewhere with `#[path]`; every path the module map names exists.
 
@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The floors table of docs/ARCHITECTURE.md: module name → floor.
+/// The floors table of docs/book/src/architecture.md: module name → floor.
 fn floors(doc: &str) -> BTreeMap<String, u32> {
     let mut lines = doc
         .lines()
         .skip_while(|l| l.trim() != "| floor | modules |");
     assert!(
         lines.next().is_some(),
-        "docs/ARCHITECTURE.md has a floors table"
+        "docs/book/src/architecture.md has a floors table"
     );
     let mut out = BTreeMap::new();
     for line in lines.skip(1).take_while(|l| l.starts_with('|')) {
@@ -94,7 +94,8 @@ fn arrows() -> BTreeMap<String, BTreeSet<(String, String)>> {
 
 #[test]
 fn every_module_uses_only_lower_floors() {
-    let doc = std::fs::read_to_string(Path::new(ROOT).join("docs/ARCHITECTURE.md")).unwrap();
+    let doc =
+        std::fs::read_to_string(Path::new(ROOT).join("docs/book/src/architecture.md")).unwrap();
     let floors = floors(&doc);
     let arrows = arrows();
     let modules: BTreeSet<&String> = arrows.keys().collect();
@@ -125,7 +126,8 @@ fn every_module_uses_only_lower_floors() {
 
 #[test]
 fn the_module_map_names_paths_that_exist() {
-    let doc = std::fs::read_to_string(Path::new(ROOT).join("docs/ARCHITECTURE.md")).unwrap();
+    let doc =
+        std::fs::read_to_string(Path::new(ROOT).join("docs/book/src/architecture.md")).unwrap();
     let map: Vec<&str> = doc
         .lines()
         .skip_while(|l| l.trim() != "## Module map")

@@ -4,7 +4,7 @@
 //! test is reported skipped (a failure under `CI=true`).
 //!
 //! `JOBWHEEL_SCREENSHOTS=docs/screenshots` writes one PNG per page (the pictures in
-//! docs/CONSOLE.md).
+//! docs/book/src/console.md).
 
 use crate::support;
 

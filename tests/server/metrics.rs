@@ -361,7 +361,7 @@ async fn a_real_prometheus_scrapes_the_server_with_the_alert_rules_loaded() {
 /// With `JOBWHEEL_PANELS=docs/screenshots`: lets the served instance run a mixed
 /// workload for `JOBWHEEL_PANELS_SECONDS` (180), scraped by the Prometheus above, then
 /// takes a picture of each key dashboard panel's query on Prometheus's graph page in
-/// Chromium (`tests/browser/panels.mjs`). The pictures in docs/ARCHITECTURE.md.
+/// Chromium (`tests/browser/panels.mjs`). The pictures in docs/book/src/architecture.md.
 async fn pictures_of_the_panels(
     api: &Api,
     admin: &Who,

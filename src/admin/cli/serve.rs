@@ -48,7 +48,7 @@ fn first_config() -> (String, String) {
     let text = format!(
         "# Written by the first `jobwheel serve` in this directory. Keep it private:\n\
          # it holds the secret that signs sessions and the executor group's secret.\n\
-         # Reference: docs/SERVER.md.\n\
+         # Reference: docs/book/src/server.md.\n\
          listen = \"127.0.0.1:8080\"\n\
          store = \"sqlite://jobwheel.db?mode=rwc\"\n\
          session_secret = \"{secret}\"\n\

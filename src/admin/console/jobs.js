@@ -281,7 +281,7 @@ pages.jobForm = async ([id]) => {
   // e-mail alarm would use them (or the job has some, kept as they are).
   const kinds = d.alarms || [];
   const noAlarm = kinds.length ? null : h('p', { class: 'hint', id: 'no-alarm' },
-    'This server has no alarm configured: the events below are recorded (Alarms page) but sent to nobody. Add [[email_alarms]] or [[webhook_alarms]] to jobwheel.toml (docs/SERVER.md).');
+    'This server has no alarm configured: the events below are recorded (Alarms page) but sent to nobody. Add [[email_alarms]] or [[webhook_alarms]] to jobwheel.toml (docs/book/src/server.md).');
   const email = kinds.includes('email');
   const recipientsRow = email || (a.recipients || []).length
     ? row('Recipients', f.recipients, email ? 'Added to the e-mail alarm\'s recipients for this job.' : 'This server has no e-mail alarm: these recipients reach nobody from here.')

@@ -157,7 +157,7 @@ impl Dialect for MySqlDialect {
     // `IGNORE` reports 0 for a duplicate (and every value it inserts is validated).
     const INSERT_IGNORE: &'static str = "INSERT IGNORE INTO";
     const ON_CONFLICT_IGNORE: &'static str = "";
-    // Bulk upserts in 4 transactions at once (measured in docs/BENCHMARKS.md).
+    // Bulk upserts in 4 transactions at once (measured in docs/book/src/benchmarks.md).
     const BULK_WRITERS: usize = 4;
     const MIGRATIONS: &'static [Embedded] = MIGRATIONS;
     // A named lock with a timeout: sqlx's own `GET_LOCK(…, -1)` does not wait on

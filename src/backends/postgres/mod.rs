@@ -217,7 +217,7 @@ impl Dialect for PgDialect {
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const INSERT_IGNORE: &'static str = "INSERT INTO";
     const ON_CONFLICT_IGNORE: &'static str = " ON CONFLICT DO NOTHING";
-    // Bulk upserts in 4 transactions at once (measured in docs/BENCHMARKS.md).
+    // Bulk upserts in 4 transactions at once (measured in docs/book/src/benchmarks.md).
     const BULK_WRITERS: usize = 4;
     const INSERTS_ABSENT: bool = true;
     const MIGRATIONS: &'static [Embedded] = MIGRATIONS;

@@ -42,7 +42,7 @@
 //! hash tag of its own spread evenly over the slots; a job's keys are its shard's,
 //! so every script runs on one node (see [`RedisStore`]). Replication is
 //! asynchronous, so a failover can lose the last writes a dying primary
-//! acknowledged; what that repeats is in `docs/RELIABILITY.md` ("The Redis store on
+//! acknowledged; what that repeats is in `docs/book/src/reliability.md` ("The Redis store on
 //! a Redis Cluster").
 
 mod audit;

@@ -102,7 +102,7 @@ fn other_count(asked: u16, stored: i64) -> Error {
         "redis.shards",
         asked,
         format!(
-            "the keyspace has {stored} shards; the count is changed offline (docs/ARCHITECTURE.md, \"The Redis store on a Redis Cluster\")"
+            "the keyspace has {stored} shards; the count is changed offline (docs/book/src/architecture.md, \"The Redis store on a Redis Cluster\")"
         ),
     )
 }
@@ -255,7 +255,7 @@ impl RedisStore {
     /// that wrote it acknowledged the write (`WAIT`), or `timeout` passed (then a
     /// warning is logged naming the shard and how many did; the write stands). With
     /// every replica of each primary counted, a failover to any of them keeps every
-    /// start and finish the engine was told of (see `docs/RELIABILITY.md`). A `WAIT`
+    /// start and finish the engine was told of (see `docs/book/src/reliability.md`). A `WAIT`
     /// holds the connection it is sent on until it returns, so calls behind it wait
     /// too. Errors: [`Error::Invalid`] naming `redis.wait_replicas` for 0 replicas,
     /// `redis.wait_timeout` for a timeout of zero or not below the calls' own
@@ -347,7 +347,7 @@ impl RedisStore {
     /// place) under the prefix. Idempotent. Refuses a keyspace written by a newer
     /// jobwheel, a shard count other than the keyspace's, and sharding a keyspace
     /// that holds an unsharded store (moving one is an offline step, described in
-    /// `docs/ARCHITECTURE.md`, "The Redis store on a Redis Cluster").
+    /// `docs/book/src/architecture.md`, "The Redis store on a Redis Cluster").
     pub async fn migrate(&self) -> Result<()> {
         let mut conn = self.conn.clone();
         let refuse = |why: String| Error::backend(NAME, "migrate", false, why);

@@ -3,7 +3,7 @@
 //! step (a minute, or a second where the zone's offsets are not whole minutes) at a
 //! time, applying the documented DST rule directly.
 //!
-//! The rule (docs/ARCHITECTURE.md, "Schedules"): an expression whose hour field lists
+//! The rule (docs/book/src/architecture.md, "Schedules"): an expression whose hour field lists
 //! only single values ("fixed hour") fires at the *first* occurrence of a repeated
 //! wall time, and once at the first instant after a spring-forward gap that
 //! swallowed a matching wall time; any other expression fires at every instant whose
