@@ -233,6 +233,24 @@ async fn a_remote_runs_log_is_stored_with_the_run_and_outlives_its_instance() {
     assert_eq!(lines.len(), 4, "{lines:?}");
     assert_eq!(lines[3], "report: finished");
     running.shutdown().await;
+
+    // Sixteen minutes after the end, under a day's run retention (what a node's
+    // retention service purges: the runs ended before now - retention), nothing of
+    // them goes; past the retention, a run's lines go with it.
+    let ms = |t: Option<jobwheel::Timestamp>| t.unwrap().as_millis();
+    let later = ms(big.ended_at) + 16 * 60_000;
+    let purged = store
+        .purge_runs(jobwheel::Timestamp::from_millis(later - 86_400_000))
+        .await
+        .unwrap();
+    assert_eq!(purged, 0);
+    assert_eq!(stored_lines(&store, big.id).await.len(), 2002);
+    let after = jobwheel::Timestamp::from_millis(ms(big.ended_at).max(ms(long.ended_at)) + 1);
+    assert!(store.purge_runs(after).await.unwrap() >= 2);
+    assert!(
+        stored_lines(&store, big.id).await.is_empty(),
+        "purged with the run"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
